@@ -1,0 +1,552 @@
+package flake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the generator.
+const (
+	DefaultMaxLead      = time.Second
+	DefaultReserveAhead = 2 * time.Second
+)
+
+// Errors of the generator.
+var (
+	ErrOverTimeLimit = errors.New("over the time limit of the layout")
+	ErrMaxLead       = errors.New("generator is max-lead ahead of the clock")
+	ErrReserve       = errors.New("reservation not granted")
+	ErrClosed        = errors.New("generator is closed")
+	ErrInvalidFloor  = errors.New("invalid floor")
+	ErrInvalidLead   = errors.New("invalid max lead")
+)
+
+// Settings configures a Generator. The zero value is the default layout with
+// machine ID 0, no reservation hook and the system clock.
+type Settings struct {
+	// BitsSequence is the bit length of the sequence: 1..30, 0 means 8.
+	BitsSequence int
+	// BitsMachineID is the bit length of the machine ID: 1..30, 0 means 16.
+	// 63 - BitsSequence - BitsMachineID (the time bits) must be >= 32.
+	BitsMachineID int
+	// TimeUnit is the length of a tick: >= 1 ms, 0 means 10 ms.
+	TimeUnit time.Duration
+	// StartTime is the epoch: not after now; zero means 2025-01-01 UTC.
+	StartTime time.Time
+
+	// MachineID is the machine ID: 0..2^BitsMachineID-2. The last ID,
+	// 2^BitsMachineID-1, is reserved for counter mode.
+	MachineID int
+	// MachineIDs, when not empty, replaces MachineID: the generator
+	// interleaves them inside each (tick, sequence) step in ascending order,
+	// so its IDs stay strictly increasing at len(MachineIDs) times the rate
+	// of one machine ID. Each must be in MachineID's range; no repeats.
+	MachineIDs []int
+
+	// MaxLead bounds how far ahead of the clock the generator may run when
+	// a tick's sequence is used up: >= 0, 0 means 1 s. Less than one
+	// TimeUnit means it never runs ahead.
+	MaxLead time.Duration
+
+	// Floor is the last tick the generator must not use, typically the
+	// previous owner's reservation: every ID has a tick > Floor. >= -1.
+	Floor int64
+	// Reserved is the highest tick already granted when the generator
+	// starts (only meaningful with Reserve).
+	Reserved int64
+	// Reserve, when set, is called before the generator enters a tick above
+	// its grant. It asks for ticks up to upTo and returns the highest tick
+	// granted, made durable before it returns. A grant below the tick the
+	// generator needs, or an error, means NextID fails with ErrReserve once
+	// the current grant is used up; IDs are never issued past a grant.
+	// It is called from one goroutine at a time, mostly in the background.
+	Reserve func(ctx context.Context, upTo int64) (granted int64, err error)
+	// ReserveAhead is how far ahead of the clock each Reserve asks for:
+	// >= one TimeUnit, 0 means 2 s. A new grant is requested when less
+	// than half of it is left.
+	ReserveAhead time.Duration
+
+	// Clock is the source of time; nil means SystemClock().
+	Clock Clock
+}
+
+// Layout returns the validated layout of the settings.
+func (s Settings) Layout() (Layout, error) {
+	return NewLayout(s.BitsSequence, s.BitsMachineID, s.TimeUnit, s.StartTime)
+}
+
+// Generator issues IDs. It is safe for concurrent use; its NextID takes no
+// lock and reads no clock.
+type Generator struct {
+	// state is the last value handed out, packed as
+	// tick*perTick + sequence*k + machine index. It sits alone on its
+	// cache line: it is the only word every NextID writes.
+	_     [64]byte
+	state atomic.Uint64
+	_     [56]byte
+	now   atomic.Int64 // current tick, refreshed by a timer and by slow paths
+	limit atomic.Int64 // highest tick that may be issued: min(granted, now+lead, max)
+
+	granted atomic.Int64
+	closed  atomic.Bool
+
+	layout    Layout
+	machines  []uint64 // ascending
+	k         uint64
+	perTick   uint64
+	seqBits   uint
+	machBits  uint
+	leadTicks int64
+	ahead     int64
+	floor     int64
+	reserve   func(context.Context, int64) (int64, error)
+
+	clock      Clock
+	sinceEpoch time.Duration // wall time since epoch at New
+	mono0      time.Duration
+
+	mu       sync.Mutex // guards timer, tickCh, lastErr; not on the hot path
+	timer    Timer
+	tickCh   chan struct{} // closed whenever the tick moves
+	lastErr  error
+	sem      chan struct{} // one Reserve at a time
+	fetching atomic.Bool
+	wg       sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+
+	waits, reserves, reserveErrs atomic.Uint64
+}
+
+// New validates the settings and starts a generator. It reads the wall
+// clock once. Close it to stop its timer and get its last tick.
+func New(s Settings) (*Generator, error) {
+	l, err := s.Layout()
+	if err != nil {
+		return nil, err
+	}
+	ids := slices.Clone(s.MachineIDs)
+	if len(ids) == 0 {
+		ids = []int{s.MachineID}
+	}
+	slices.Sort(ids)
+	for i, id := range ids {
+		if id < 0 || id > l.MaxMachineID() {
+			return nil, fmt.Errorf("%w: %d, valid range is 0..%d (%d is reserved for counter mode)",
+				ErrInvalidMachineID, id, l.MaxMachineID(), l.CounterMachineID())
+		}
+		if i > 0 && id == ids[i-1] {
+			return nil, fmt.Errorf("%w: machine ID %d given twice", ErrInvalidMachineID, id)
+		}
+	}
+	if s.MaxLead < 0 {
+		return nil, fmt.Errorf("%w: %v, must be >= 0 (0 means %v)", ErrInvalidLead, s.MaxLead, DefaultMaxLead)
+	}
+	if s.MaxLead == 0 {
+		s.MaxLead = DefaultMaxLead
+	}
+	if s.ReserveAhead == 0 {
+		s.ReserveAhead = DefaultReserveAhead
+	}
+	if s.ReserveAhead < l.TimeUnit {
+		return nil, fmt.Errorf("%w: reserve ahead %v must be >= one tick (%v)", ErrReserve, s.ReserveAhead, l.TimeUnit)
+	}
+	if s.Floor < -1 || s.Floor >= l.MaxTick() {
+		return nil, fmt.Errorf("%w: %d, valid range is -1..%d", ErrInvalidFloor, s.Floor, l.MaxTick()-1)
+	}
+	if s.Clock == nil {
+		s.Clock = SystemClock()
+	}
+	wall := s.Clock.Now()
+	if wall.Before(l.StartTime) {
+		return nil, fmt.Errorf("%w: epoch %s is after the clock's %s", ErrStartTimeAhead,
+			l.StartTime.Format(time.RFC3339), wall.UTC().Format(time.RFC3339))
+	}
+
+	g := &Generator{
+		layout:     l,
+		k:          uint64(len(ids)),
+		seqBits:    uint(l.BitsSequence),
+		machBits:   uint(l.BitsMachineID),
+		leadTicks:  int64(s.MaxLead / l.TimeUnit),
+		ahead:      int64(s.ReserveAhead / l.TimeUnit),
+		floor:      s.Floor,
+		reserve:    s.Reserve,
+		clock:      s.Clock,
+		sinceEpoch: wall.Sub(l.StartTime),
+		mono0:      s.Clock.Monotonic(),
+		tickCh:     make(chan struct{}),
+		sem:        make(chan struct{}, 1),
+	}
+	for _, id := range ids {
+		g.machines = append(g.machines, uint64(id))
+	}
+	g.perTick = uint64(1) << g.seqBits * g.k
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	// The next value handed out is the first of tick Floor+1.
+	g.state.Store(uint64(s.Floor+1)*g.perTick - 1)
+	if g.reserve == nil {
+		g.granted.Store(l.MaxTick())
+	} else {
+		g.granted.Store(max(s.Reserved, s.Floor))
+	}
+	g.now.Store(g.clockTick())
+	g.updateLimit()
+	g.mu.Lock()
+	g.schedule()
+	g.mu.Unlock()
+	g.maybePrefetch()
+	return g, nil
+}
+
+// Layout returns the generator's layout.
+func (g *Generator) Layout() Layout { return g.layout }
+
+// MachineIDs returns the machine IDs the generator issues under, ascending.
+func (g *Generator) MachineIDs() []int {
+	out := make([]int, len(g.machines))
+	for i, m := range g.machines {
+		out[i] = int(m)
+	}
+	return out
+}
+
+// NextID returns the next ID, waiting while the generator is MaxLead ahead
+// of the clock.
+func (g *Generator) NextID() (uint64, error) {
+	if id, ok := g.tryNext(); ok {
+		return id, nil
+	}
+	return g.nextSlow(context.Background())
+}
+
+// NextIDContext is NextID bounded by ctx: it returns an error wrapping
+// ErrMaxLead and ctx.Err() when ctx ends while waiting for the clock.
+func (g *Generator) NextIDContext(ctx context.Context) (uint64, error) {
+	if id, ok := g.tryNext(); ok {
+		return id, nil
+	}
+	return g.nextSlow(ctx)
+}
+
+func (g *Generator) nextSlow(ctx context.Context) (uint64, error) {
+	for {
+		if err := g.slow(ctx); err != nil {
+			return 0, err
+		}
+		if id, ok := g.tryNext(); ok {
+			return id, nil
+		}
+	}
+}
+
+// NextIDs fills dst with consecutive IDs and returns how many it filled,
+// which is len(dst) unless err is set. In steady state it takes one atomic
+// add for the whole batch.
+func (g *Generator) NextIDs(ctx context.Context, dst []uint64) (int, error) {
+	n := uint64(len(dst))
+	if n == 0 {
+		return 0, nil
+	}
+	if g.tickOf(g.state.Load()+1) >= g.now.Load() {
+		end := g.state.Add(n)
+		if g.tickOf(end) <= g.limit.Load() {
+			for i := range dst {
+				dst[i] = g.toID(end - n + 1 + uint64(i))
+			}
+			return len(dst), nil
+		}
+	}
+	for i := range dst {
+		id, err := g.NextIDContext(ctx)
+		if err != nil {
+			return i, err
+		}
+		dst[i] = id
+	}
+	return len(dst), nil
+}
+
+// tryNext is the hot path: one atomic add, two atomic loads.
+func (g *Generator) tryNext() (uint64, bool) {
+	st := g.state.Add(1)
+	tick := g.tickOf(st)
+	if now := g.now.Load(); tick < now {
+		// The clock has moved past the state: jump to the start of the
+		// current tick. Winning the swap makes the jumped-to value ours;
+		// losing it leaves st ours, only a little stale. When the current
+		// tick is not granted yet, do not jump: the slow path reserves.
+		if now > g.limit.Load() {
+			return 0, false
+		}
+		if next := uint64(now) * g.perTick; g.state.CompareAndSwap(st, next) {
+			st, tick = next, now
+		}
+	}
+	// Loaded after the add: Close lowers limit before reading the state,
+	// so either Close sees this value or this call sees the lowered limit.
+	if tick > g.limit.Load() {
+		return 0, false
+	}
+	return g.toID(st), true
+}
+
+func (g *Generator) tickOf(st uint64) int64 {
+	if g.k == 1 {
+		return int64(st >> g.seqBits)
+	}
+	return int64(st / g.perTick)
+}
+
+func (g *Generator) toID(st uint64) uint64 {
+	if g.k == 1 {
+		return st<<g.machBits | g.machines[0]
+	}
+	tick, rem := st/g.perTick, st%g.perTick
+	seq, idx := rem/g.k, rem%g.k
+	return tick<<(g.seqBits+g.machBits) | seq<<g.machBits | g.machines[idx]
+}
+
+// slow runs when the hot path could not issue: it refreshes the clock,
+// extends the grant or waits for the clock, then lets the caller retry.
+func (g *Generator) slow(ctx context.Context) error {
+	for {
+		ch := g.tickChan()
+		// Checked after taking ch: Close sets closed before it swaps the
+		// channel, so a waiter either sees closed or holds a channel that
+		// Close closes.
+		if g.closed.Load() {
+			return ErrClosed
+		}
+		now := g.refresh()
+		need := max(g.tickOf(g.state.Load()+1), now)
+		if need > g.layout.MaxTick() {
+			return fmt.Errorf("%w: tick %d > %d (%s)", ErrOverTimeLimit, need, g.layout.MaxTick(),
+				g.layout.TickTime(g.layout.MaxTick()).Format(time.RFC3339))
+		}
+		if need > g.granted.Load() {
+			if err := g.reserveUpTo(ctx, need, max(need, now)+g.ahead); err != nil {
+				return err
+			}
+			continue
+		}
+		if need <= now+g.leadTicks {
+			g.updateLimit()
+			return nil
+		}
+		g.waits.Add(1)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: next tick %d is %v ahead of the clock, max lead is %v: %w",
+				ErrMaxLead, need, time.Duration(need-now)*g.layout.TimeUnit,
+				time.Duration(g.leadTicks)*g.layout.TimeUnit, ctx.Err())
+		}
+	}
+}
+
+// clockTick reads the monotonic clock and turns it into a tick.
+func (g *Generator) clockTick() int64 {
+	d := g.sinceEpoch + g.clock.Monotonic() - g.mono0
+	return int64(d / g.layout.TimeUnit)
+}
+
+// refresh advances g.now to the clock (never backwards) and returns it.
+func (g *Generator) refresh() int64 {
+	t := g.clockTick()
+	for {
+		cur := g.now.Load()
+		if t <= cur {
+			return cur
+		}
+		if g.now.CompareAndSwap(cur, t) {
+			g.updateLimit()
+			g.mu.Lock()
+			close(g.tickCh)
+			g.tickCh = make(chan struct{})
+			g.mu.Unlock()
+			return t
+		}
+	}
+}
+
+func (g *Generator) tickChan() chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.tickCh
+}
+
+// updateLimit raises limit to min(granted, now+lead, max tick). Both inputs
+// only grow, so a value computed from older loads is merely conservative.
+func (g *Generator) updateLimit() {
+	l := min(g.granted.Load(), g.now.Load()+g.leadTicks, g.layout.MaxTick())
+	for {
+		cur := g.limit.Load()
+		if g.closed.Load() || l <= cur {
+			return
+		}
+		if g.limit.CompareAndSwap(cur, l) {
+			if g.closed.Load() {
+				g.limit.Store(-1)
+			}
+			return
+		}
+	}
+}
+
+// schedule arms the timer for the next tick boundary. g.mu is held.
+func (g *Generator) schedule() {
+	if g.closed.Load() {
+		return
+	}
+	d := g.sinceEpoch + g.clock.Monotonic() - g.mono0
+	wait := g.layout.TimeUnit - d%g.layout.TimeUnit
+	g.timer = g.clock.AfterFunc(wait, g.onTick)
+}
+
+func (g *Generator) onTick() {
+	g.refresh()
+	g.maybePrefetch()
+	g.mu.Lock()
+	g.schedule()
+	g.mu.Unlock()
+}
+
+// maybePrefetch extends the grant in the background when less than half of
+// ReserveAhead is left, so NextID rarely waits on Reserve.
+func (g *Generator) maybePrefetch() {
+	if g.reserve == nil {
+		return
+	}
+	front := max(g.now.Load(), g.tickOf(g.state.Load()))
+	if g.granted.Load()-front > g.ahead/2 || !g.fetching.CompareAndSwap(false, true) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed.Load() {
+		g.fetching.Store(false)
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer g.fetching.Store(false)
+		// Any progress will do: need is one past the current grant.
+		_ = g.reserveUpTo(g.ctx, g.granted.Load()+1, front+g.ahead)
+	}()
+}
+
+// reserveUpTo asks Reserve for ticks up to want and fails unless at least
+// need is granted. One call at a time; a caller that finds the grant already
+// extended by another returns at once.
+func (g *Generator) reserveUpTo(ctx context.Context, need, want int64) error {
+	select {
+	case g.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for tick %d: %w", ErrReserve, need, ctx.Err())
+	}
+	defer func() { <-g.sem }()
+	if g.granted.Load() >= need {
+		return nil
+	}
+	if g.closed.Load() {
+		return ErrClosed
+	}
+	g.reserves.Add(1)
+	got, err := g.reserve(ctx, want)
+	if err == nil && got < need {
+		err = fmt.Errorf("granted up to tick %d, need %d", got, need)
+	}
+	if err != nil {
+		g.reserveErrs.Add(1)
+		err = fmt.Errorf("%w: tick %d (%s): %w", ErrReserve, need,
+			g.layout.TickTime(need).Format(time.RFC3339Nano), err)
+		g.mu.Lock()
+		g.lastErr = err
+		g.mu.Unlock()
+		return err
+	}
+	for {
+		cur := g.granted.Load()
+		if got <= cur || g.granted.CompareAndSwap(cur, got) {
+			break
+		}
+	}
+	g.mu.Lock()
+	g.lastErr = nil
+	g.mu.Unlock()
+	g.updateLimit()
+	return nil
+}
+
+// Close stops issuing IDs and the background work, and returns the highest
+// tick any issued ID can have (Floor when none was issued): what a clean
+// shutdown records so the next owner of these machine IDs starts after it.
+func (g *Generator) Close() int64 {
+	g.mu.Lock()
+	if !g.closed.Swap(true) {
+		g.limit.Store(-1)
+		if g.timer != nil {
+			g.timer.Stop()
+		}
+		g.cancel()
+		close(g.tickCh) // wake waiters; they see closed
+		g.tickCh = make(chan struct{})
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
+	return g.LastTick()
+}
+
+// LastTick is an upper bound of the ticks of all IDs issued so far (Floor
+// when none was). After Close it is final.
+func (g *Generator) LastTick() int64 {
+	return max(min(g.tickOf(g.state.Load()), g.granted.Load()), g.floor)
+}
+
+// Stats is a snapshot of a generator's state.
+type Stats struct {
+	Now         int64 // the clock's tick
+	Last        int64 // highest tick handed out (or burned)
+	Granted     int64 // highest tick granted by Reserve
+	Floor       int64
+	Lead        time.Duration // how far ahead of the clock the generator runs
+	Headroom    time.Duration // granted ticks left ahead of max(now, last)
+	Waits       uint64        // times NextID waited for the clock
+	Reserves    uint64        // Reserve calls
+	ReserveErrs uint64        // failed Reserve calls
+	LastErr     error         // the last Reserve failure, nil after a success
+	Closed      bool
+	MachineIDs  []int
+}
+
+// Stats returns a snapshot; it is not on the hot path.
+func (g *Generator) Stats() Stats {
+	now := g.refresh()
+	last := g.tickOf(g.state.Load())
+	granted := g.granted.Load()
+	g.mu.Lock()
+	lastErr := g.lastErr
+	g.mu.Unlock()
+	unit := g.layout.TimeUnit
+	return Stats{
+		Now:         now,
+		Last:        last,
+		Granted:     granted,
+		Floor:       g.floor,
+		Lead:        time.Duration(max(last-now, 0)) * unit,
+		Headroom:    time.Duration(max(granted-max(now, last), 0)) * unit,
+		Waits:       g.waits.Load(),
+		Reserves:    g.reserves.Load(),
+		ReserveErrs: g.reserveErrs.Load(),
+		LastErr:     lastErr,
+		Closed:      g.closed.Load(),
+		MachineIDs:  g.MachineIDs(),
+	}
+}

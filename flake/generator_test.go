@@ -1,0 +1,483 @@
+package flake_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/flake/flaketest"
+)
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func newGen(t *testing.T, s flake.Settings) (*flake.Generator, *flaketest.Clock) {
+	t.Helper()
+	clk, _ := s.Clock.(*flaketest.Clock)
+	if clk == nil {
+		clk = flaketest.NewClock(t0)
+		s.Clock = clk
+	}
+	g, err := flake.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g, clk
+}
+
+func next(t *testing.T, g *flake.Generator) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	id, err := g.NextIDContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// checkUnique fails on a repeated ID, printing it decoded.
+func checkUnique(t *testing.T, l flake.Layout, ids []uint64) {
+	t.Helper()
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			t.Fatalf("duplicate ID %d (%+v)", sorted[i], l.Decompose(sorted[i]))
+		}
+	}
+}
+
+func checkIncreasing(t *testing.T, l flake.Layout, ids []uint64) {
+	t.Helper()
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("ID %d (%+v) after %d (%+v): not increasing", ids[i], l.Decompose(ids[i]), ids[i-1], l.Decompose(ids[i-1]))
+		}
+	}
+}
+
+// drive advances the clock one tick at a time until stop is closed.
+func drive(clk *flaketest.Clock, unit time.Duration, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				clk.Advance(unit)
+				runtime.Gosched() // let workers use the tick
+			}
+		}
+	}()
+	return done
+}
+
+func TestNextID_Concurrent_NoDuplicatesStrictlyIncreasing(t *testing.T) {
+	const workers = 8
+	perWorker := 1_000_000
+	if testing.Short() {
+		perWorker = 100_000
+	}
+	// 1024 IDs a tick: enough ticks to cross many boundaries and borrow,
+	// few enough that the test is about the generator, not the driver.
+	g, clk := newGen(t, flake.Settings{MachineID: 7, BitsSequence: 10, MaxLead: 200 * time.Millisecond})
+	stop := make(chan struct{})
+	driven := drive(clk, 10*time.Millisecond, stop)
+	results := make([][]uint64, workers)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]uint64, perWorker)
+			for i := range ids {
+				id, err := g.NextIDContext(context.Background())
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids[i] = id
+			}
+			results[w] = ids
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-driven
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	l := g.Layout()
+	var all []uint64
+	for _, ids := range results {
+		checkIncreasing(t, l, ids)
+		all = append(all, ids...)
+	}
+	checkUnique(t, l, all)
+	for _, id := range all {
+		if m := l.Decompose(id).MachineID; m != 7 {
+			t.Fatalf("machine %d in %d", m, id)
+		}
+	}
+	if st := g.Stats(); st.Lead > 200*time.Millisecond {
+		t.Fatalf("ran %v ahead of the clock, max lead 200ms", st.Lead)
+	}
+}
+
+func TestNextID_FollowsClockNotCallCount(t *testing.T) {
+	g, clk := newGen(t, flake.Settings{})
+	l := g.Layout()
+	if got, want := l.Decompose(next(t, g)).Tick, l.Tick(t0); got != want {
+		t.Fatalf("first tick %d, want the clock's %d", got, want)
+	}
+	clk.Advance(time.Second)
+	if got, want := l.Decompose(next(t, g)).Tick, l.Tick(t0.Add(time.Second)); got != want {
+		t.Fatalf("after 1s, tick %d, want %d", got, want)
+	}
+}
+
+func TestNextID_WallClockStepsBackwards_IDsKeepIncreasing(t *testing.T) {
+	for _, step := range []time.Duration{time.Second, time.Hour} {
+		t.Run(step.String(), func(t *testing.T) {
+			g, clk := newGen(t, flake.Settings{})
+			l := g.Layout()
+			var ids []uint64
+			for range 1000 {
+				ids = append(ids, next(t, g))
+			}
+			before := l.Decompose(ids[len(ids)-1]).Tick
+			clk.StepWall(-step)
+			clk.Advance(20 * time.Millisecond)
+			for range 1000 {
+				ids = append(ids, next(t, g))
+			}
+			checkIncreasing(t, l, ids)
+			if after := l.Decompose(ids[len(ids)-1]).Tick; after < before+2 {
+				t.Fatalf("tick went from %d to %d after a %v wall step back; the monotonic clock moved 2 ticks", before, after, step)
+			}
+			// A generator started now (a restart) reads the stepped wall clock:
+			// with the old one's last tick as its floor it still never repeats.
+			last := g.Close()
+			g2, _ := newGen(t, flake.Settings{Clock: clk, Floor: last, MaxLead: 2 * step})
+			id := next(t, g2)
+			if id <= ids[len(ids)-1] || l.Decompose(id).Tick <= last {
+				t.Fatalf("restarted generator issued %+v at or below floor %d", l.Decompose(id), last)
+			}
+		})
+	}
+}
+
+func TestNextID_SequenceExhausted_BorrowsNextTick(t *testing.T) {
+	g, _ := newGen(t, flake.Settings{BitsSequence: 4, MaxLead: 50 * time.Millisecond})
+	l := g.Layout()
+	var ids []uint64
+	for range 16 * 3 {
+		ids = append(ids, next(t, g))
+	}
+	checkIncreasing(t, l, ids)
+	first, last := l.Decompose(ids[0]), l.Decompose(ids[len(ids)-1])
+	if last.Tick != first.Tick+2 || last.Sequence != 15 {
+		t.Fatalf("48 IDs at 16 per tick should span 3 ticks: first %+v, last %+v", first, last)
+	}
+	if st := g.Stats(); st.Lead != 20*time.Millisecond {
+		t.Fatalf("lead %v, want 20ms", st.Lead)
+	}
+}
+
+func TestNextID_MaxLeadReached_WaitsThenErrorsAtDeadline(t *testing.T) {
+	g, clk := newGen(t, flake.Settings{BitsSequence: 2, MaxLead: 20 * time.Millisecond})
+	l := g.Layout()
+	var ids []uint64
+	for range 4 * 3 { // the current tick plus two borrowed ones
+		ids = append(ids, next(t, g))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, err := g.NextIDContext(ctx)
+	if !errors.Is(err, flake.ErrMaxLead) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want ErrMaxLead and DeadlineExceeded", err)
+	}
+	if g.Stats().Waits == 0 {
+		t.Fatal("NextID returned without waiting")
+	}
+	// A waiter is released as soon as the clock moves.
+	got := make(chan uint64)
+	go func() {
+		id, err := g.NextIDContext(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- id
+	}()
+	for len(got) == 0 && g.Stats().Waits < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Advance(10 * time.Millisecond)
+	id := <-got
+	checkIncreasing(t, l, append(ids, id))
+}
+
+func TestNextID_FloorAboveNow_StartsAfterFloor(t *testing.T) {
+	l := flake.DefaultLayout()
+	floor := l.Tick(t0) + 50 // 500ms ahead of the clock, within max lead
+	g, clk := newGen(t, flake.Settings{Floor: floor})
+	id := next(t, g)
+	if got := l.Decompose(id).Tick; got != floor+1 {
+		t.Fatalf("first tick %d, want floor+1 = %d", got, floor+1)
+	}
+	// Beyond max lead, NextID waits for the clock.
+	far := l.Tick(t0) + 500 // 5 s ahead, max lead 1 s
+	g2, _ := newGen(t, flake.Settings{Clock: clk, MachineID: 1, Floor: far})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := g2.NextIDContext(ctx); !errors.Is(err, flake.ErrMaxLead) {
+		t.Fatalf("err = %v, want ErrMaxLead", err)
+	}
+	clk.Advance(4*time.Second + 10*time.Millisecond)
+	if got := l.Decompose(next(t, g2)).Tick; got != far+1 {
+		t.Fatalf("tick %d, want %d", got, far+1)
+	}
+}
+
+// reserver is a Reserve hook that records grants and can refuse.
+type reserver struct {
+	mu      sync.Mutex
+	granted int64
+	limit   int64 // grant at most this; -1 for no cap
+	fail    error
+	calls   int
+}
+
+func (r *reserver) reserve(_ context.Context, upTo int64) (int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.fail != nil {
+		return 0, r.fail
+	}
+	if r.limit >= 0 {
+		upTo = min(upTo, r.limit)
+	}
+	r.granted = max(r.granted, upTo)
+	return r.granted, nil
+}
+
+func (r *reserver) get() (granted int64, calls int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.granted, r.calls
+}
+
+func TestNextID_Reserve_CalledBeforeEnteringTicks(t *testing.T) {
+	r := &reserver{limit: -1}
+	g, clk := newGen(t, flake.Settings{Reserve: r.reserve, ReserveAhead: time.Second})
+	l := g.Layout()
+	var ids []uint64
+	for i := range 5000 {
+		if i%50 == 0 {
+			clk.Advance(37 * time.Millisecond)
+		}
+		id := next(t, g)
+		ids = append(ids, id)
+		if granted, _ := r.get(); l.Decompose(id).Tick > granted {
+			t.Fatalf("issued tick %d above grant %d", l.Decompose(id).Tick, granted)
+		}
+	}
+	checkIncreasing(t, l, ids)
+	// 3.7 s of clock with 1 s grants, renewed at half: a handful of calls, not one per tick.
+	if _, calls := r.get(); calls < 3 || calls > 12 {
+		t.Fatalf("Reserve called %d times over 3.7 s with 1 s grants", calls)
+	}
+}
+
+func TestNextID_ReserveRefused_ErrorsNeverPastGrant(t *testing.T) {
+	l := flake.DefaultLayout()
+	now := l.Tick(t0)
+	r := &reserver{limit: now + 3}
+	g, clk := newGen(t, flake.Settings{BitsSequence: 0, Reserve: r.reserve, MaxLead: time.Second})
+	var ids []uint64
+	for {
+		id, err := g.NextID()
+		if err != nil {
+			if !errors.Is(err, flake.ErrReserve) {
+				t.Fatalf("err = %v, want ErrReserve", err)
+			}
+			break
+		}
+		ids = append(ids, id)
+		if len(ids) > 256*10 {
+			t.Fatal("issued far past a grant of 4 ticks")
+		}
+	}
+	if got := len(ids); got != 256*4 {
+		t.Fatalf("issued %d IDs, want exactly the 4 granted ticks x 256", got)
+	}
+	for _, id := range ids {
+		if tick := l.Decompose(id).Tick; tick > now+3 {
+			t.Fatalf("tick %d past grant %d", tick, now+3)
+		}
+	}
+	// A failing hook: same, and the error says why.
+	r.mu.Lock()
+	r.fail = errors.New("redis down")
+	r.mu.Unlock()
+	clk.Advance(100 * time.Millisecond)
+	if _, err := g.NextID(); !errors.Is(err, flake.ErrReserve) || !strings.Contains(err.Error(), "redis down") {
+		t.Fatalf("err = %v, want ErrReserve naming the cause", err)
+	}
+	if st := g.Stats(); st.LastErr == nil || st.ReserveErrs == 0 {
+		t.Fatalf("stats do not show the failure: %+v", st)
+	}
+	// Recovery: the hook grants again, NextID goes on above everything.
+	r.mu.Lock()
+	r.fail, r.limit = nil, -1
+	r.mu.Unlock()
+	id := next(t, g)
+	checkIncreasing(t, l, append(ids, id))
+}
+
+func TestNextID_MultipleMachineIDs_InterleaveAscending(t *testing.T) {
+	g, clk := newGen(t, flake.Settings{MachineIDs: []int{9, 3, 5}, BitsSequence: 4})
+	l := g.Layout()
+	var ids []uint64
+	for i := range 3 * 16 * 5 {
+		if i%100 == 0 {
+			clk.Advance(10 * time.Millisecond)
+		}
+		ids = append(ids, next(t, g))
+	}
+	checkIncreasing(t, l, ids)
+	checkUnique(t, l, ids)
+	p0, p1, p2, p3 := l.Decompose(ids[0]), l.Decompose(ids[1]), l.Decompose(ids[2]), l.Decompose(ids[3])
+	if p0.MachineID != 3 || p1.MachineID != 5 || p2.MachineID != 9 || p3.MachineID != 3 ||
+		p0.Sequence != p2.Sequence || p3.Sequence != p0.Sequence+1 {
+		t.Fatalf("not interleaved per (tick, sequence): %+v %+v %+v %+v", p0, p1, p2, p3)
+	}
+	if got := g.MachineIDs(); !slices.Equal(got, []int{3, 5, 9}) {
+		t.Fatalf("MachineIDs() = %v", got)
+	}
+}
+
+func TestNextIDs_Batch_MatchesSingleIssue(t *testing.T) {
+	for _, mids := range [][]int{{4}, {1, 2, 8}} {
+		t.Run(fmt.Sprint(mids), func(t *testing.T) {
+			g, clk := newGen(t, flake.Settings{MachineIDs: mids, BitsSequence: 6})
+			l := g.Layout()
+			var ids []uint64
+			buf := make([]uint64, 100)
+			for i := range 200 {
+				if i%2 == 0 {
+					clk.Advance(40 * time.Millisecond)
+				}
+				n, err := g.NextIDs(context.Background(), buf)
+				if err != nil || n != len(buf) {
+					t.Fatalf("NextIDs = %d, %v", n, err)
+				}
+				ids = append(ids, buf...)
+				ids = append(ids, next(t, g))
+			}
+			checkIncreasing(t, l, ids)
+		})
+	}
+}
+
+func TestClose_StopsIssuing_LastTickBoundsEveryID(t *testing.T) {
+	for range 20 {
+		g, clk := newGen(t, flake.Settings{BitsSequence: 3})
+		l := g.Layout()
+		var (
+			mu     sync.Mutex
+			maxT   int64
+			issued atomic.Int64
+			wg     sync.WaitGroup
+		)
+		stop := make(chan struct{})
+		driven := drive(clk, 10*time.Millisecond, stop)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					id, err := g.NextID()
+					if err != nil {
+						if !errors.Is(err, flake.ErrClosed) {
+							t.Error(err)
+						}
+						return
+					}
+					issued.Add(1)
+					mu.Lock()
+					maxT = max(maxT, l.Decompose(id).Tick)
+					mu.Unlock()
+				}
+			}()
+		}
+		for issued.Load() < 500 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		last := g.Close()
+		wg.Wait()
+		close(stop)
+		<-driven
+		if maxT > last {
+			t.Fatalf("an ID with tick %d was issued, Close reported last tick %d", maxT, last)
+		}
+		if _, err := g.NextID(); !errors.Is(err, flake.ErrClosed) {
+			t.Fatalf("NextID after Close: %v", err)
+		}
+	}
+}
+
+func TestNew_InvalidSettings(t *testing.T) {
+	clk := flaketest.NewClock(t0)
+	for _, tc := range []struct {
+		name string
+		s    flake.Settings
+		want error
+	}{
+		{"counter machine ID", flake.Settings{MachineID: 65535}, flake.ErrInvalidMachineID},
+		{"negative machine ID", flake.Settings{MachineID: -1}, flake.ErrInvalidMachineID},
+		{"repeated machine IDs", flake.Settings{MachineIDs: []int{1, 2, 1}}, flake.ErrInvalidMachineID},
+		{"bad layout", flake.Settings{BitsSequence: 40}, flake.ErrInvalidBitsSequence},
+		{"negative lead", flake.Settings{MaxLead: -time.Second}, flake.ErrInvalidLead},
+		{"epoch in the future", flake.Settings{StartTime: t0.Add(time.Hour)}, flake.ErrStartTimeAhead},
+		{"floor below -1", flake.Settings{Floor: -2}, flake.ErrInvalidFloor},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.s.Clock = clk
+			if _, err := flake.New(tc.s); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNextID_ZeroAllocations(t *testing.T) {
+	g, _ := newGen(t, flake.Settings{BitsSequence: 20, BitsMachineID: 8})
+	if n := testing.AllocsPerRun(10000, func() { _, _ = g.NextID() }); n != 0 {
+		t.Fatalf("NextID allocates %v times per call", n)
+	}
+}
+
+func TestNextID_OverTimeLimit(t *testing.T) {
+	// 32 time bits of 1 ms last ~49.7 days: start 50 days after the epoch.
+	start := t0.Add(-50 * 24 * time.Hour)
+	clk := flaketest.NewClock(t0)
+	g, _ := newGen(t, flake.Settings{BitsSequence: 15, BitsMachineID: 16, TimeUnit: time.Millisecond, StartTime: start, Clock: clk})
+	if _, err := g.NextID(); !errors.Is(err, flake.ErrOverTimeLimit) {
+		t.Fatalf("err = %v, want ErrOverTimeLimit", err)
+	}
+}
