@@ -1,0 +1,300 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Lease is a set of machine IDs held under one owner token. Its Reserve
+// method is the generator's flake.Settings.Reserve hook.
+type Lease struct {
+	reg        *Registry
+	token      string
+	ids        []int
+	floor      int64
+	generation string
+	events     []string
+	granted    atomic.Int64
+
+	// DataLoss is set when the claim or a renewal found that Redis lost the
+	// registry this owner (or its state file) knew.
+	DataLoss bool
+
+	mu       sync.Mutex // serializes renew, reserve, release and state saves
+	mode     string
+	state    *StateFile
+	released bool
+
+	lost     atomic.Bool
+	lostOnce sync.Once
+	lostCh   chan struct{}
+	lostErr  error
+
+	renews, renewFails, reasserts atomic.Uint64
+	lastRenew                     atomic.Int64 // unix ms of the last successful renewal
+	lastErr                       atomic.Pointer[error]
+
+	stopKeep context.CancelFunc
+	keepDone chan struct{}
+}
+
+// MachineIDs returns the leased machine IDs, in claim order.
+func (l *Lease) MachineIDs() []int { return append([]int(nil), l.ids...) }
+
+// Token returns the owner token.
+func (l *Lease) Token() string { return l.token }
+
+// Floor is the last tick the new owner must not use: the generator starts
+// after it.
+func (l *Lease) Floor() int64 { return l.floor }
+
+// Granted is the highest tick reserved in Redis (and in the state file).
+func (l *Lease) Granted() int64 { return l.granted.Load() }
+
+// Generation is the registry generation the lease was claimed in.
+func (l *Lease) Generation() string { return l.generation }
+
+// ClaimEvents are the audit event kinds of the claim (claim, takeover,
+// reclaim), one per machine ID.
+func (l *Lease) ClaimEvents() []string { return append([]string(nil), l.events...) }
+
+// Done is closed when the lease is lost (another owner holds an ID, or
+// its reservation moved past ours). Then Err says why.
+func (l *Lease) Done() <-chan struct{} { return l.lostCh }
+
+// Err is why the lease was lost, or nil.
+func (l *Lease) Err() error {
+	if !l.lost.Load() {
+		return nil
+	}
+	return l.lostErr
+}
+
+// SetMode records the node's mode in the owner hash at the next renewal.
+func (l *Lease) SetMode(mode string) {
+	l.mu.Lock()
+	l.mode = mode
+	l.mu.Unlock()
+}
+
+// LeaseStats is a snapshot for metrics and INFO.
+type LeaseStats struct {
+	Renews, RenewFails, Reasserts uint64
+	LastRenew                     time.Time
+	LastErr                       error
+	Lost                          bool
+	Granted                       int64
+}
+
+// Stats returns a snapshot.
+func (l *Lease) Stats() LeaseStats {
+	s := LeaseStats{
+		Renews:     l.renews.Load(),
+		RenewFails: l.renewFails.Load(),
+		Reasserts:  l.reasserts.Load(),
+		Lost:       l.lost.Load(),
+		Granted:    l.granted.Load(),
+	}
+	if ms := l.lastRenew.Load(); ms > 0 {
+		s.LastRenew = time.UnixMilli(ms)
+	}
+	if p := l.lastErr.Load(); p != nil {
+		s.LastErr = *p
+	}
+	return s
+}
+
+func (l *Lease) markLost(err error) {
+	l.lostOnce.Do(func() {
+		l.lostErr = err
+		l.lost.Store(true)
+		close(l.lostCh)
+	})
+}
+
+// Reserve raises the reservation of every leased ID to upTo in Redis, then
+// fsyncs it to the state file, then returns it: the flake.Settings.Reserve
+// hook. It fails, granting nothing new, when the lease is lost or Redis or
+// the disk fail; the generator then keeps issuing only what it holds.
+func (l *Lease) Reserve(ctx context.Context, upTo int64) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return 0, ErrReleased
+	}
+	if err := l.Err(); err != nil {
+		return 0, err
+	}
+	got, err := l.renewLocked(ctx, upTo)
+	if err != nil {
+		return 0, err
+	}
+	if err := l.saveLocked(got, false); err != nil {
+		return 0, fmt.Errorf("reservation: %w", err)
+	}
+	l.granted.Store(max(l.granted.Load(), got))
+	return got, nil
+}
+
+// Renew extends the leases and writes a heartbeat without raising the
+// reservation. KeepAlive calls it every LeaseTTL/3.
+func (l *Lease) Renew(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return ErrReleased
+	}
+	if err := l.Err(); err != nil {
+		return err
+	}
+	_, err := l.renewLocked(ctx, l.granted.Load())
+	return err
+}
+
+func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
+	r := l.reg
+	o := r.opts.Owner
+	args := []any{r.keys.prefix, l.token, want, l.granted.Load(), r.opts.LeaseTTL.Milliseconds(),
+		r.opts.EventsMaxLen, l.mode, o.Host, o.PID, o.Addr, o.Version}
+	for _, id := range l.ids {
+		args = append(args, id)
+	}
+	v, err := renewScript.Run(ctx, r.rdb, []string{r.keys.reserved, r.keys.events, r.keys.machines, r.keys.meta}, args...).Slice()
+	if err != nil {
+		l.renewFails.Add(1)
+		err = fmt.Errorf("renew lease of machine IDs %v: %w", l.ids, err)
+		l.lastErr.Store(&err)
+		return 0, err
+	}
+	if v[0] == "LOST" {
+		l.renewFails.Add(1)
+		err := fmt.Errorf("%w: machine ID %v: %v", ErrLeaseLost, v[1], v[2])
+		l.lastErr.Store(&err)
+		l.markLost(err)
+		return 0, err
+	}
+	got := toInt64(v[1])
+	if n := toInt64(v[2]); n > 0 {
+		l.reasserts.Add(uint64(n))
+		if toInt64(v[3]) == 1 && !l.DataLoss {
+			l.DataLoss = true
+			r.event(ctx, "dataloss", strconv.Itoa(l.ids[0]), "detail", "registry metadata missing at renewal; leases re-asserted")
+		}
+	}
+	l.renews.Add(1)
+	l.lastRenew.Store(time.Now().UnixMilli())
+	l.lastErr.Store(nil)
+	return got, nil
+}
+
+// KeepAlive renews the lease every LeaseTTL/3 until Release, the lease is
+// lost, or ctx ends. Failures are counted and retried; they never extend
+// what the generator may issue.
+func (l *Lease) KeepAlive(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopKeep != nil || l.released {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	l.stopKeep = cancel
+	l.keepDone = make(chan struct{})
+	go func() {
+		defer close(l.keepDone)
+		t := time.NewTicker(l.reg.opts.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.lostCh:
+				return
+			case <-t.C:
+				rctx, rcancel := context.WithTimeout(ctx, l.reg.opts.LeaseTTL/3)
+				_ = l.Renew(rctx)
+				rcancel()
+			}
+		}
+	}()
+}
+
+func (l *Lease) stopKeepAlive() {
+	l.mu.Lock()
+	stop, done := l.stopKeep, l.keepDone
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// Check is sonyflake's CheckMachineID: true only when Redis says every
+// leased ID is held by this token.
+func (l *Lease) Check(ctx context.Context) (bool, error) {
+	r := l.reg
+	args := []any{r.keys.prefix, l.token}
+	for _, id := range l.ids {
+		args = append(args, id)
+	}
+	n, err := checkScript.Run(ctx, r.rdb, []string{r.keys.machines}, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("check lease: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Release gives the leases back, recording lastTick, the highest tick the
+// generator used (flake.Generator.Close returns it), as the reservation in
+// Redis and in the state file, so a clean restart starts at once. The
+// caller must have stopped issuing.
+func (l *Lease) Release(ctx context.Context, lastTick int64) error {
+	l.stopKeepAlive()
+	return l.release(ctx, lastTick)
+}
+
+func (l *Lease) release(ctx context.Context, lastTick int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return nil
+	}
+	l.released = true
+	lastTick = max(lastTick, l.floor)
+	r := l.reg
+	o := r.opts.Owner
+	args := []any{r.keys.prefix, l.token, lastTick, r.opts.EventsMaxLen, o.Host, o.PID, o.Addr}
+	for _, id := range l.ids {
+		args = append(args, id)
+	}
+	err := releaseScript.Run(ctx, r.rdb, []string{r.keys.reserved, r.keys.events}, args...).Err()
+	if err != nil {
+		err = fmt.Errorf("release machine IDs %v: %w", l.ids, err)
+	}
+	// The state file records the exact last tick even when Redis is away:
+	// Redis then keeps the higher reservation, which is only safer.
+	if serr := l.saveLocked(lastTick, true); serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// saveLocked writes the state file, if the lease has one.
+func (l *Lease) saveLocked(reservation int64, released bool) error {
+	if l.state == nil {
+		return nil
+	}
+	return l.state.Save(State{
+		Namespace:   l.reg.opts.Namespace,
+		Layout:      l.reg.opts.Layout.String(),
+		MachineIDs:  l.ids,
+		Reservation: reservation,
+		Token:       l.token,
+		Generation:  l.generation,
+		Released:    released,
+		Updated:     time.Now(),
+	})
+}

@@ -1,0 +1,120 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/flaked/flaked/flake"
+)
+
+// Defaults of Options.
+const (
+	DefaultNamespace    = "flaked"
+	DefaultLeaseTTL     = 10 * time.Second
+	DefaultMaxSkew      = time.Second
+	DefaultHorizon      = 5 * time.Second
+	DefaultMaxWait      = 2 * time.Second
+	DefaultEventsMaxLen = 100_000
+)
+
+// ErrInvalidOptions is wrapped by option errors.
+var ErrInvalidOptions = errors.New("invalid registry options")
+
+// Owner describes the process holding a lease, as audit shows it.
+type Owner struct {
+	Host    string // default os.Hostname()
+	PID     int    // default os.Getpid()
+	Addr    string // address clients reach it at, if any
+	Version string
+	Mode    string // "flake" or "counter"; default "flake"
+}
+
+// Options configure a Registry. The zero value means the defaults.
+type Options struct {
+	// Namespace prefixes every key, inside a {hash tag}: letters, digits,
+	// '.', '_', '-', 1..64 characters. Default "flaked".
+	Namespace string
+	// Layout is the fleet-wide ID layout; zero means flake.DefaultLayout().
+	Layout flake.Layout
+	// LeaseTTL is how long a lease lives without renewal: 1s..10m, default
+	// 10s. Leases are renewed every LeaseTTL/3.
+	LeaseTTL time.Duration
+	// MaxSkew is how far the local clock may be from Redis TIME at a claim:
+	// 1ms..1h, default 1s. Beyond it the claim fails with ErrClockSkew.
+	MaxSkew time.Duration
+	// Horizon bounds how far ahead of its clock any node of the fleet
+	// reserves (reserve-ahead + max-lead + skew). After Redis loses its
+	// data, IDs with no reservation record start this far after the
+	// registry was re-created. 0..1h, default 5s.
+	Horizon time.Duration
+	// MaxWait: an ID whose reservation is ahead of our clock by more than
+	// this is not claimed (the preferred one from the state file excepted).
+	// 0..1h, default 2s.
+	MaxWait time.Duration
+	// EventsMaxLen caps the audit stream (XADD MAXLEN ~). Default 100000.
+	EventsMaxLen int64
+	// Owner describes this process.
+	Owner Owner
+	// Now is the wall clock used for the clock guard; default time.Now.
+	Now func() time.Time
+}
+
+var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if !namespaceRE.MatchString(o.Namespace) {
+		return o, fmt.Errorf("%w: namespace %q: want 1..64 of A-Z a-z 0-9 . _ -", ErrInvalidOptions, o.Namespace)
+	}
+	if o.Layout.BitsTime == 0 {
+		o.Layout = flake.DefaultLayout()
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.LeaseTTL < time.Second || o.LeaseTTL > 10*time.Minute {
+		return o, fmt.Errorf("%w: lease TTL %v: valid range is 1s..10m", ErrInvalidOptions, o.LeaseTTL)
+	}
+	if o.MaxSkew == 0 {
+		o.MaxSkew = DefaultMaxSkew
+	}
+	if o.MaxSkew < time.Millisecond || o.MaxSkew > time.Hour {
+		return o, fmt.Errorf("%w: max skew %v: valid range is 1ms..1h", ErrInvalidOptions, o.MaxSkew)
+	}
+	if o.Horizon == 0 {
+		o.Horizon = DefaultHorizon
+	}
+	if o.Horizon < 0 || o.Horizon > time.Hour {
+		return o, fmt.Errorf("%w: horizon %v: valid range is 0..1h", ErrInvalidOptions, o.Horizon)
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = DefaultMaxWait
+	}
+	if o.MaxWait < 0 || o.MaxWait > time.Hour {
+		return o, fmt.Errorf("%w: max wait %v: valid range is 0..1h", ErrInvalidOptions, o.MaxWait)
+	}
+	if o.EventsMaxLen == 0 {
+		o.EventsMaxLen = DefaultEventsMaxLen
+	}
+	if o.EventsMaxLen < 100 {
+		return o, fmt.Errorf("%w: events max length %d: must be >= 100", ErrInvalidOptions, o.EventsMaxLen)
+	}
+	if o.Owner.Host == "" {
+		o.Owner.Host, _ = os.Hostname()
+	}
+	if o.Owner.PID == 0 {
+		o.Owner.PID = os.Getpid()
+	}
+	if o.Owner.Mode == "" {
+		o.Owner.Mode = "flake"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}

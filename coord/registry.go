@@ -1,0 +1,305 @@
+package coord
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+// Errors of the registry.
+var (
+	ErrLayoutMismatch = errors.New("layout differs from the fleet's")
+	ErrClockSkew      = errors.New("clock is skewed from Redis TIME")
+	ErrNoMachineID    = errors.New("no machine ID can be claimed")
+	ErrLeaseLost      = errors.New("lease lost")
+	ErrReleased       = errors.New("lease released")
+)
+
+var (
+	claimScript   = redis.NewScript(lua.Claim)
+	renewScript   = redis.NewScript(lua.Renew)
+	releaseScript = redis.NewScript(lua.Release)
+	checkScript   = redis.NewScript(lua.Check)
+)
+
+// Registry is the machine-ID registry of one namespace in one Redis.
+type Registry struct {
+	rdb  redis.UniversalClient
+	opts Options
+	keys keys
+}
+
+// NewRegistry validates opts and returns a registry on rdb. It does not
+// talk to Redis until Claim.
+func NewRegistry(rdb redis.UniversalClient, opts Options) (*Registry, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Registry{rdb: rdb, opts: o, keys: newKeys(o.Namespace)}, nil
+}
+
+// Options returns the registry's options with defaults filled in.
+func (r *Registry) Options() Options { return r.opts }
+
+// Client returns the Redis client.
+func (r *Registry) Client() redis.UniversalClient { return r.rdb }
+
+// Layout returns the fleet layout this registry enforces.
+func (r *Registry) Layout() flake.Layout { return r.opts.Layout }
+
+// ClaimOptions tune one Claim.
+type ClaimOptions struct {
+	// Count is how many machine IDs to lease (default 1).
+	Count int
+	// State, when set, is the node's state file: the claim prefers the
+	// machine IDs it names (when free or still ours), starts after its
+	// reservation, and writes the new lease to it before returning.
+	State *StateFile
+	// Previous is what State held when opened (nil when new).
+	Previous *State
+	// StartNow takes only IDs whose reservation is below our clock, so the
+	// caller needs no floor (the sonyflake adapters: sonyflake cannot wait).
+	StartNow bool
+}
+
+// Claim leases machine IDs. It checks the clock against Redis TIME first,
+// then claims each ID with claim.lua. On failure, IDs already claimed are
+// released.
+func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
+	if co.Count == 0 {
+		co.Count = 1
+	}
+	l := r.opts.Layout
+	if co.Count < 1 || co.Count > l.MaxMachineID()+1 {
+		return nil, fmt.Errorf("%w: %d machine IDs asked, valid range is 1..%d", ErrInvalidOptions, co.Count, l.MaxMachineID()+1)
+	}
+	var prefer []int
+	token, localFloor, generation := newToken(), int64(-1), ""
+	if p := co.Previous; p != nil {
+		path := ""
+		if co.State != nil {
+			path = co.State.Path()
+		}
+		if err := checkState(p, path, r.opts.Namespace, l.String()); err != nil {
+			return nil, err
+		}
+		prefer, token, localFloor, generation = p.MachineIDs, p.Token, p.Reservation, p.Generation
+	}
+	if err := r.checkClock(ctx); err != nil {
+		return nil, err
+	}
+	lease := &Lease{reg: r, token: token, floor: -1, mode: r.opts.Owner.Mode, lostCh: make(chan struct{})}
+	for i := 0; i < co.Count; i++ {
+		p := -1
+		if i < len(prefer) {
+			p = prefer[i]
+		}
+		res, err := r.claimOne(ctx, token, p, localFloor, co.StartNow, lease.ids)
+		if err != nil {
+			if len(lease.ids) > 0 {
+				_ = lease.release(context.WithoutCancel(ctx), lease.floor)
+			}
+			return nil, err
+		}
+		lease.ids = append(lease.ids, res.id)
+		lease.floor = max(lease.floor, res.floor)
+		lease.generation = res.generation
+		lease.events = append(lease.events, res.event)
+		if generation != "" && res.generation != generation && !lease.DataLoss {
+			lease.DataLoss = true
+			r.event(ctx, "dataloss", strconv.Itoa(res.id), "previous_generation", generation, "generation", res.generation,
+				"detail", "registry generation differs from the state file's: Redis lost its data")
+		}
+	}
+	lease.granted.Store(lease.floor)
+	if co.State != nil {
+		lease.state = co.State
+		lease.mu.Lock()
+		err := lease.saveLocked(lease.floor, false)
+		lease.mu.Unlock()
+		if err != nil {
+			lease.state = nil
+			_ = lease.release(context.WithoutCancel(ctx), lease.floor)
+			return nil, err
+		}
+	}
+	return lease, nil
+}
+
+type claimResult struct {
+	id         int
+	floor      int64
+	generation string
+	event      string
+}
+
+func (r *Registry) claimOne(ctx context.Context, token string, prefer int, localFloor int64, startNow bool, taken []int) (claimResult, error) {
+	l := r.opts.Layout
+	now := l.Tick(r.opts.Now())
+	maxWait := int64(r.opts.MaxWait / l.TimeUnit)
+	if startNow {
+		maxWait = -1
+	}
+	preferred := ""
+	if prefer >= 0 && prefer <= l.MaxMachineID() {
+		preferred = strconv.Itoa(prefer)
+	}
+	gen := newToken()
+	for round := 0; round < 8; round++ {
+		args := []any{
+			r.keys.prefix, token, l.String(), gen,
+			int64(r.opts.Horizon / l.TimeUnit), now, r.opts.LeaseTTL.Milliseconds(), r.opts.EventsMaxLen,
+			preferred, localFloor, maxWait,
+			l.StartTime.UnixMicro(), float64(l.TimeUnit) / float64(time.Microsecond), l.CounterMachineID(),
+			r.opts.Owner.Host, r.opts.Owner.PID, r.opts.Owner.Addr, r.opts.Owner.Version, r.opts.Owner.Mode,
+			joinInts(taken),
+		}
+		for _, c := range candidates(prefer, l.MaxMachineID(), taken) {
+			args = append(args, c)
+		}
+		v, err := claimScript.Run(ctx, r.rdb, []string{r.keys.layout, r.keys.meta, r.keys.machines, r.keys.reserved, r.keys.events}, args...).Slice()
+		if err != nil {
+			return claimResult{}, fmt.Errorf("claim machine ID: %w", err)
+		}
+		switch v[0] {
+		case "OK":
+			id, _ := strconv.Atoi(fmt.Sprint(v[1]))
+			floor := toInt64(v[2])
+			return claimResult{id: id, floor: floor, generation: fmt.Sprint(v[3]), event: fmt.Sprint(v[4])}, nil
+		case "LAYOUT":
+			return claimResult{}, fmt.Errorf("%w: the fleet in namespace %q uses %v, this node %s; start it with the fleet's layout flags",
+				ErrLayoutMismatch, r.opts.Namespace, v[1], l.String())
+		}
+		preferred = "" // the preferred one is held by someone else
+	}
+	return claimResult{}, fmt.Errorf("%w: no free machine ID startable within %v found in namespace %q (layout allows %d)",
+		ErrNoMachineID, r.opts.MaxWait, r.opts.Namespace, l.MaxMachineID()+1)
+}
+
+// candidates are the IDs one claim round tries: the preferred one, then
+// random ones (all of them, shuffled, when the space is small). The script
+// adds random members of the registry, which finds released IDs when the
+// space is crowded.
+func candidates(prefer, maxID int, taken []int) []int {
+	var out []int
+	if prefer >= 0 && !containsInt(taken, prefer) {
+		out = append(out, prefer)
+	}
+	if maxID < 64 {
+		for _, i := range randPerm(maxID + 1) {
+			if i != prefer && !containsInt(taken, i) {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	for len(out) < 16 {
+		c := randIntn(maxID + 1)
+		if !containsInt(taken, c) && !containsInt(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// checkClock compares the local wall clock with Redis TIME, allowing for
+// half the round trip.
+func (r *Registry) checkClock(ctx context.Context) error {
+	before := r.opts.Now()
+	rt, err := r.rdb.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("redis TIME: %w", err)
+	}
+	after := r.opts.Now()
+	rtt := after.Sub(before)
+	local := before.Add(rtt / 2)
+	skew := local.Sub(rt)
+	if skew.Abs() > r.opts.MaxSkew+rtt/2 {
+		r.event(ctx, "clock_skew", "", "skew_ms", skew.Milliseconds(), "max_skew_ms", r.opts.MaxSkew.Milliseconds())
+		return fmt.Errorf("%w: local clock is %v off Redis TIME (max skew %v); fix NTP on this host or raise --max-skew",
+			ErrClockSkew, skew.Round(time.Millisecond), r.opts.MaxSkew)
+	}
+	return nil
+}
+
+// event writes an audit event from Go (the scripts write their own).
+func (r *Registry) event(ctx context.Context, kind, id string, kv ...any) {
+	o := r.opts.Owner
+	vals := append([]any{"type", kind, "mid", id, "host", o.Host, "pid", o.PID, "addr", o.Addr}, kv...)
+	r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: r.keys.events, MaxLen: r.opts.EventsMaxLen, Approx: true, Values: vals})
+}
+
+// Event writes an audit event of this owner, e.g. a mode switch.
+func (r *Registry) Event(ctx context.Context, kind string, machineID int, kv ...any) error {
+	o := r.opts.Owner
+	vals := append([]any{"type", kind, "mid", machineID, "host", o.Host, "pid", o.PID, "addr", o.Addr}, kv...)
+	return r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: r.keys.events, MaxLen: r.opts.EventsMaxLen, Approx: true, Values: vals}).Err()
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func randIntn(n int) int {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	v := uint64(0)
+	for _, x := range b {
+		v = v<<8 | uint64(x)
+	}
+	return int(v % uint64(n))
+}
+
+func randPerm(n int) []int {
+	p := make([]int, n)
+	for i := range p {
+		j := randIntn(i + 1)
+		p[i] = p[j]
+		p[j] = i
+	}
+	return p
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func joinInts(s []int) string {
+	b := make([]byte, 0, len(s)*6)
+	for i, x := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(x), 10)
+	}
+	return string(b)
+}
+
+func toInt64(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	n, _ := strconv.ParseInt(fmt.Sprint(v), 10, 64)
+	return n
+}

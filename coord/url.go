@@ -1,0 +1,99 @@
+package coord
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NewClient returns a go-redis client for one URL:
+//
+//	redis://[user:pass@]host:port[/db]            standalone
+//	rediss://[user:pass@]host:port[/db]           standalone over TLS
+//	redis-sentinel://[user:pass@]host:port[,host:port...]/master[?db=N&sentinel_password=..]
+//	redis-cluster://[user:pass@]host:port[,host:port...]
+//
+// (rediss-sentinel:// and rediss-cluster:// for TLS). The sentinel and
+// cluster forms are rewritten into go-redis's own URL forms and parsed by
+// go-redis (ParseFailoverURL, ParseClusterURL); query options those accept
+// pass through.
+func NewClient(rawURL string) (redis.UniversalClient, error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("redis URL %q: want redis://, rediss://, redis-sentinel:// or redis-cluster://", rawURL)
+	}
+	switch scheme {
+	case "redis", "rediss":
+		opt, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
+		}
+		return redis.NewClient(opt), nil
+	case "redis-sentinel", "rediss-sentinel":
+		u, hosts, err := splitHosts(strings.TrimSuffix(scheme, "-sentinel"), rest)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
+		}
+		master := strings.Trim(u.Path, "/")
+		if master == "" {
+			return nil, fmt.Errorf("redis URL %q: want redis-sentinel://host:port[,host:port]/<master name>", rawURL)
+		}
+		q := u.Query()
+		q.Set("master_name", master)
+		for _, h := range hosts[1:] {
+			q.Add("addr", h)
+		}
+		db := q.Get("db")
+		q.Del("db")
+		u.Path = "/" + db
+		u.RawQuery = q.Encode()
+		opt, err := redis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
+		}
+		return redis.NewFailoverClient(opt), nil
+	case "redis-cluster", "rediss-cluster":
+		u, hosts, err := splitHosts(strings.TrimSuffix(scheme, "-cluster"), rest)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
+		}
+		q := u.Query()
+		for _, h := range hosts[1:] {
+			q.Add("addr", h)
+		}
+		u.RawQuery = q.Encode()
+		u.Path = ""
+		opt, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
+		}
+		return redis.NewClusterClient(opt), nil
+	}
+	return nil, fmt.Errorf("redis URL %q: unknown scheme %q: want redis, rediss, redis-sentinel or redis-cluster", rawURL, scheme)
+}
+
+// splitHosts parses "[userinfo@]h1:p1,h2:p2/path?query" into a URL of the
+// first host plus the list of all hosts.
+func splitHosts(scheme, rest string) (*url.URL, []string, error) {
+	userinfo := ""
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		userinfo, rest = rest[:at+1], rest[at+1:]
+	}
+	hostPart, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		hostPart, tail = rest[:i], rest[i:]
+	}
+	hosts := strings.Split(hostPart, ",")
+	for _, h := range hosts {
+		if h == "" || !strings.Contains(h, ":") {
+			return nil, nil, fmt.Errorf("host %q: want host:port", h)
+		}
+	}
+	u, err := url.Parse(scheme + "://" + userinfo + hosts[0] + tail)
+	if err != nil {
+		return nil, nil, err
+	}
+	return u, hosts, nil
+}

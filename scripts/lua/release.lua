@@ -1,0 +1,34 @@
+-- release.lua: give back the leases of one owner on a clean shutdown.
+--
+-- KEYS[1] {ns}:reserved KEYS[2] {ns}:events
+-- ARGV: 1 key prefix, 2 token, 3 last tick used, 4 events maxlen,
+--   5 host, 6 pid, 7 addr, 8.. machine IDs.
+--
+-- While we hold the lease, the reservation is set to the exact last tick
+-- used, lower than what was reserved ahead, so a clean restart (ours or
+-- anyone's) starts at once. This is the only place a reservation goes
+-- down, and it is safe: only the lease holder could have used those ticks,
+-- and it has stopped. An ID whose lease we no longer hold keeps the higher
+-- of the two.
+-- Returns the number of leases released.
+local prefix, token, last, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local host, pid, addr = ARGV[5], ARGV[6], ARGV[7]
+local t = redis.call('TIME')
+local nowMs = tostring(math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000))
+local released = 0
+for i = 8, #ARGV do
+  local id = ARGV[i]
+  local lease = prefix .. 'lease:' .. id
+  local r = tonumber(redis.call('HGET', KEYS[1], id) or -1)
+  if redis.call('GET', lease) == token then
+    redis.call('DEL', lease)
+    redis.call('HSET', KEYS[1], id, last)
+    redis.call('HSET', prefix .. 'owner:' .. id, 'state', 'released', 'released', nowMs, 'heartbeat', nowMs)
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', maxlen, '*', 'type', 'release', 'mid', id,
+      'token', token, 'host', host, 'pid', pid, 'addr', addr, 'last', last, 'reserved', r)
+    released = released + 1
+  elseif last > r then
+    redis.call('HSET', KEYS[1], id, last)
+  end
+end
+return released
