@@ -7,6 +7,7 @@ require github.com/redis/go-redis/v9 v9.22.0
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/sony/sonyflake v1.2.0 // indirect
 	github.com/sony/sonyflake/v2 v2.2.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.11.0 // indirect

@@ -176,6 +176,21 @@ func (r *Registry) claimOne(ctx context.Context, token string, prefer int, local
 			id, _ := strconv.Atoi(fmt.Sprint(v[1]))
 			floor := toInt64(v[2])
 			return claimResult{id: id, floor: floor, generation: fmt.Sprint(v[3]), event: fmt.Sprint(v[4])}, nil
+		case "NONE":
+			// Free IDs exist but start later than allowed: when the soonest
+			// is within MaxWait (a registry created a moment ago), wait for
+			// it rather than fail.
+			soonest := toInt64(v[1])
+			if soonest >= 0 && time.Duration(soonest+1-now)*l.TimeUnit <= r.opts.MaxWait {
+				wait := l.TickTime(soonest + 1).Sub(r.opts.Now())
+				select {
+				case <-time.After(max(wait, l.TimeUnit)):
+				case <-ctx.Done():
+					return claimResult{}, fmt.Errorf("%w: waiting for tick %d: %w", ErrNoMachineID, soonest+1, ctx.Err())
+				}
+				now = l.Tick(r.opts.Now())
+				continue
+			}
 		case "LAYOUT":
 			return claimResult{}, fmt.Errorf("%w: the fleet in namespace %q uses %v, this node %s; start it with the fleet's layout flags",
 				ErrLayoutMismatch, r.opts.Namespace, v[1], l.String())

@@ -81,7 +81,16 @@ for _, id in ipairs(cands) do
   end
 end
 if not best then
-  return {'NONE', -1}
+  -- Tell the caller when the soonest free candidate becomes startable.
+  local soonest = -1
+  for _, id in ipairs(cands) do
+    if not skip[id] and redis.call('EXISTS', prefix .. 'lease:' .. id) == 0 then
+      local r = redis.call('HGET', KEYS[4], id)
+      local floor = r and tonumber(r) or unknownFloor
+      if soonest < 0 or floor < soonest then soonest = floor end
+    end
+  end
+  return {'NONE', soonest}
 end
 
 local id, floor = best, bestFloor
