@@ -222,6 +222,11 @@ func (l *Lease) KeepAlive(ctx context.Context) {
 	}()
 }
 
+// Abandon stops renewing without releasing: the lease expires after its
+// TTL and the reservation stays as granted. It is what a crash looks like
+// to the fleet; fault tests use it.
+func (l *Lease) Abandon() { l.stopKeepAlive() }
+
 func (l *Lease) stopKeepAlive() {
 	l.mu.Lock()
 	stop, done := l.stopKeep, l.keepDone

@@ -1,0 +1,162 @@
+package node_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/node"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func issue(t *testing.T, g node.Generator, n int) []uint64 {
+	t.Helper()
+	ids := make([]uint64, 0, n)
+	for range n {
+		id, err := g.NextID(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func checkUniqueIncreasing(t *testing.T, g node.Generator, ids []uint64) {
+	t.Helper()
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("ID %d (%+v) after %d: not increasing", ids[i], g.Layout().Decompose(ids[i]), ids[i-1])
+		}
+	}
+}
+
+func TestStandalone_RestartWithStateFile_NoDuplicate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.state")
+	var all []uint64
+	var mid []int
+	for round := range 3 {
+		n, err := node.New(ctxT(t), node.Options{StateFile: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !n.Standalone() {
+			t.Fatal("node without Redis is not standalone")
+		}
+		ids := issue(t, n, 30_000) // more than one tick's worth: borrows ahead
+		if round > 0 && ids[0] <= all[len(all)-1] {
+			t.Fatalf("restart %d issued %d, not above the last ID before it %d", round, ids[0], all[len(all)-1])
+		}
+		all = append(all, ids...)
+		mid = append(mid, n.MachineIDs()...)
+		if round == 1 {
+			// A crash: no Close. The state file carries the reservation.
+			n.Crash()
+			continue
+		}
+		if err := n.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkUniqueIncreasing(t, nil2(t), all)
+	if mid[0] != mid[1] || mid[1] != mid[2] {
+		t.Fatalf("machine IDs across restarts: %v", mid)
+	}
+}
+
+// nil2 gives checkUniqueIncreasing a layout source for its messages.
+func nil2(t *testing.T) node.Generator {
+	n, err := node.New(ctxT(t), node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	return n
+}
+
+func TestFleet_RealRedis_DistinctMachineIDs_NoDuplicate_RestartReusesID(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	dir := t.TempDir()
+	start := func(i int) *node.Node {
+		rdb, err := coord.NewClient(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		n, err := node.New(ctxT(t), node.Options{Redis: rdb, StateFile: filepath.Join(dir, string(rune('a'+i))+".state"), MachineIDs: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var nodes []*node.Node
+	for i := range 3 {
+		nodes = append(nodes, start(i))
+	}
+	var mids []int
+	for _, n := range nodes {
+		mids = append(mids, n.MachineIDs()...)
+	}
+	slices.Sort(mids)
+	if len(slices.Compact(slices.Clone(mids))) != 6 {
+		t.Fatalf("3 nodes x 2 machine IDs: %v", mids)
+	}
+	var mu sync.Mutex
+	var all []uint64
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := issue(t, n, 50_000)
+			checkUniqueIncreasing(t, n, ids)
+			mu.Lock()
+			all = append(all, ids...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// Clean restart of node 0: same machine IDs, at once, IDs above before.
+	before := nodes[0].MachineIDs()
+	if err := nodes[0].Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	n0 := start(0)
+	defer n0.Close(context.Background())
+	id, err := n0.NextID(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(began); waited > 2*time.Second {
+		t.Fatalf("clean restart took %v to its first ID", waited)
+	}
+	if !slices.Equal(n0.MachineIDs(), before) {
+		t.Fatalf("restart got machine IDs %v, had %v", n0.MachineIDs(), before)
+	}
+	all = append(all, id)
+	all = append(all, issue(t, n0, 10_000)...)
+	sorted := slices.Clone(all)
+	slices.Sort(sorted)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			t.Fatalf("duplicate %d: %+v", sorted[i], n0.Layout().Decompose(sorted[i]))
+		}
+	}
+	for _, n := range nodes[1:] {
+		if err := n.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
