@@ -171,7 +171,9 @@ func (n *Node) cleanup() {
 func (n *Node) NextID(ctx context.Context) (uint64, error) { return n.gen.NextIDContext(ctx) }
 
 // NextIDs fills dst with IDs.
-func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) { return n.gen.NextIDs(ctx, dst) }
+func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) {
+	return n.gen.NextIDs(ctx, dst)
+}
 
 // Mode returns the current mode.
 func (n *Node) Mode() string { return ModeFlake }
