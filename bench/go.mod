@@ -1,0 +1,12 @@
+module github.com/flaked/flaked/bench
+
+go 1.24
+
+replace github.com/flaked/flaked => ../
+
+require (
+	github.com/bwmarrin/snowflake v0.3.0
+	github.com/flaked/flaked v0.0.0-00010101000000-000000000000
+	github.com/sony/sonyflake v1.2.0
+	github.com/sony/sonyflake/v2 v2.2.0
+)
