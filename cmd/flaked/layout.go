@@ -9,38 +9,47 @@ import (
 	"github.com/flaked/flaked/flake"
 )
 
-// layoutFlags are the ID layout flags shared by commands.
+// maxBitsSeqMachine is the most bits sequence and machine ID may share: the
+// time keeps at least flake.MinBitsTime of the 63.
+const maxBitsSeqMachine = 63 - flake.MinBitsTime
+
+// layoutFlags are the ID layout flags shared by commands. The layout is
+// fleet-wide, so every command that makes or reads IDs takes all four.
 func layoutFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "bits-sequence", Value: flake.DefaultBitsSequence, EnvVars: []string{"FLAKED_BITS_SEQUENCE"},
-			Usage: "sequence bits, 1..30; time bits = 63 - sequence - machine must be >= 32"},
-		&cli.IntFlag{Name: "bits-machine", Value: flake.DefaultBitsMachineID, EnvVars: []string{"FLAKED_BITS_MACHINE"},
-			Usage: "machine-ID bits, 1..30; the last ID (2^bits-1) is reserved for counter mode"},
-		&cli.DurationFlag{Name: "tick", Value: flake.DefaultTimeUnit, EnvVars: []string{"FLAKED_TICK"},
-			Usage: "length of a tick, >= 1ms"},
-		&cli.StringFlag{Name: "epoch", Value: flake.DefaultStartTime.Format(time.RFC3339), EnvVars: []string{"FLAKED_EPOCH"},
-			Usage: "start of time for IDs, RFC 3339, not in the future"},
+		intFlag("bits-sequence", flake.DefaultBitsSequence, 1, flake.MaxBitsPart,
+			fmt.Sprintf("bits of the sequence within a tick (sequence + machine <= %d)", maxBitsSeqMachine)),
+		intFlag("bits-machine", flake.DefaultBitsMachineID, 1, flake.MaxBitsPart,
+			"bits of the machine ID; 2^bits-1 is reserved for counter mode"),
+		&cli.DurationFlag{Name: "tick", Value: flake.DefaultTimeUnit, EnvVars: envVars("tick"),
+			Usage: fmt.Sprintf("length of a tick, >= %v", flake.MinTimeUnit)},
+		&cli.StringFlag{Name: "epoch", Value: flake.DefaultStartTime.Format(time.RFC3339), EnvVars: envVars("epoch"),
+			Usage: "start of the IDs' time, RFC 3339, not in the future"},
 	}
 }
 
+// layoutFromFlags validates the layout flags. Its errors are usage errors
+// that name the flag and the valid range.
 func layoutFromFlags(c *cli.Context) (flake.Layout, error) {
+	seq, mach := c.Int("bits-sequence"), c.Int("bits-machine")
+	if seq+mach > maxBitsSeqMachine {
+		return flake.Layout{}, usagef("--bits-sequence %d + --bits-machine %d = %d bits: must be <= %d, so the time keeps >= %d of the 63 bits",
+			seq, mach, seq+mach, maxBitsSeqMachine, flake.MinBitsTime)
+	}
+	tick := c.Duration("tick")
+	if tick < flake.MinTimeUnit {
+		return flake.Layout{}, usagef("--tick %v: must be >= %v", tick, flake.MinTimeUnit)
+	}
 	epoch, err := time.Parse(time.RFC3339, c.String("epoch"))
 	if err != nil {
-		return flake.Layout{}, usagef("--epoch %q: want an RFC 3339 time such as 2025-01-01T00:00:00Z", c.String("epoch"))
-	}
-	seq, mach := c.Int("bits-sequence"), c.Int("bits-machine")
-	if seq == 0 || mach == 0 {
-		return flake.Layout{}, usagef("--bits-sequence %d / --bits-machine %d: valid range is 1..30", seq, mach)
-	}
-	if c.Duration("tick") <= 0 {
-		return flake.Layout{}, usagef("--tick %v: must be >= 1ms", c.Duration("tick"))
-	}
-	l, err := flake.NewLayout(seq, mach, c.Duration("tick"), epoch)
-	if err != nil {
-		return flake.Layout{}, usageError{fmt.Errorf("layout: %w", err)}
+		return flake.Layout{}, usagef("--epoch %q: want an RFC 3339 time such as %s", c.String("epoch"), flake.DefaultStartTime.Format(time.RFC3339))
 	}
 	if epoch.After(time.Now()) {
-		return flake.Layout{}, usagef("--epoch %s is in the future", c.String("epoch"))
+		return flake.Layout{}, usagef("--epoch %s: must not be in the future", c.String("epoch"))
+	}
+	l, err := flake.NewLayout(seq, mach, tick, epoch)
+	if err != nil {
+		return flake.Layout{}, usageError{fmt.Errorf("layout flags: %w", err)}
 	}
 	return l, nil
 }
