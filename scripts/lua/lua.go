@@ -24,3 +24,8 @@ var Release string
 //
 //go:embed check.lua
 var Check string
+
+// Counter hands out a segment of counter-mode values (see counter.lua).
+//
+//go:embed counter.lua
+var Counter string

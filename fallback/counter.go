@@ -1,0 +1,457 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+// Errors of the counter.
+var (
+	// ErrUnavailable is wrapped when no ID can be handed out: the buffer
+	// is spent and Redis did not answer (or the caller's context ended
+	// first). No ID is ever guessed.
+	ErrUnavailable = errors.New("counter mode unavailable")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("counter is closed")
+)
+
+var counterScript = redis.NewScript(lua.Counter)
+
+// segmentTarget is how long a segment should last at the observed rate.
+const segmentTarget = 1500 * time.Millisecond
+
+// segment is a run of consecutive counter values [first, first+n). Values
+// are taken with one atomic add on next; indices >= n are spent.
+type segment struct {
+	next      atomic.Int64 // index of the next value to hand out
+	fetchAt   atomic.Int64 // taking this index starts the prefetch
+	first     uint64       // counter value of index 0
+	n         int64
+	installed time.Time // when it became the current segment
+}
+
+func newSegment(first uint64, n int64) *segment {
+	s := &segment{first: first, n: n}
+	s.fetchAt.Store(n - max(1, n/5)) // 20% left
+	return s
+}
+
+// skipTo makes sure no index below i is handed out from now on.
+func (s *segment) skipTo(i int64) {
+	i = min(i, s.n)
+	for {
+		old := s.next.Load()
+		if old >= i || s.next.CompareAndSwap(old, i) {
+			return
+		}
+	}
+}
+
+func (s *segment) left() int64 { return max(0, s.n-s.next.Load()) }
+
+// fetchRun is one trip (or a few, while Redis says AHEAD) to counter.lua.
+type fetchRun struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// Counter issues counter-mode IDs: values of the Redis counter
+// {ns}:counter, fetched in segments, encoded as (tick, sequence) under the
+// layout's counter machine ID. It is safe for concurrent use.
+type Counter struct {
+	cur atomic.Pointer[segment] // the segment NextID takes from
+
+	rdb       redis.UniversalClient
+	opts      Options
+	key       string
+	shift     uint   // machine bits
+	machine   uint64 // the counter machine ID
+	seqBits   uint
+	leadTicks int64
+	epochUs   int64
+	unitUs    float64
+	maxValue  uint64 // value of (MaxTick, MaxSequence)
+
+	mu      sync.Mutex
+	next    *segment      // prefetched, not yet current
+	run     *fetchRun     // the fetch in flight, if any
+	floor   uint64        // lowest value that may be handed out (SetFloor)
+	high    uint64        // one past the last value of the latest segment
+	size    int64         // size asked for by the latest fetch
+	latency time.Duration // moving average of counter.lua round trips
+	lastErr error
+	closed  bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	fetched, fetchErrs, waits atomic.Uint64
+}
+
+// New validates opts and returns a counter on rdb. It does not talk to
+// Redis until the first NextID.
+func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := o.Layout
+	c := &Counter{
+		rdb:       rdb,
+		opts:      o,
+		key:       "{" + o.Namespace + "}:counter",
+		shift:     uint(l.BitsMachineID),
+		machine:   uint64(l.CounterMachineID()),
+		seqBits:   uint(l.BitsSequence),
+		leadTicks: int64(o.MaxLead / l.TimeUnit),
+		epochUs:   l.StartTime.UnixMicro(),
+		unitUs:    float64(l.TimeUnit) / float64(time.Microsecond),
+		maxValue:  uint64(l.MaxTick())<<l.BitsSequence | uint64(l.MaxSequence()),
+		size:      int64(o.MinSegment),
+	}
+	empty := newSegment(0, 0)
+	empty.fetchAt.Store(-1)
+	c.cur.Store(empty)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Options returns the options with defaults filled in.
+func (c *Counter) Options() Options { return c.opts }
+
+// Key returns the Redis key of the counter, {ns}:counter.
+func (c *Counter) Key() string { return c.key }
+
+func (c *Counter) id(v uint64) uint64 { return v<<c.shift | c.machine }
+
+// NextID returns the next ID. In steady state it takes one atomic add and
+// never waits on Redis: the next segment is fetched in the background when
+// 20% of the current one is left. When the buffer is spent it waits for a
+// segment, bounded by ctx; if Redis fails it returns an error wrapping
+// ErrUnavailable.
+func (c *Counter) NextID(ctx context.Context) (uint64, error) {
+	for {
+		s := c.cur.Load()
+		i := s.next.Add(1) - 1
+		if i < s.n {
+			if i == s.fetchAt.Load() {
+				c.prefetch(s)
+			}
+			return c.id(s.first + uint64(i)), nil
+		}
+		if err := c.await(ctx, s); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// NextIDs fills dst with strictly increasing IDs and returns how many it
+// wrote: len(dst), or fewer with an error (as NextID's).
+func (c *Counter) NextIDs(ctx context.Context, dst []uint64) (int, error) {
+	filled := 0
+	for filled < len(dst) {
+		s := c.cur.Load()
+		want := int64(len(dst) - filled)
+		i := s.next.Add(want) - want
+		if i < s.n {
+			got := min(want, s.n-i)
+			if fa := s.fetchAt.Load(); fa >= i && fa < i+got {
+				c.prefetch(s)
+			}
+			v := s.first + uint64(i)
+			for k := range dst[filled : filled+int(got)] {
+				dst[filled+k] = c.id(v + uint64(k))
+			}
+			filled += int(got)
+			continue
+		}
+		if err := c.await(ctx, s); err != nil {
+			return filled, err
+		}
+	}
+	return filled, nil
+}
+
+// prefetch starts fetching the next segment in the background, unless one
+// is buffered or on its way.
+func (c *Counter) prefetch(s *segment) {
+	c.mu.Lock()
+	if !c.closed && c.next == nil && c.run == nil && c.cur.Load() == s {
+		c.startFetchLocked()
+	}
+	c.mu.Unlock()
+}
+
+// await is the slow path, once s is spent: it makes the prefetched segment
+// current, or waits for a fetch. It returns nil when the caller should try
+// again.
+func (c *Counter) await(ctx context.Context, s *segment) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if c.cur.Load() != s {
+		c.mu.Unlock()
+		return nil
+	}
+	if c.next != nil {
+		c.installLocked(c.next)
+		c.next = nil
+		c.mu.Unlock()
+		return nil
+	}
+	run := c.startFetchLocked()
+	c.mu.Unlock()
+	c.waits.Add(1)
+	select {
+	case <-run.done:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w", ErrUnavailable, c.key, ctx.Err())
+	}
+	if run.err != nil {
+		if errors.Is(run.err, ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("%w: %w", ErrUnavailable, run.err)
+	}
+	return nil
+}
+
+// installLocked makes seg the current segment. The old one is spent.
+// The prefetch starts when 20% of seg is left, or earlier when, at the
+// rate the old one was used, less would not outlast 4 round trips.
+func (c *Counter) installLocked(seg *segment) {
+	now := c.opts.Now()
+	if prev := c.cur.Load(); prev.n > 0 && c.latency > 0 {
+		if el := now.Sub(prev.installed); el > 0 {
+			need := int64(float64(prev.n) * float64(4*c.latency) / float64(el))
+			if need > seg.n/5 {
+				seg.fetchAt.Store(max(seg.n-min(need, seg.n), seg.next.Load()))
+			}
+		}
+	}
+	seg.installed = now
+	c.cur.Store(seg)
+}
+
+// startFetchLocked returns the fetch in flight, starting one if none is.
+func (c *Counter) startFetchLocked() *fetchRun {
+	if c.run != nil {
+		return c.run
+	}
+	r := &fetchRun{done: make(chan struct{})}
+	c.run = r
+	c.size = c.nextSizeLocked()
+	c.wg.Add(1)
+	go c.fetch(r, c.size)
+	return r
+}
+
+// nextSizeLocked sizes the next segment so that it lasts about
+// segmentTarget at the rate the current one was used at; twice the last
+// size when the buffer ran dry before a prefetch could refill it.
+func (c *Counter) nextSizeLocked() int64 {
+	lo, hi := int64(c.opts.MinSegment), int64(c.opts.MaxSegment)
+	cur := c.cur.Load()
+	size := c.size
+	if cur.n > 0 {
+		used := min(cur.next.Load(), cur.n)
+		if cur.left() == 0 {
+			size *= 2
+		} else if el := c.opts.Now().Sub(cur.installed); el <= 0 {
+			size = hi
+		} else if used > 0 {
+			size = int64(float64(used) * float64(segmentTarget) / float64(el))
+		}
+	}
+	return min(max(size, lo), hi)
+}
+
+// fetch runs one fetch and hands its segment over.
+func (c *Counter) fetch(r *fetchRun, size int64) {
+	defer c.wg.Done()
+	seg, rtt, err := c.fetchSegment(size)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.run = nil
+	switch {
+	case c.closed:
+		err = ErrClosed
+	case err != nil:
+		c.lastErr = err
+		c.fetchErrs.Add(1)
+		// Try again when half of what is left is used.
+		if cur := c.cur.Load(); cur.left() > 0 {
+			i := cur.next.Load()
+			cur.fetchAt.Store(i + (cur.n-i)/2)
+		}
+	default:
+		c.lastErr = nil
+		if c.latency == 0 {
+			c.latency = rtt
+		} else {
+			c.latency = (3*c.latency + rtt) / 4
+		}
+		c.fetched.Add(1)
+		c.high = max(c.high, seg.first+uint64(seg.n))
+		if c.floor > seg.first {
+			seg.next.Store(min(int64(c.floor-seg.first), seg.n))
+		}
+		if c.cur.Load().left() == 0 {
+			c.installLocked(seg)
+		} else {
+			c.next = seg
+		}
+	}
+	r.err = err
+	close(r.done)
+}
+
+// fetchSegment runs counter.lua until it hands out a segment: while Redis
+// says the counter is at its lead, it waits for the ticks to pass. It also
+// returns the round trip of the last run.
+func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
+	unit := c.opts.Layout.TimeUnit
+	maxWait := c.leadTicks + int64(time.Second/unit) + 2
+	for {
+		c.mu.Lock()
+		minValue := max(c.floor, c.high)
+		c.mu.Unlock()
+		start := time.Now()
+		res, err := counterScript.Run(c.ctx, c.rdb, []string{c.key},
+			size, c.epochUs, c.unitUs, c.seqBits, c.leadTicks, strconv.FormatUint(minValue, 10)).Slice()
+		rtt := time.Since(start)
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return nil, 0, ErrClosed
+			}
+			return nil, 0, fmt.Errorf("counter.lua on %s: %w", c.key, err)
+		}
+		if len(res) == 4 && res[0] == "OK" {
+			first, err1 := parseValue(res[1])
+			last, err2 := parseValue(res[2])
+			if err := errors.Join(err1, err2); err != nil || last < first {
+				return nil, 0, fmt.Errorf("counter.lua on %s: bad reply %v: %v", c.key, res, err)
+			}
+			if last > c.maxValue {
+				return nil, 0, fmt.Errorf("counter.lua on %s: value %d is past the last tick of the layout %v (tick %d > %d)",
+					c.key, last, c.opts.Layout, last>>c.seqBits, c.opts.Layout.MaxTick())
+			}
+			return newSegment(first, int64(last-first+1)), rtt, nil
+		}
+		if len(res) != 3 || res[0] != "AHEAD" {
+			return nil, 0, fmt.Errorf("counter.lua on %s: unexpected reply %v", c.key, res)
+		}
+		now, _ := res[1].(int64)
+		want, _ := res[2].(int64)
+		ahead := want - now - c.leadTicks // ticks until the next value is within the lead
+		if ahead > maxWait {
+			return nil, 0, fmt.Errorf("counter %s: the next value is at tick %d, %d ticks ahead of Redis TIME (tick %d); max lead is %v (%d ticks): is the floor from a clock far ahead?",
+				c.key, want, want-now, now, c.opts.MaxLead, c.leadTicks)
+		}
+		// Wait for the tick to pass on Redis's clock, re-reading it then.
+		timer := time.NewTimer(time.Duration(max(ahead, 1)) * unit)
+		select {
+		case <-timer.C:
+		case <-c.ctx.Done():
+			timer.Stop()
+			return nil, 0, ErrClosed
+		}
+	}
+}
+
+func parseValue(v any) (uint64, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("value %v is not a string", v)
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+// SetFloor makes sure no ID at or below minID is handed out from now on,
+// discarding buffered values: a node switching from flake mode sets its
+// last flake ID, so its IDs stay strictly increasing. Bit 63 is ignored.
+func (c *Counter) SetFloor(minID uint64) {
+	minID &= 1<<63 - 1
+	lo := minID >> c.shift // lowest value whose ID is above minID
+	if minID&c.machine == c.machine {
+		lo++
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if lo <= c.floor {
+		return
+	}
+	c.floor = lo
+	if c.next != nil && lo > c.next.first {
+		c.next.skipTo(int64(min(lo-c.next.first, uint64(c.next.n))))
+		if c.next.left() == 0 {
+			c.next = nil
+		}
+	}
+	if cur := c.cur.Load(); lo > cur.first && cur.n > 0 {
+		cur.skipTo(int64(min(lo-cur.first, uint64(cur.n))))
+		if !c.closed && c.next == nil && c.run == nil && cur.next.Load() > cur.fetchAt.Load() {
+			c.startFetchLocked()
+		}
+	}
+}
+
+// Stats are counters of a Counter.
+type Stats struct {
+	SegmentsFetched uint64 // segments handed out by Redis
+	FetchErrors     uint64 // fetches that failed
+	Waits           uint64 // NextID calls that waited for Redis (buffer spent)
+	SegmentSize     int    // size asked for by the latest fetch
+	Buffered        int64  // values left in the current and the prefetched segment
+	LastError       error  // of the latest fetch; nil after a success
+}
+
+// Stats returns the counter's statistics.
+func (c *Counter) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := Stats{
+		SegmentsFetched: c.fetched.Load(),
+		FetchErrors:     c.fetchErrs.Load(),
+		Waits:           c.waits.Load(),
+		SegmentSize:     int(c.size),
+		LastError:       c.lastErr,
+	}
+	if !c.closed {
+		st.Buffered = c.cur.Load().left()
+		if c.next != nil {
+			st.Buffered += c.next.left()
+		}
+	}
+	return st
+}
+
+// Close stops the counter: it cancels a fetch in flight and waits for it.
+// Buffered values are dropped; NextID then returns ErrClosed.
+func (c *Counter) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		c.cancel()
+		cur := c.cur.Load()
+		cur.skipTo(cur.n)
+		c.next = nil
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}

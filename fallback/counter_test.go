@@ -1,0 +1,720 @@
+package fallback_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+const key = "{flaked}:counter"
+
+// quiet drops go-redis's log lines (failed dials while Redis is down on
+// purpose); failures are reported by the tests themselves.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	m.Run()
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// realRedis starts a redis-server without persistence for the test.
+func realRedis(t *testing.T) (*redistest.Server, redis.UniversalClient) {
+	t.Helper()
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	return srv, srv.Client(t)
+}
+
+func miniRedis(t *testing.T) (*miniredis.Miniredis, redis.UniversalClient) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	return mr, rdb
+}
+
+// backends runs f on a real redis-server and on miniredis.
+func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Run("redis-server", func(t *testing.T) {
+		_, rdb := realRedis(t)
+		f(t, rdb)
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		_, rdb := miniRedis(t)
+		f(t, rdb)
+	})
+}
+
+func newCounter(t testing.TB, rdb redis.UniversalClient, o fallback.Options) *fallback.Counter {
+	t.Helper()
+	c, err := fallback.New(rdb, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func layout(t testing.TB, seq, machine int, unit time.Duration, start time.Time) flake.Layout {
+	t.Helper()
+	l, err := flake.NewLayout(seq, machine, unit, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// value is the counter value of a counter-mode ID.
+func value(l flake.Layout, id uint64) uint64 { return id >> l.BitsMachineID }
+
+func idOf(l flake.Layout, v uint64) uint64 {
+	return v<<l.BitsMachineID | uint64(l.CounterMachineID())
+}
+
+// checkIncreasing fails unless ids are strictly increasing.
+func checkIncreasing(t *testing.T, l flake.Layout, name string, ids []uint64) {
+	t.Helper()
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("%s: ID %d (%+v) follows %d (%+v): not strictly increasing",
+				name, ids[i], l.Decompose(ids[i]), ids[i-1], l.Decompose(ids[i-1]))
+		}
+	}
+}
+
+// checkUnique sorts ids and fails on duplicates or a foreign machine ID.
+func checkUnique(t *testing.T, l flake.Layout, ids []uint64) {
+	t.Helper()
+	slices.Sort(ids)
+	var dups []string
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] && len(dups) < 10 {
+			dups = append(dups, fmt.Sprintf("%d %+v", ids[i], l.Decompose(ids[i])))
+		}
+	}
+	if len(dups) > 0 {
+		t.Fatalf("duplicate IDs among %d (first %d):\n%s", len(ids), len(dups), strings.Join(dups, "\n"))
+	}
+	for _, id := range []uint64{ids[0], ids[len(ids)-1]} {
+		if m := l.Decompose(id).MachineID; m != l.CounterMachineID() {
+			t.Fatalf("ID %d has machine ID %d, want the counter's %d", id, m, l.CounterMachineID())
+		}
+	}
+}
+
+func TestCounter_ManyNodes_NoDuplicates(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		const nodes, perNode, total = 4, 4, 1_000_000
+		const each = total / (nodes * perNode)
+		l := layout(t, 16, 8, 10*time.Millisecond, time.Time{})
+		ctx := ctxT(t, 20*time.Second)
+		counters := make([]*fallback.Counter, nodes)
+		for i := range counters {
+			counters[i] = newCounter(t, rdb, fallback.Options{Layout: l})
+		}
+		results := make([][]uint64, nodes*perNode)
+		var wg sync.WaitGroup
+		for g := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := counters[g%nodes]
+				ids := make([]uint64, each)
+				if g%2 == 0 {
+					for i := range ids {
+						id, err := c.NextID(ctx)
+						if err != nil {
+							t.Errorf("goroutine %d, ID %d: %v", g, i, err)
+							return
+						}
+						ids[i] = id
+					}
+				} else {
+					for i := 0; i < len(ids); {
+						end := min(len(ids), i+1+(i%97))
+						n, err := c.NextIDs(ctx, ids[i:end])
+						if err != nil {
+							t.Errorf("goroutine %d, IDs %d..%d: %v", g, i, end, err)
+							return
+						}
+						i += n
+					}
+				}
+				results[g] = ids
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		all := make([]uint64, 0, total)
+		for g, ids := range results {
+			checkIncreasing(t, l, fmt.Sprintf("goroutine %d", g), ids)
+			all = append(all, ids...)
+		}
+		checkUnique(t, l, all)
+		for i, c := range counters {
+			st := c.Stats()
+			if st.SegmentSize <= fallback.DefaultMinSegment || st.SegmentsFetched == 0 || st.LastError != nil {
+				t.Errorf("node %d: stats %+v: want the segment size grown past %d with the rate", i, st, fallback.DefaultMinSegment)
+			}
+			t.Logf("node %d: %+v", i, st)
+		}
+	})
+}
+
+// A redis-server without persistence restarted in the middle of issuing
+// loses the counter. The counter ran ahead of Redis TIME before (8 sequence
+// bits at 1 ms ticks are 256k IDs/s, fewer than the test asks for), so a
+// counter restarted at Redis TIME would repeat values: it must restart past
+// the lead.
+func TestCounter_RedisRestartWithoutPersistence_NoDuplicates(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{AOF: false})
+	const nodes, perNode, before, total = 4, 2, 300_000, 600_000
+	l := layout(t, 8, 8, time.Millisecond, time.Time{})
+	ctx := ctxT(t, 25*time.Second)
+	counters := make([]*fallback.Counter, nodes)
+	for i := range counters {
+		counters[i] = newCounter(t, srv.Client(t), fallback.Options{Layout: l, MaxSegment: 4096})
+	}
+	var issued, unavailable atomic.Int64
+	half, restarted := make(chan struct{}), make(chan struct{})
+	results := make([][]uint64, nodes*perNode)
+	var wg sync.WaitGroup
+	for g := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := counters[g%nodes]
+			var ids []uint64
+			defer func() { results[g] = ids }()
+			for {
+				id, err := c.NextID(ctx)
+				if err != nil {
+					if !errors.Is(err, fallback.ErrUnavailable) || ctx.Err() != nil {
+						t.Errorf("goroutine %d: %v", g, err)
+						return
+					}
+					unavailable.Add(1)
+					select { // Redis is down: wait until it is back
+					case <-restarted:
+					case <-ctx.Done():
+					}
+					continue
+				}
+				ids = append(ids, id)
+				n := issued.Add(1)
+				if n == before {
+					close(half)
+				}
+				if n >= total {
+					return
+				}
+			}
+		}()
+	}
+	select {
+	case <-half:
+	case <-ctx.Done():
+		t.Fatalf("only %d IDs issued before the deadline", issued.Load())
+	}
+	fetched := make([]uint64, nodes)
+	for i, c := range counters {
+		fetched[i] = c.Stats().SegmentsFetched
+	}
+	high, err := srv.Client(t).Get(ctx, key).Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := int64(high>>l.BitsSequence) - redisTick(t, srv.Client(t), l)
+	if lead := int64(fallback.DefaultMaxLead / l.TimeUnit); ahead < 1 || ahead > lead+1 {
+		t.Errorf("before the restart the counter was %d ticks ahead of Redis TIME, want 1..%d", ahead, lead+1)
+	}
+	srv.Restart(t) // AOF off: the counter is gone
+	close(restarted)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	t.Logf("counter was %d ticks ahead of Redis TIME when Redis restarted; %d NextID calls found Redis down",
+		ahead, unavailable.Load())
+	all := make([]uint64, 0, total+nodes*perNode)
+	for g, ids := range results {
+		checkIncreasing(t, l, fmt.Sprintf("goroutine %d", g), ids)
+		all = append(all, ids...)
+	}
+	for i, c := range counters {
+		if st := c.Stats(); st.SegmentsFetched <= fetched[i]+1 {
+			t.Errorf("node %d fetched %d segments after the restart, want several: %+v", i, st.SegmentsFetched-fetched[i], st)
+		}
+	}
+	checkUnique(t, l, all)
+}
+
+// redisTick is the current tick of Redis TIME.
+func redisTick(t *testing.T, rdb redis.UniversalClient, l flake.Layout) int64 {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Tick(now)
+}
+
+func TestCounter_FlooredToRedisTime(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := flake.DefaultLayout()
+		lead := int64(fallback.DefaultMaxLead / l.TimeUnit)
+		ctx := ctxT(t, 10*time.Second)
+
+		// A fresh counter (no key): Redis may have lost a counter that ran
+		// up to the lead ahead, so it starts past the lead.
+		before := l.Tick(time.Now())
+		c := newCounter(t, rdb, fallback.Options{})
+		id, err := c.NextID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := l.Tick(time.Now())
+		p := l.Decompose(id)
+		if p.Tick < before || p.Tick < before+lead || p.Tick > after+lead+1 {
+			t.Fatalf("first ID of a fresh counter %+v: tick %d, want >= current tick %d + lead %d and <= %d",
+				p, p.Tick, before, lead, after+lead+1)
+		}
+		if p.MachineID != l.CounterMachineID() {
+			t.Fatalf("machine ID %d, want %d", p.MachineID, l.CounterMachineID())
+		}
+
+		// A stale counter (far behind Redis TIME) is raised to the current
+		// tick, not past the lead.
+		if err := rdb.Set(ctx, key, "1000", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		before = l.Tick(time.Now())
+		c2 := newCounter(t, rdb, fallback.Options{})
+		id, err = c2.NextID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after = l.Tick(time.Now())
+		if p := l.Decompose(id); p.Tick < before || p.Tick > after || p.Sequence != 0 {
+			t.Fatalf("first ID of a stale counter %+v: want tick in %d..%d, sequence 0", p, before, after)
+		}
+	})
+}
+
+// At the default layout (256 IDs per 10 ms tick) a burst runs the counter
+// ahead of Redis TIME, but never more than MaxLead.
+func TestCounter_LeadCapped(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := flake.DefaultLayout()
+		const maxLead = 50 * time.Millisecond
+		lead := int64(maxLead / l.TimeUnit)
+		c := newCounter(t, rdb, fallback.Options{MaxLead: maxLead})
+		ctx := ctxT(t, 10*time.Second)
+		ids := make([]uint64, 3000)
+		for i := range ids {
+			id, err := c.NextID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, now := l.Decompose(id), l.Tick(time.Now()); p.Tick > now+lead+1 {
+				t.Fatalf("ID %d %+v is %d ticks ahead of the clock, max lead %d", i, p, p.Tick-now, lead)
+			}
+			ids[i] = id
+		}
+		checkIncreasing(t, l, "ids", ids)
+		if st := c.Stats(); st.Waits == 0 {
+			t.Fatalf("stats %+v: want waits for ticks (3000 IDs exceed %d per tick)", st, l.IDsPerTick())
+		}
+	})
+}
+
+func TestCounter_SetFloor(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := flake.DefaultLayout()
+		ctx := ctxT(t, 10*time.Second)
+		mb := uint(l.BitsMachineID)
+		next := func(c *fallback.Counter) uint64 {
+			t.Helper()
+			id, err := c.NextID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+
+		// Before the first fetch: the floor goes to Redis as the min value.
+		if err := rdb.Set(ctx, key, "1000", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		floorTick := l.Tick(time.Now()) + 20
+		floor, err := l.Compose(floorTick, 77, 3) // a flake ID of machine 3
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCounter(t, rdb, fallback.Options{MinSegment: 1000, MaxSegment: 1000})
+		c.SetFloor(floor)
+		want, _ := l.Compose(floorTick, 77, l.CounterMachineID())
+		if id := next(c); id != want {
+			t.Fatalf("after SetFloor(%+v) got %+v, want %+v", l.Decompose(floor), l.Decompose(id), l.Decompose(want))
+		}
+
+		// Inside the buffered segment: values at or below are discarded.
+		id0 := next(c)
+		floor = id0 + 500<<mb // an ID this counter would issue
+		c.SetFloor(floor)
+		if id := next(c); id != floor+1<<mb {
+			t.Fatalf("after SetFloor(%d) inside the buffer got %+v, want %+v", floor, l.Decompose(id), l.Decompose(floor+1<<mb))
+		}
+		// A lower floor changes nothing.
+		last := next(c)
+		c.SetFloor(id0)
+		if id := next(c); id != last+1<<mb {
+			t.Fatalf("a lower floor moved the counter: %d after %d", id, last)
+		}
+
+		// Inside the prefetched segment.
+		for range 400 { // past 80% of the 1000
+			last = next(c)
+		}
+		<-c.FetchDone()
+		if st := c.Stats(); st.Buffered <= 1000 {
+			t.Fatalf("stats %+v: want the next segment prefetched", st)
+		}
+		floor = last + 500<<mb // past the current segment, inside the next
+		c.SetFloor(floor)
+		if id := next(c); id != floor+1<<mb {
+			t.Fatalf("after SetFloor(%+v) inside the prefetched segment got %+v, want %+v",
+				l.Decompose(floor), l.Decompose(id), l.Decompose(floor+1<<mb))
+		}
+
+		// Beyond everything buffered: a new segment starts above it.
+		floor = next(c) + 10_000<<mb
+		c.SetFloor(floor)
+		if id := next(c); id != floor+1<<mb {
+			t.Fatalf("after SetFloor(%+v) beyond the buffer got %+v, want %+v",
+				l.Decompose(floor), l.Decompose(id), l.Decompose(floor+1<<mb))
+		}
+	})
+}
+
+// In steady state NextID does not wait on Redis: the next segment is
+// fetched in the background, so a Redis that stops answering goes unnoticed
+// until the buffer is spent.
+func TestCounter_PrefetchInBackground(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
+		ReadTimeout: 500 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	// 2^16 values per tick: the lead cap never cuts a segment short.
+	l := layout(t, 16, 8, 10*time.Millisecond, time.Time{})
+	c := newCounter(t, rdb, fallback.Options{Layout: l, MinSegment: 1000, MaxSegment: 1000})
+	ctx := ctxT(t, 10*time.Second)
+	for range 850 {
+		if _, err := c.NextID(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-c.FetchDone()
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	quick, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	for i := range 1150 {
+		if _, err := c.NextID(quick); err != nil {
+			t.Fatalf("ID %d of the buffer with Redis paused: %v", i, err)
+		}
+	}
+	if d := time.Since(start); d > 400*time.Millisecond {
+		t.Fatalf("1150 buffered IDs took %v with Redis paused: NextID waited on Redis", d)
+	}
+	short, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel2()
+	start = time.Now()
+	_, err := c.NextID(short)
+	if !errors.Is(err, fallback.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("buffer spent, Redis paused: got %v, want ErrUnavailable and the context's deadline", err)
+	}
+	if d := time.Since(start); d > 400*time.Millisecond {
+		t.Fatalf("NextID took %v with a 100ms context", d)
+	}
+	srv.Resume()
+	if _, err := c.NextID(ctx); err != nil {
+		t.Fatalf("after Resume: %v", err)
+	}
+}
+
+// With Redis gone and the buffer spent NextID fails with ErrUnavailable,
+// never a guessed ID; it works again once Redis is back.
+func TestCounter_RedisDown_Unavailable(t *testing.T) {
+	type backend struct {
+		rdb           redis.UniversalClient
+		kill, restart func()
+	}
+	run := func(t *testing.T, b backend) {
+		l := flake.DefaultLayout()
+		ctx := ctxT(t, 15*time.Second)
+		c := newCounter(t, b.rdb, fallback.Options{MinSegment: 100, MaxSegment: 100})
+		first, err := c.NextID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.kill()
+		var ids []uint64
+		for len(ids) < 1000 {
+			var id uint64
+			if id, err = c.NextID(ctx); err != nil {
+				break
+			}
+			ids = append(ids, id)
+		}
+		if !errors.Is(err, fallback.ErrUnavailable) {
+			t.Fatalf("Redis down, after %d buffered IDs: got %v, want ErrUnavailable", len(ids), err)
+		}
+		if len(ids) > 199 {
+			t.Fatalf("%d IDs issued with Redis down, more than the buffer", len(ids))
+		}
+		t.Logf("%d buffered IDs, then: %v", len(ids), err)
+		if st := c.Stats(); st.LastError == nil || st.FetchErrors == 0 {
+			t.Fatalf("stats %+v: want the fetch error", st)
+		}
+		if _, err := c.NextID(ctx); !errors.Is(err, fallback.ErrUnavailable) {
+			t.Fatalf("again: got %v, want ErrUnavailable", err)
+		}
+		b.restart()
+		id, err := c.NextID(ctx)
+		if err != nil {
+			t.Fatalf("after restart: %v", err)
+		}
+		ids = append([]uint64{first}, append(ids, id)...)
+		checkIncreasing(t, l, "ids", ids)
+		if st := c.Stats(); st.LastError != nil {
+			t.Fatalf("stats %+v: want the error cleared", st)
+		}
+	}
+	t.Run("redis-server", func(t *testing.T) {
+		redistest.Require(t)
+		srv := redistest.Start(t, redistest.Options{})
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
+		t.Cleanup(func() { rdb.Close() })
+		run(t, backend{rdb, srv.Kill, func() { srv.Restart(t) }})
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
+		t.Cleanup(func() { rdb.Close() })
+		run(t, backend{rdb, mr.Close, func() {
+			if err := mr.Restart(); err != nil {
+				t.Fatal(err)
+			}
+		}})
+	})
+}
+
+func TestCounter_Close(t *testing.T) {
+	_, rdb := miniRedis(t)
+	c, err := fallback.New(rdb, fallback.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := c.NextID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, err := c.NextID(ctx); !errors.Is(err, fallback.ErrClosed) {
+		t.Fatalf("NextID after Close: %v, want ErrClosed", err)
+	}
+	if n, err := c.NextIDs(ctx, make([]uint64, 3)); n != 0 || !errors.Is(err, fallback.ErrClosed) {
+		t.Fatalf("NextIDs after Close: %d, %v, want ErrClosed", n, err)
+	}
+	c.Close()
+}
+
+func TestNew_InvalidOptions(t *testing.T) {
+	_, rdb := miniRedis(t)
+	cases := []struct {
+		name string
+		o    fallback.Options
+		want string
+	}{
+		{"namespace", fallback.Options{Namespace: "a b"}, "namespace"},
+		{"min segment", fallback.Options{MinSegment: -1}, "valid range is 1..65536"},
+		{"min above max", fallback.Options{MinSegment: 100, MaxSegment: 10}, "valid range is 1..10"},
+		{"max segment", fallback.Options{MaxSegment: fallback.SegmentLimit + 1}, "valid range is 1..16777216"},
+		{"negative max segment", fallback.Options{MaxSegment: -5}, "valid range is 1..16777216"},
+		{"negative max lead", fallback.Options{MaxLead: -time.Second}, "valid range is 0..1h0m0s"},
+		{"max lead", fallback.Options{MaxLead: 2 * time.Hour}, "valid range is 0..1h0m0s"},
+		{"layout", fallback.Options{Layout: flake.Layout{BitsSequence: 31}}, "valid range is 1..30"},
+		{"layout time bits", fallback.Options{Layout: flake.Layout{BitsTime: 20, BitsSequence: 8}}, "time bits 20"},
+		{"epoch ahead", fallback.Options{Layout: flake.Layout{StartTime: time.Now().Add(time.Hour)}}, "valid range is 0.."},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := fallback.New(rdb, tc.o)
+			if !errors.Is(err, fallback.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrInvalidOptions naming %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := fallback.New(nil, fallback.Options{}); !errors.Is(err, fallback.ErrInvalidOptions) {
+		t.Fatalf("nil client: %v", err)
+	}
+	c, err := fallback.New(rdb, fallback.Options{MinSegment: 100_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Options(); o.MaxSegment != 100_000 || o.MaxLead != time.Second || o.Namespace != "flaked" || !o.Layout.Equal(flake.DefaultLayout()) {
+		t.Fatalf("defaults: %+v", o)
+	}
+}
+
+// Counter values reach 2^62, beyond the 2^53 a Lua number holds exactly.
+// Odd values near a tick boundary must come back bit for bit.
+func TestCounter_LargeValues_RoundTrip(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	layouts := []struct {
+		name  string
+		seq   int
+		mach  int
+		unit  time.Duration
+		start time.Time
+	}{
+		{"seq20-machine8-1ms", 20, 8, time.Millisecond, now.Add(-300 * 24 * time.Hour)}, // values ~2^54
+		{"seq20-machine8-10ms", 20, 8, 10 * time.Millisecond, time.Time{}},              // values ~2^52
+		{"seq30-machine1-1ms", 30, 1, time.Millisecond, now.Add(-40 * 24 * time.Hour)},  // values ~2^61.7
+	}
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		for _, tl := range layouts {
+			t.Run(tl.name, func(t *testing.T) {
+				l := layout(t, tl.seq, tl.mach, tl.unit, tl.start)
+				ctx := ctxT(t, 10*time.Second)
+				// Half the 1 s lead ahead: inside the lead, and ahead of Redis
+				// TIME however slow the test runs.
+				tick := l.Tick(time.Now()) + int64(fallback.DefaultMaxLead/l.TimeUnit)/2
+				v0 := uint64(tick)<<l.BitsSequence | uint64(l.MaxSequence()-2)
+				if err := rdb.Set(ctx, key, strconv.FormatUint(v0, 10), 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				c := newCounter(t, rdb, fallback.Options{Layout: l, MinSegment: 8, MaxSegment: 8})
+				ids := make([]uint64, 8)
+				if n, err := c.NextIDs(ctx, ids); err != nil || n != 8 {
+					t.Fatalf("NextIDs: %d, %v", n, err)
+				}
+				for k, id := range ids {
+					want := v0 + 1 + uint64(k)
+					p := l.Decompose(id)
+					if value(l, id) != want || p.MachineID != l.CounterMachineID() ||
+						uint64(p.Tick) != want>>l.BitsSequence || uint64(p.Sequence) != want&uint64(l.MaxSequence()) {
+						t.Fatalf("ID %d: value %d %+v, want value %d (tick %d, seq %d)", k, value(l, id), p,
+							want, want>>l.BitsSequence, want&uint64(l.MaxSequence()))
+					}
+				}
+				// The key holds the last value handed out: the end of this
+				// segment or, once the prefetch ran, of the next one.
+				if got, err := rdb.Get(ctx, key).Result(); err != nil ||
+					(got != strconv.FormatUint(v0+8, 10) && got != strconv.FormatUint(v0+16, 10)) {
+					t.Fatalf("%s holds %q (%v), want %d or %d", key, got, err, v0+8, v0+16)
+				}
+				// An odd floor far into the tick comes back exactly.
+				floorV := v0 + 1000 + 12345
+				c.SetFloor(idOf(l, floorV) - 1) // a lower machine ID at the same (tick, seq)
+				id, err := c.NextID(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if value(l, id) != floorV {
+					t.Fatalf("after the floor: value %d %+v, want %d", value(l, id), l.Decompose(id), floorV)
+				}
+				t.Logf("values around %d (2^%.1f) exact", floorV, log2(floorV))
+			})
+		}
+	})
+}
+
+func log2(v uint64) float64 {
+	n := 0.0
+	for f := float64(v); f >= 2; f /= 2 {
+		n++
+	}
+	return n
+}
+
+// counter.lua does exact integer arithmetic on values past 2^53: random
+// values over many layouts round-trip through parse, add and format.
+func TestCounterScript_ExactValues(t *testing.T) {
+	script := redis.NewScript(lua.Counter)
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := ctxT(t, 20*time.Second)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, bits := range []int{1, 8, 16, 20, 24, 30} {
+			// Redis ticks near the top of what the value can hold.
+			base := min(int64(1)<<(62-bits)-1<<22, 1_000_000_000_000)
+			epochUs := time.Now().UnixMicro() - base*1000
+			const lead = 1 << 21
+			mask := uint64(1)<<bits - 1
+			for i := range 60 {
+				tick := uint64(base + 10_000 + rng.Int64N(1000))
+				v := tick<<bits | rng.Uint64N(mask+1)
+				if i%10 == 0 {
+					v = tick<<bits | mask // at the tick boundary
+				}
+				n := 1 + rng.Int64N(5000)
+				minValue, wantFirst := uint64(0), v+1
+				if i%3 == 1 {
+					minValue = v + 1 + rng.Uint64N(lead/2<<bits)
+					wantFirst = minValue
+				}
+				if err := rdb.Set(ctx, key, strconv.FormatUint(v, 10), 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				res, err := script.Run(ctx, rdb, []string{key}, n, epochUs, 1000, bits, lead, strconv.FormatUint(minValue, 10)).Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantLast := wantFirst + uint64(n) - 1
+				if len(res) != 4 || res[0] != "OK" || res[1] != strconv.FormatUint(wantFirst, 10) || res[2] != strconv.FormatUint(wantLast, 10) {
+					t.Fatalf("bits %d, stored %d, n %d, min %d: got %v, want first %d last %d", bits, v, n, minValue, res, wantFirst, wantLast)
+				}
+				if got, _ := rdb.Get(ctx, key).Result(); got != res[2] {
+					t.Fatalf("bits %d: key holds %s, want %s", bits, got, res[2])
+				}
+			}
+		}
+		// Garbage in the key is an error, not a guess.
+		if err := rdb.Set(ctx, key, "12x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := script.Run(ctx, rdb, []string{key}, 1, 0, 1000, 8, 0, "0").Result(); err == nil || !strings.Contains(err.Error(), "not a counter value") {
+			t.Fatalf("garbage counter: %v", err)
+		}
+	})
+}

@@ -1,0 +1,14 @@
+package fallback
+
+// FetchDone returns a channel closed when the fetch in flight ends (closed
+// already when none is in flight), so tests wait on it instead of sleeping.
+func (c *Counter) FetchDone() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.run != nil {
+		return c.run.done
+	}
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}

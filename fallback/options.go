@@ -1,0 +1,99 @@
+package fallback
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/flaked/flaked/flake"
+)
+
+// Defaults and limits of Options.
+const (
+	DefaultNamespace  = "flaked"
+	DefaultMinSegment = 64
+	DefaultMaxSegment = 65536
+	DefaultMaxLead    = time.Second
+	// SegmentLimit is the largest segment size counter.lua accepts.
+	SegmentLimit = 1 << 24
+	// MaxLeadLimit is the largest MaxLead.
+	MaxLeadLimit = time.Hour
+)
+
+// ErrInvalidOptions is wrapped by every option error; the text names the
+// valid range.
+var ErrInvalidOptions = errors.New("invalid counter options")
+
+// Options configure a Counter. The zero value means the defaults.
+type Options struct {
+	// Namespace prefixes the key {ns}:counter: letters, digits, '.', '_',
+	// '-', 1..64 characters. Default "flaked".
+	Namespace string
+	// Layout is the fleet-wide ID layout; zero means flake.DefaultLayout().
+	Layout flake.Layout
+	// MinSegment and MaxSegment bound how many values one trip to Redis
+	// fetches: 1 <= MinSegment <= MaxSegment <= SegmentLimit; defaults 64
+	// and 65536. Within them the size follows the observed rate, so that a
+	// segment lasts about 1.5 s.
+	MinSegment int
+	MaxSegment int
+	// MaxLead bounds how far ahead of Redis TIME the counter may run when
+	// the rate exceeds 2^BitsSequence IDs per tick: 0..1h, 0 means 1 s.
+	// Less than one tick means it never runs ahead. After Redis loses the
+	// counter, it restarts this far ahead of Redis TIME (plus one tick).
+	MaxLead time.Duration
+	// Now is the wall clock, used to measure the rate and to check the
+	// epoch; default time.Now.
+	Now func() time.Time
+}
+
+var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if !namespaceRE.MatchString(o.Namespace) {
+		return o, fmt.Errorf("%w: namespace %q: want 1..64 of A-Z a-z 0-9 . _ -", ErrInvalidOptions, o.Namespace)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Layout == (flake.Layout{}) {
+		o.Layout = flake.DefaultLayout()
+	} else {
+		l, err := flake.NewLayout(o.Layout.BitsSequence, o.Layout.BitsMachineID, o.Layout.TimeUnit, o.Layout.StartTime)
+		if err != nil {
+			return o, fmt.Errorf("%w: layout: %w", ErrInvalidOptions, err)
+		}
+		if o.Layout.BitsTime != 0 && o.Layout.BitsTime != l.BitsTime {
+			return o, fmt.Errorf("%w: layout: time bits %d, but 63 - %d sequence - %d machine = %d",
+				ErrInvalidOptions, o.Layout.BitsTime, l.BitsSequence, l.BitsMachineID, l.BitsTime)
+		}
+		o.Layout = l
+	}
+	if tick := o.Layout.Tick(o.Now()); tick < 0 || tick > o.Layout.MaxTick() {
+		return o, fmt.Errorf("%w: layout %v: now is tick %d, valid range is 0..%d (epoch ahead of now, or the time bits are used up)",
+			ErrInvalidOptions, o.Layout, tick, o.Layout.MaxTick())
+	}
+	if o.MinSegment == 0 {
+		o.MinSegment = DefaultMinSegment
+	}
+	if o.MaxSegment == 0 {
+		o.MaxSegment = max(DefaultMaxSegment, o.MinSegment)
+	}
+	if o.MaxSegment < 1 || o.MaxSegment > SegmentLimit {
+		return o, fmt.Errorf("%w: max segment %d: valid range is 1..%d", ErrInvalidOptions, o.MaxSegment, SegmentLimit)
+	}
+	if o.MinSegment < 1 || o.MinSegment > o.MaxSegment {
+		return o, fmt.Errorf("%w: min segment %d: valid range is 1..%d (the max segment)", ErrInvalidOptions, o.MinSegment, o.MaxSegment)
+	}
+	if o.MaxLead == 0 {
+		o.MaxLead = DefaultMaxLead
+	}
+	if o.MaxLead < 0 || o.MaxLead > MaxLeadLimit {
+		return o, fmt.Errorf("%w: max lead %v: valid range is 0..%v (0 means %v)", ErrInvalidOptions, o.MaxLead, MaxLeadLimit, DefaultMaxLead)
+	}
+	return o, nil
+}

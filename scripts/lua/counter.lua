@@ -1,0 +1,117 @@
+-- counter.lua: hand out one segment of counter-mode values (INCRBY with floors).
+--
+-- KEYS[1] {ns}:counter
+-- ARGV: 1 n, the segment size (1..2^24), 2 epoch (us since the Unix epoch),
+--   3 tick length (us), 4 bits of sequence (1..30), 5 lead (ticks, >= 0),
+--   6 min value: the caller's floor, a counter value the segment must not
+--      start below ("0" for none), in decimal.
+--
+-- A counter value v stands for (tick = v >> bits, seq = v & mask); the ID is
+-- v << machine bits | counter machine ID. The key holds the last value
+-- handed out, as a decimal string (what INCRBY would leave there).
+--
+-- Floors: the value is raised to at least max(stored, T << bits - 1,
+-- min value - 1), T being the tick of Redis TIME. When the key is missing
+-- (first use, or Redis lost its data) the floor is (T + lead + 1) << bits - 1
+-- instead: a counter that ran up to lead ticks ahead before the loss never
+-- repeats. No value with a tick above T + lead is handed out: the segment is
+-- cut there, and when nothing is left the reply is AHEAD (the caller waits a
+-- tick; a missing key is still created at its floor, so one tick suffices).
+--
+-- Integer precision: values reach 2^62, but Lua numbers are doubles, exact
+-- only up to 2^53. So no full value is ever held in a number: the stored
+-- decimal is split into (tick, seq) by exact long division on its digits,
+-- all arithmetic is done on the pair, and the pair is written back by exact
+-- digit-by-digit multiplication (every intermediate stays below 2^35). seq
+-- is below 2^30, and a tick below 2^53 / 10 covers 28,000 years of 1 ms
+-- ticks; a stored value whose tick is larger is refused as corrupt.
+--
+-- Returns {"OK", first, last, T} (first and last decimal strings, both
+-- inclusive) or {"AHEAD", T, tick of the next value}.
+local n, epochUs, unitUs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local bits, lead = tonumber(ARGV[4]), tonumber(ARGV[5])
+local P = 2 ^ bits
+local MASK = P - 1
+local MAXTICK = 2 ^ 53 / 10
+
+local t = redis.call('TIME')
+local T = math.floor((tonumber(t[1]) * 1e6 + tonumber(t[2]) - epochUs) / unitUs)
+
+-- parse splits a decimal counter value into {tick, seq}, or returns nil.
+local function parse(s)
+  if type(s) ~= 'string' or #s > 19 or not string.find(s, '^%d+$') then return nil end
+  local tick, rem = 0, 0
+  for i = 1, #s do
+    rem = rem * 10 + string.byte(s, i) - 48 -- < 10 * 2^30
+    local q = math.floor(rem / P)          -- 0..9
+    rem = rem - q * P
+    tick = tick * 10 + q
+    if tick >= MAXTICK then return nil end
+  end
+  return {tick, rem}
+end
+
+-- format writes {tick, seq} as the decimal of tick * 2^bits + seq.
+local function format(v)
+  local tick, digits = v[1], {}
+  repeat
+    local d = tick % 10
+    digits[#digits + 1] = d
+    tick = (tick - d) / 10
+  until tick == 0
+  local out, carry = {}, v[2]
+  for i = 1, #digits do
+    local x = digits[i] * P + carry -- < 11 * 2^30
+    local d = x % 10
+    out[#out + 1] = d
+    carry = (x - d) / 10
+  end
+  while carry > 0 do
+    local d = carry % 10
+    out[#out + 1] = d
+    carry = (carry - d) / 10
+  end
+  while #out > 1 and out[#out] == 0 do out[#out] = nil end
+  local s = {}
+  for i = #out, 1, -1 do s[#s + 1] = string.char(48 + out[i]) end
+  return table.concat(s)
+end
+
+local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
+local function maxOf(a, b) if less(a, b) then return b end return a end
+local function pred(a)
+  if a[2] > 0 then return {a[1], a[2] - 1} end
+  return {a[1] - 1, MASK}
+end
+
+local minValue = parse(ARGV[6])
+if not minValue then
+  return redis.error_reply('ERR counter.lua: min value ' .. tostring(ARGV[6]) .. ' is not a counter value')
+end
+local stored = redis.call('GET', KEYS[1])
+local cur
+if stored then
+  cur = parse(stored)
+  if not cur then
+    return redis.error_reply('ERR ' .. KEYS[1] .. ' holds "' .. stored .. '", not a counter value (a decimal below 2^63)')
+  end
+  cur = maxOf(cur, {T - 1, MASK})
+else
+  cur = {T + lead, MASK}
+end
+cur = maxOf(cur, pred(minValue))
+cur = maxOf(cur, {-1, MASK})
+
+local first = {cur[1], cur[2] + 1}
+if first[2] > MASK then first = {first[1] + 1, 0} end
+local limit = T + lead
+if first[1] > limit then
+  if not stored and cur[1] >= 0 then redis.call('SET', KEYS[1], format(cur)) end
+  return {'AHEAD', T, first[1]}
+end
+local s = first[2] + n - 1
+local last = {first[1] + math.floor(s / P), s % P}
+if last[1] > limit then last = {limit, MASK} end
+local lastText = format(last)
+redis.call('SET', KEYS[1], lastText)
+return {'OK', format(first), lastText, T}
