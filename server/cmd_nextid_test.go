@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestNEXTID_GoRedis(t *testing.T) {
+	ts := startServer(t, Options{})
+	rdb := ts.client(t, nil)
+	ctx := context.Background()
+	var last int64
+	for range 100 {
+		id, err := rdb.Do(ctx, "NEXTID").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id <= last {
+			t.Fatalf("NEXTID %d after %d", id, last)
+		}
+		last = id
+	}
+	if got := ts.gen.g.Layout().Decompose(uint64(last)).MachineID; got != testMachine {
+		t.Errorf("machine ID %d, want %d", got, testMachine)
+	}
+	if got := ts.stats.idsFlake.Load(); got != 100 {
+		t.Errorf("ids issued = %d, want 100", got)
+	}
+}
+
+func TestNEXTID_Pipeline10000_StrictlyIncreasing(t *testing.T) {
+	ts := startServer(t, Options{})
+	rdb := ts.client(t, &redis.Options{PoolSize: 1})
+	ctx := context.Background()
+	cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for range 10000 {
+			p.Do(ctx, "NEXTID")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for i, cmd := range cmds {
+		id, err := cmd.(*redis.Cmd).Int64()
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if id <= last {
+			t.Fatalf("reply %d: %d after %d", i, id, last)
+		}
+		last = id
+	}
+}
+
+func TestNEXTID_Inline(t *testing.T) {
+	ts := startServer(t, Options{})
+	c := ts.dial(t)
+	a, b := c.do("NEXTID\r\n"), c.do("nextid\n") // nc may send bare LF
+	x, errA := strconv.ParseUint(strings.TrimPrefix(a, ":"), 10, 64)
+	y, errB := strconv.ParseUint(strings.TrimPrefix(b, ":"), 10, 64)
+	if !strings.HasPrefix(a, ":") || !strings.HasPrefix(b, ":") || errA != nil || errB != nil || y <= x {
+		t.Fatalf("inline NEXTID: %q then %q", a, b)
+	}
+	if got := c.do("NEXTID extra\r\n"); got != "-ERR wrong number of arguments for 'nextid' command" {
+		t.Errorf("NEXTID extra: %q", got)
+	}
+}
+
+func TestNEXTID_GeneratorError(t *testing.T) {
+	ts := startServer(t, Options{})
+	c := ts.dial(t)
+	ts.gen.g.Close()
+	for _, req := range []string{resp("NEXTID"), resp("NEXTIDS", "5")} {
+		if got := c.do(req); !strings.HasPrefix(got, "-ERR no ID issued: ") || !strings.Contains(got, "closed") {
+			t.Errorf("%q with a closed generator: %q", req, got)
+		}
+	}
+	if got := ts.stats.nextIDErrors.Load(); got != 2 {
+		t.Errorf("nextid errors = %d, want 2", got)
+	}
+	if got := c.do("PING\r\n"); got != "+PONG" {
+		t.Errorf("PING after the errors: %q", got)
+	}
+}

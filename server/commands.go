@@ -1,0 +1,171 @@
+package server
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+)
+
+// command is one entry of the command table.
+type command struct {
+	name  string // lower case, as Redis reports command names
+	arity int    // Redis's convention: n is exactly n words with the name, -n at least n
+	// flags are what COMMAND reports.
+	flags []string
+	// noAuth commands run before AUTH when RequirePass is set.
+	noAuth bool
+	run    func(c *conn, args [][]byte)
+	calls  atomic.Uint64
+}
+
+// commandTable maps command names to the functions that run them. It is
+// built per Server: the call counters live in it.
+func commandTable() map[string]*command {
+	cmds := []*command{
+		{name: "ping", arity: -1, flags: []string{"fast"}, run: cmdPing},
+		{name: "nextid", arity: 1, flags: []string{"fast"}, run: cmdNextID},
+		{name: "nextids", arity: 2, run: cmdNextIDs},
+		{name: "parse", arity: 2, flags: []string{"fast"}, run: cmdParse},
+		{name: "info", arity: -1, flags: []string{"loading", "stale"}, run: cmdInfo},
+		{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no-auth"}, noAuth: true, run: cmdAuth},
+		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no-auth"}, noAuth: true, run: cmdHello},
+		{name: "client", arity: -2, flags: []string{"loading", "stale"}, run: cmdClient},
+		{name: "select", arity: 2, flags: []string{"loading", "stale", "fast"}, run: cmdSelect},
+		{name: "command", arity: -1, flags: []string{"loading", "stale"}, run: cmdCommand},
+		{name: "config", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdConfig},
+		{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no-auth"}, noAuth: true, run: cmdQuit},
+	}
+	m := make(map[string]*command, len(cmds))
+	for _, cmd := range cmds {
+		m[cmd.name] = cmd
+	}
+	return m
+}
+
+// sortedCommands lists the table by name.
+func (s *Server) sortedCommands() []*command {
+	out := make([]*command, 0, len(s.cmds))
+	for _, cmd := range s.cmds {
+		out = append(out, cmd)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// lookup finds a command by name, in any case, without allocating.
+func (s *Server) lookup(name []byte) *command {
+	if cmd := s.cmds[string(name)]; cmd != nil {
+		return cmd
+	}
+	var buf [16]byte // longer than every name
+	if len(name) > len(buf) {
+		return nil
+	}
+	for i, ch := range name {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		buf[i] = ch
+	}
+	return s.cmds[string(buf[:len(name)])]
+}
+
+// exec runs one request, checking what Redis checks, in Redis's order:
+// the command exists, its arity, then authentication.
+func (c *conn) exec(args [][]byte) {
+	s := c.s
+	c.mark = len(c.out)
+	if len(args) > s.opts.MaxArgs { // inline requests; RESP ones were checked as they arrived
+		s.stats.protocolErrors.Add(1)
+		err := protocolErrorf("too many arguments in inline request (%d, max %d)", len(args), s.opts.MaxArgs)
+		s.warn.Warn().Str("addr", c.addr).Uint64("client_id", c.id).Str("error", err.Error()).Msg("protocol error; closing the connection")
+		c.writeError("ERR " + err.Error())
+		c.quit = true
+		return
+	}
+	cmd := s.lookup(args[0])
+	if cmd == nil {
+		s.stats.unknown.Add(1)
+		c.writeError(unknownCommand(args))
+		return
+	}
+	cmd.calls.Add(1)
+	c.last.Store(cmd)
+	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
+		c.writeError(wrongArgs(cmd.name))
+		return
+	}
+	if !c.authed && !cmd.noAuth {
+		c.writeError("NOAUTH Authentication required.")
+		return
+	}
+	cmd.run(c, args)
+}
+
+// unknownCommand is Redis's error for a command it does not know.
+func unknownCommand(args [][]byte) string {
+	var b strings.Builder
+	for _, a := range args[1:] {
+		if b.Len() >= 128 {
+			break
+		}
+		fmt.Fprintf(&b, "'%.*s' ", 128-b.Len(), a)
+	}
+	return fmt.Sprintf("ERR unknown command '%.128s', with args beginning with: %s", args[0], b.String())
+}
+
+// unknownSubcommand is Redis's error for a subcommand it does not know.
+func unknownSubcommand(cmd string, sub []byte) string {
+	return fmt.Sprintf("ERR unknown subcommand '%.128s'. Try %s HELP.", sub, strings.ToUpper(cmd))
+}
+
+// wrongArgs is Redis's arity error; name is "cmd" or "cmd|sub".
+func wrongArgs(name string) string {
+	return fmt.Sprintf("ERR wrong number of arguments for '%s' command", name)
+}
+
+// parseInt reads a decimal integer the way Redis does: an optional '-',
+// then digits, no spaces, no '+', within int64.
+func parseInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 || len(b) > 1 && b[0] == '0' {
+		return 0, false
+	}
+	var v uint64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(ch-'0')
+	}
+	if neg {
+		if v > 1<<63 {
+			return 0, false
+		}
+		return -int64(v), true
+	}
+	if v > 1<<63-1 {
+		return 0, false
+	}
+	return int64(v), true
+}
+
+// equalFold reports whether b is s in any case; s is lower case ASCII.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i, ch := range b {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		if ch != s[i] {
+			return false
+		}
+	}
+	return true
+}

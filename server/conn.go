@@ -1,0 +1,226 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+const (
+	// flushAt is how much reply a pipeline may pile up before it is
+	// written out mid-batch.
+	flushAt = 64 << 10
+	// keepOut and keepIDs bound the buffers a connection keeps between
+	// requests, so an occasional large reply does not pin memory.
+	keepOut = 256 << 10
+	keepIDs = 1024
+	// lingerTimeout and lingerBytes bound how long and how much a closing
+	// connection still reads, so the client's unread requests do not turn
+	// the close into a reset that destroys the last replies in flight.
+	lingerTimeout = 500 * time.Millisecond
+	lingerBytes   = 1 << 20
+)
+
+// conn is one client connection. Everything but the fields marked
+// otherwise belongs to its goroutine.
+type conn struct {
+	s     *Server
+	nc    net.Conn
+	id    uint64
+	addr  string
+	laddr string
+	born  time.Time
+	rd    *redcon.Reader
+
+	out    []byte   // replies not yet written
+	mark   int      // len(out) before the running command; a panic cuts back to it
+	ids    []uint64 // NEXTIDS buffer
+	authed bool
+	quit   bool // close once out is flushed
+
+	// Read by CLIENT LIST on other connections.
+	active                atomic.Int64 // unix nanoseconds of the last request batch
+	last                  atomic.Pointer[command]
+	mu                    sync.Mutex // guards name, libName, libVer
+	name, libName, libVer string
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		s:      s,
+		nc:     nc,
+		id:     s.nextCID.Add(1),
+		addr:   nc.RemoteAddr().String(),
+		laddr:  nc.LocalAddr().String(),
+		born:   time.Now(),
+		rd:     redcon.NewReader(newLimitReader(nc, s.opts)),
+		authed: s.opts.RequirePass == "",
+	}
+	c.active.Store(c.born.UnixNano())
+	return c
+}
+
+// serveConn runs c to its end and closes it. A panic anywhere in it is
+// logged and answered with an error on this connection only.
+func (s *Server) serveConn(c *conn) {
+	defer s.wg.Done()
+	gone := false
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error().Str("panic", fmt.Sprint(r)).Str("addr", c.addr).Uint64("client_id", c.id).
+				Bytes("stack", debug.Stack()).Msg("recovered a panic; closing the connection")
+			c.out = appendError(c.out[:c.mark], "ERR internal server error; closing the connection")
+			c.flush()
+			gone = false
+		}
+		s.forget(c) // the slot frees up while the client reads its last replies
+		if gone {
+			c.nc.Close()
+		} else {
+			lingerClose(c.nc, lingerTimeout)
+		}
+		s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Msg("connection closed")
+	}()
+	s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Msg("connection accepted")
+	gone = c.serve()
+}
+
+// serve reads request batches and answers them until the client leaves,
+// sends QUIT, breaks the protocol, idles out or the server shuts down. It
+// reports whether the client is already gone (no reply can reach it).
+func (c *conn) serve() (gone bool) {
+	s := c.s
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		timeout := s.opts.IdleTimeout
+		if timeout == 0 {
+			timeout = defaultHandshakeTimeout
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			s.warn.Warn().Err(err).Str("addr", c.addr).Msg("TLS handshake failed")
+			return true
+		}
+	}
+	for {
+		// The replies of the last batch leave before waiting for more.
+		if err := c.flush(); err != nil {
+			return true
+		}
+		if c.quit {
+			return false
+		}
+		var deadline time.Time
+		if s.opts.IdleTimeout > 0 {
+			deadline = time.Now().Add(s.opts.IdleTimeout)
+		}
+		c.nc.SetReadDeadline(deadline)
+		// Shutdown sets closing, then a past read deadline. Checked after
+		// our own deadline is set: either Shutdown's deadline came later
+		// and wins, or closing is already visible here.
+		if s.closing.Load() {
+			return false
+		}
+		cmds, err := c.rd.ReadCommands()
+		if err != nil {
+			return c.readFailed(err)
+		}
+		c.active.Store(time.Now().UnixNano())
+		for _, cmd := range cmds {
+			c.exec(cmd.Args)
+			if c.quit {
+				break
+			}
+			if len(c.out) >= flushAt {
+				if err := c.flush(); err != nil {
+					return true
+				}
+			}
+		}
+	}
+}
+
+// readFailed answers a read error and reports whether the client is gone.
+func (c *conn) readFailed(err error) (gone bool) {
+	s := c.s
+	switch {
+	case isProtocolError(err):
+		s.stats.protocolErrors.Add(1)
+		s.warn.Warn().Str("addr", c.addr).Uint64("client_id", c.id).Str("error", err.Error()).Msg("protocol error; closing the connection")
+		c.out = appendError(c.out, "ERR "+err.Error())
+		return c.flush() != nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		if s.closing.Load() {
+			return false
+		}
+		s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Dur("idle_timeout", s.opts.IdleTimeout).Msg("idle timeout")
+		return false
+	default: // EOF, reset
+		return true
+	}
+}
+
+// flush writes the pending replies.
+func (c *conn) flush() error {
+	c.mark = 0
+	if len(c.out) == 0 {
+		return nil
+	}
+	if t := c.s.opts.IdleTimeout; t > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(t))
+	}
+	_, err := c.nc.Write(c.out)
+	if cap(c.out) > keepOut {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	return err
+}
+
+// lingerClose closes nc after the client has seen our end of the stream:
+// closing a socket that still holds unread input sends a reset, which can
+// destroy replies the client has not read yet. So it half-closes, reads
+// what the client still sends for a little while, then closes.
+func lingerClose(nc net.Conn, timeout time.Duration) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		nc.SetReadDeadline(time.Now().Add(timeout))
+		io.CopyN(io.Discard, nc, lingerBytes)
+	}
+	nc.Close()
+}
+
+// Replies. redcon's Append functions replace CR and LF in simple strings
+// and errors with spaces, so a client's bytes cannot break the framing.
+
+func appendError(b []byte, msg string) []byte { return redcon.AppendError(b, msg) }
+
+func (c *conn) writeError(msg string)          { c.out = redcon.AppendError(c.out, msg) }
+func (c *conn) writeErrorf(f string, a ...any) { c.writeError(fmt.Sprintf(f, a...)) }
+func (c *conn) writeOK()                       { c.out = redcon.AppendOK(c.out) }
+func (c *conn) writeStatus(s string)           { c.out = redcon.AppendString(c.out, s) }
+func (c *conn) writeInt(n int64)               { c.out = redcon.AppendInt(c.out, n) }
+func (c *conn) writeUint(n uint64)             { c.out = redcon.AppendUint(c.out, n) }
+func (c *conn) writeBulk(b []byte)             { c.out = redcon.AppendBulk(c.out, b) }
+func (c *conn) writeBulkString(s string)       { c.out = redcon.AppendBulkString(c.out, s) }
+func (c *conn) writeNull()                     { c.out = redcon.AppendNull(c.out) }
+func (c *conn) writeArray(n int)               { c.out = redcon.AppendArray(c.out, n) }
+
+// writeStrings writes an array of bulk strings.
+func (c *conn) writeStrings(ss ...string) {
+	c.writeArray(len(ss))
+	for _, s := range ss {
+		c.writeBulkString(s)
+	}
+}

@@ -1,0 +1,32 @@
+// Package server is the flaked daemon's network face: a Redis-compatible
+// TCP server (RESP2 and inline commands on one port, so redis-cli,
+// redis-benchmark, any Redis client and nc work) that hands out the IDs of a
+// node.Generator, and the HTTP handler for /metrics, /healthz and /readyz.
+//
+//	srv, err := server.New(gen, server.Options{RequirePass: pass})
+//	go srv.Serve(ln)
+//	...
+//	srv.Shutdown(ctx)
+//
+// Requests are parsed by redcon's Reader and replies encoded with its
+// Append functions; the accept and connection loops are this package's own,
+// because redcon.Server closes connections abruptly on Close (no graceful
+// shutdown), has no connection limit, and runs its reader in a goroutine
+// where a panic cannot be recovered.
+//
+// One command is one small function in a file named for it (cmd_nextid.go,
+// cmd_parse.go, ...); commands.go maps names to them.
+//
+// Invariants:
+//   - Replies leave in request order; a pipeline's replies are flushed
+//     before the connection waits for more input.
+//   - Every request is checked against the limits (MaxLine, MaxBulk,
+//     MaxArgs) before it is buffered: redcon, which parses requests, enforces
+//     none itself. Abuse gets "-ERR Protocol error: ..." and the connection
+//     is closed; other clients are unaffected.
+//   - A panic is recovered on its connection, logged, answered with an
+//     error, and closes that connection only.
+//   - An ID is either delivered in a reply or never counted: a NEXTIDS that
+//     fails part way answers with an error and drops the IDs it got (they
+//     are never reissued, so uniqueness holds).
+package server
