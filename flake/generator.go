@@ -261,6 +261,7 @@ func (g *Generator) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 			}
 			return len(dst), nil
 		}
+		g.undo(end, n)
 	}
 	for i := range dst {
 		id, err := g.NextIDContext(ctx)
@@ -282,6 +283,7 @@ func (g *Generator) tryNext() (uint64, bool) {
 		// losing it leaves st ours, only a little stale. When the current
 		// tick is not granted yet, do not jump: the slow path reserves.
 		if now > g.limit.Load() {
+			g.undo(st, 1)
 			return 0, false
 		}
 		if next := uint64(now) * g.perTick; g.state.CompareAndSwap(st, next) {
@@ -291,10 +293,19 @@ func (g *Generator) tryNext() (uint64, bool) {
 	// Loaded after the add: Close lowers limit before reading the state,
 	// so either Close sees this value or this call sees the lowered limit.
 	if tick > g.limit.Load() {
+		g.undo(st, 1)
 		return 0, false
 	}
 	return g.toID(st), true
 }
+
+// undo takes back an add of n that ended at st and could not be issued,
+// when no other add came after it, so the values are not burned: without
+// it, a caller waiting at MaxLead would burn sequence 0 of every tick it
+// waits for. Only the slow path calls it. Values taken back were never
+// handed out; if another add came first they stay burned (never issued,
+// never reused), which is safe.
+func (g *Generator) undo(st, n uint64) { g.state.CompareAndSwap(st, st-n) }
 
 func (g *Generator) tickOf(st uint64) int64 {
 	if g.k == 1 {

@@ -481,3 +481,41 @@ func TestNextID_OverTimeLimit(t *testing.T) {
 		t.Fatalf("err = %v, want ErrOverTimeLimit", err)
 	}
 }
+
+// A caller waiting at MaxLead must not burn sequence numbers: every tick
+// it waits for yields its whole sequence, 0 included (a failed attempt used
+// to take sequence 0 of the next tick with it). The same for NextIDs.
+func TestNextID_WaitingAtMaxLead_BurnsNoSequence(t *testing.T) {
+	for _, batch := range []int{1, 3} {
+		g, clk := newGen(t, flake.Settings{BitsSequence: 2, MaxLead: time.Nanosecond})
+		l := g.Layout()
+		done, cancel := context.WithCancel(context.Background())
+		cancel() // never wait: fail at once when the tick is spent
+		var ids []uint64
+		for tick := range 20 {
+			got := 0
+			buf := make([]uint64, batch)
+			for {
+				n, err := g.NextIDs(done, buf)
+				ids = append(ids, buf[:n]...)
+				got += n
+				if err != nil {
+					if !errors.Is(err, flake.ErrMaxLead) {
+						t.Fatal(err)
+					}
+					break
+				}
+			}
+			if tick > 0 && got != 4 {
+				t.Fatalf("batch %d, tick %d: %d IDs issued, want all 4 sequences", batch, tick, got)
+			}
+			clk.Advance(10 * time.Millisecond)
+		}
+		checkIncreasing(t, l, ids)
+		for i := 4; i < len(ids); i++ {
+			if p := l.Decompose(ids[i]); int(p.Sequence) != i%4 {
+				t.Fatalf("batch %d: ID %d has sequence %d, want %d", batch, i, p.Sequence, i%4)
+			}
+		}
+	}
+}
