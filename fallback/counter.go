@@ -73,6 +73,8 @@ type Counter struct {
 	rdb       redis.UniversalClient
 	opts      Options
 	key       string
+	layoutKey string
+	eventsKey string
 	shift     uint   // machine bits
 	machine   uint64 // the counter machine ID
 	seqBits   uint
@@ -112,6 +114,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 		rdb:       rdb,
 		opts:      o,
 		key:       "{" + o.Namespace + "}:counter",
+		layoutKey: "{" + o.Namespace + "}:layout",
+		eventsKey: "{" + o.Namespace + "}:events",
 		shift:     uint(l.BitsMachineID),
 		machine:   uint64(l.CounterMachineID()),
 		seqBits:   uint(l.BitsSequence),
@@ -331,8 +335,9 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		minValue := max(c.floor, c.high)
 		c.mu.Unlock()
 		start := time.Now()
-		res, err := counterScript.Run(c.ctx, c.rdb, []string{c.key},
-			size, c.epochUs, c.unitUs, c.seqBits, c.leadTicks, strconv.FormatUint(minValue, 10)).Slice()
+		res, err := counterScript.Run(c.ctx, c.rdb, []string{c.key, c.layoutKey, c.eventsKey},
+			size, c.epochUs, c.unitUs, c.seqBits, c.leadTicks, strconv.FormatUint(minValue, 10),
+			c.opts.Layout.String(), c.opts.EventsMaxLen, c.machine, c.opts.Host, c.opts.PID).Slice()
 		rtt := time.Since(start)
 		if err != nil {
 			if c.ctx.Err() != nil {
@@ -408,6 +413,20 @@ func (c *Counter) SetFloor(minID uint64) {
 			c.startFetchLocked()
 		}
 	}
+}
+
+// LastTick is an upper bound of the ticks of every ID this counter has
+// handed out, or may still hand out from its buffer: the tick of the last
+// value of the latest segment Redis granted (-1 when none was). After
+// Close it is final; a node switching back to flake mode starts its
+// generator after it, so its IDs keep increasing.
+func (c *Counter) LastTick() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.high == 0 {
+		return -1
+	}
+	return int64((c.high - 1) >> c.seqBits)
 }
 
 // Stats are counters of a Counter.

@@ -624,6 +624,10 @@ func TestCounter_LargeValues_RoundTrip(t *testing.T) {
 				if err := rdb.Set(ctx, key, strconv.FormatUint(v0, 10), 0).Err(); err != nil {
 					t.Fatal(err)
 				}
+				// Each layout is its own fleet: forget the previous one's.
+				if err := rdb.Del(ctx, "{flaked}:layout").Err(); err != nil {
+					t.Fatal(err)
+				}
 				c := newCounter(t, rdb, fallback.Options{Layout: l, MinSegment: 8, MaxSegment: 8})
 				ids := make([]uint64, 8)
 				if n, err := c.NextIDs(ctx, ids); err != nil || n != 8 {
@@ -715,6 +719,44 @@ func TestCounterScript_ExactValues(t *testing.T) {
 		}
 		if _, err := script.Run(ctx, rdb, []string{key}, 1, 0, 1000, 8, 0, "0").Result(); err == nil || !strings.Contains(err.Error(), "not a counter value") {
 			t.Fatalf("garbage counter: %v", err)
+		}
+	})
+}
+
+// A counter refuses a fleet whose layout differs (its IDs could equal the
+// fleet's flake IDs), writes a counter_init audit event when it creates the
+// counter key, and LastTick bounds every ID it handed out.
+func TestCounter_LayoutAgreement_InitEvent_LastTick(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := ctxT(t, 10*time.Second)
+		c := newCounter(t, rdb, fallback.Options{Host: "h1", PID: 7})
+		if got := c.LastTick(); got != -1 {
+			t.Fatalf("LastTick before any fetch = %d, want -1", got)
+		}
+		var maxTick int64
+		for range 500 {
+			id, err := c.NextID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maxTick = max(maxTick, flake.DefaultLayout().Decompose(id).Tick)
+		}
+		if lt := c.LastTick(); lt < maxTick {
+			t.Fatalf("LastTick %d is below the tick %d of an issued ID", lt, maxTick)
+		}
+		if got, _ := rdb.Get(ctx, "{flaked}:layout").Result(); got != flake.DefaultLayout().String() {
+			t.Fatalf("layout key = %q, want the counter's layout set", got)
+		}
+		evs, err := rdb.XRange(ctx, "{flaked}:events", "-", "+").Result()
+		if err != nil || len(evs) != 1 || evs[0].Values["type"] != "counter_init" || evs[0].Values["host"] != "h1" ||
+			evs[0].Values["mid"] != strconv.Itoa(flake.DefaultLayout().CounterMachineID()) {
+			t.Fatalf("events = %v, %v; want one counter_init by h1", evs, err)
+		}
+
+		other := layout(t, 10, 12, 10*time.Millisecond, flake.DefaultStartTime)
+		c2 := newCounter(t, rdb, fallback.Options{Layout: other})
+		if _, err := c2.NextID(ctx); !errors.Is(err, fallback.ErrUnavailable) || !strings.Contains(err.Error(), "differs from the fleet layout") {
+			t.Fatalf("counter with another layout: err = %v, want a layout refusal", err)
 		}
 	})
 }

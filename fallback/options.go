@@ -3,6 +3,7 @@ package fallback
 import (
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"time"
 
@@ -46,6 +47,14 @@ type Options struct {
 	// Now is the wall clock, used to measure the rate and to check the
 	// epoch; default time.Now.
 	Now func() time.Time
+	// EventsMaxLen caps the audit stream {ns}:events (XADD MAXLEN ~),
+	// where a counter (re)created from its floor is recorded: >= 100,
+	// default 100000.
+	EventsMaxLen int64
+	// Host and PID name this process in audit events; defaults
+	// os.Hostname() and os.Getpid().
+	Host string
+	PID  int
 }
 
 var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -59,6 +68,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.EventsMaxLen == 0 {
+		o.EventsMaxLen = 100000
+	}
+	if o.EventsMaxLen < 100 {
+		return o, fmt.Errorf("%w: events max length %d: must be >= 100", ErrInvalidOptions, o.EventsMaxLen)
+	}
+	if o.Host == "" {
+		o.Host, _ = os.Hostname()
+	}
+	if o.PID == 0 {
+		o.PID = os.Getpid()
 	}
 	if o.Layout == (flake.Layout{}) {
 		o.Layout = flake.DefaultLayout()

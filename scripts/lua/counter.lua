@@ -1,10 +1,15 @@
 -- counter.lua: hand out one segment of counter-mode values (INCRBY with floors).
 --
--- KEYS[1] {ns}:counter
+-- KEYS[1] {ns}:counter, optional: KEYS[2] {ns}:layout, KEYS[3] {ns}:events
 -- ARGV: 1 n, the segment size (1..2^24), 2 epoch (us since the Unix epoch),
 --   3 tick length (us), 4 bits of sequence (1..30), 5 lead (ticks, >= 0),
 --   6 min value: the caller's floor, a counter value the segment must not
---      start below ("0" for none), in decimal.
+--      start below ("0" for none), in decimal;
+--   with KEYS[2]: 7 the caller's canonical layout: a fleet layout that
+--      differs is refused (counter IDs of another layout could equal flake
+--      IDs), a missing one is set;
+--   with KEYS[3]: 8 events maxlen, 9 counter machine ID, 10 host, 11 pid:
+--      a counter (re)created from its floor writes a counter_init event.
 --
 -- A counter value v stands for (tick = v >> bits, seq = v & mask); the ID is
 -- v << machine bits | counter machine ID. The key holds the last value
@@ -84,6 +89,14 @@ local function pred(a)
   return {a[1] - 1, MASK}
 end
 
+if KEYS[2] then
+  local fleet = redis.call('GET', KEYS[2])
+  if fleet and fleet ~= ARGV[7] then
+    return redis.error_reply('ERR counter.lua: layout ' .. ARGV[7] .. ' differs from the fleet layout ' .. fleet)
+  end
+  if not fleet then redis.call('SET', KEYS[2], ARGV[7]) end
+end
+
 local minValue = parse(ARGV[6])
 if not minValue then
   return redis.error_reply('ERR counter.lua: min value ' .. tostring(ARGV[6]) .. ' is not a counter value')
@@ -101,6 +114,12 @@ else
 end
 cur = maxOf(cur, pred(minValue))
 cur = maxOf(cur, {-1, MASK})
+
+if not stored and KEYS[3] then
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'type', 'counter_init', 'mid', ARGV[9],
+    'host', ARGV[10], 'pid', ARGV[11], 'tick', T, 'value', format(cur),
+    'detail', 'counter key missing (first use, or Redis lost its data): floored to Redis TIME + lead')
+end
 
 local first = {cur[1], cur[2] + 1}
 if first[2] > MASK then first = {first[1] + 1, 0} end
