@@ -227,8 +227,12 @@ func candidates(prefer, maxID int, taken []int) []int {
 	return out
 }
 
-// checkClock compares the local wall clock with Redis TIME, allowing for
-// half the round trip.
+// CheckClock compares the local wall clock (Options.Now) with Redis TIME,
+// allowing for half the round trip: an error wrapping ErrClockSkew when
+// they are more than MaxSkew apart (also written as a clock_skew event).
+// Claim runs it first; a node in auto mode runs it while in flake mode.
+func (r *Registry) CheckClock(ctx context.Context) error { return r.checkClock(ctx) }
+
 func (r *Registry) checkClock(ctx context.Context) error {
 	before := r.opts.Now()
 	rt, err := r.rdb.Time(ctx).Result()

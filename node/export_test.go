@@ -1,12 +1,38 @@
 package node
 
+import "context"
+
 // Crash stops the node the way kill -9 would, as far as the fleet can
 // tell: nothing more is issued, nothing is released, the state file lock
 // and the embedded store go away.
 func (n *Node) Crash() {
-	n.closed.Do(func() {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	close(n.stop)
+	n.src.Store(&source{mode: n.modeName(), err: ErrClosed})
+	if n.gen != nil {
 		n.gen.Close()
+	}
+	if n.lease != nil {
 		n.lease.Abandon()
-		n.cleanup()
-	})
+	}
+	if n.ctr != nil {
+		n.ctr.Close()
+	}
+	n.cleanup()
+	n.mu.Unlock()
+	n.monitorWG.Wait()
+}
+
+// Kick runs a health check now and waits for it.
+func (n *Node) Kick() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.closed {
+		n.checkLocked(context.Background())
+	}
 }

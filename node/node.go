@@ -7,17 +7,39 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 )
 
-// ErrInvalidOptions is wrapped by option errors.
-var ErrInvalidOptions = errors.New("invalid node options")
+// Errors of a node.
+var (
+	// ErrInvalidOptions is wrapped by option errors.
+	ErrInvalidOptions = errors.New("invalid node options")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("node is closed")
+	// ErrClockBehind is wrapped when the clock is behind the floor of the
+	// machine IDs this node could claim by more than MaxWait.
+	ErrClockBehind = errors.New("clock is behind the machine ID's reservation")
+	// ErrUnavailable is wrapped when the node has nothing to issue from:
+	// in flake mode no lease is held, and it is being claimed again.
+	ErrUnavailable = errors.New("no ID source available")
+)
+
+// Defaults of Options.
+const (
+	DefaultCheckInterval = 100 * time.Millisecond
+	DefaultRecoverAfter  = 3 * time.Second
+	DefaultRetryInterval = time.Second
+	MaxMachineIDs        = 256
+)
 
 // Options configure a Node. The zero value is a standalone node in flake
 // mode with one machine ID and no state file.
@@ -27,70 +49,160 @@ type Options struct {
 	// restarts unique, so set StateFile.
 	Redis redis.UniversalClient
 	// Registry configures the machine-ID registry (namespace, layout,
-	// lease TTL, max skew, owner). Its Horizon defaults to
-	// MaxLead + ReserveAhead + MaxSkew + one tick, and must be at least that.
+	// lease TTL, max skew, max wait, owner). Its Horizon defaults to
+	// MaxLead + ReserveAhead + MaxSkew + one tick, and must be at least
+	// that. Its MaxWait (default Horizon + 2s) is also how far the clock
+	// may be behind a machine ID's floor before auto mode falls back.
 	Registry coord.Options
+	// Counter tunes counter mode (segment sizes, lead); its namespace,
+	// layout and clock come from Registry.
+	Counter fallback.Options
 	// StateFile is the local state file ("" for none: restarts then rely
 	// on Redis alone).
 	StateFile string
-	// Mode is ModeFlake (default). ModeCounter and ModeAuto need the
-	// counter fallback.
+	// Mode is ModeFlake (default), ModeCounter or ModeAuto.
 	Mode string
-	// MachineIDs is how many machine IDs to lease: 1..256, default 1.
+	// MachineIDs is how many machine IDs to lease: 1..256, default 1. A
+	// node with k IDs interleaves them and issues k times one ID's rate.
 	MachineIDs int
 	// MaxLead bounds how far ahead of the clock IDs may run: default 1s.
 	MaxLead time.Duration
 	// ReserveAhead is how far ahead each reservation reaches: default 2s.
 	ReserveAhead time.Duration
-	// Clock drives the generator; nil means the system clock.
+	// CheckInterval is how often the node checks its health (lease,
+	// reservation, clock) to switch modes: 10ms..1m, default 100ms.
+	CheckInterval time.Duration
+	// RecoverAfter is how long flake mode must look healthy before a node
+	// in auto mode leaves counter mode (hysteresis, so it does not flap):
+	// 0..1h, default 3s.
+	RecoverAfter time.Duration
+	// RetryInterval spaces attempts to claim machine IDs after a failure:
+	// 10ms..1m, default 1s.
+	RetryInterval time.Duration
+	// Clock drives the generator, the clock guard and counter mode; nil
+	// means the system clock.
 	Clock flake.Clock
+	// Logger receives mode switches, lease losses and claims.
+	Logger zerolog.Logger
 }
 
-// Node is one flaked node: a lease on machine IDs plus a generator.
+// source is what IDs are issued from at one time: a flake generator, the
+// counter, or neither (err says why).
+type source struct {
+	mode string
+	gen  *flake.Generator
+	ctr  *fallback.Counter
+	err  error
+}
+
+// Node is one flaked node: leases on machine IDs, a flake generator and
+// the counter fallback, behind one Generator.
 type Node struct {
-	opts   Options
-	mini   *miniredis.Miniredis
-	rdb    redis.UniversalClient
-	reg    *coord.Registry
-	state  *coord.StateFile
-	lease  *coord.Lease
-	gen    *flake.Generator
-	start  time.Time
-	closed sync.Once
+	src atomic.Pointer[source] // what NextID issues from
+
+	opts  Options
+	log   zerolog.Logger
+	mini  *miniredis.Miniredis
+	rdb   redis.UniversalClient
+	reg   *coord.Registry
+	state *coord.StateFile
+	prev  *coord.State // the state file as opened
+	start time.Time
+	maxW  int64 // MaxWait in ticks
+
+	// mu serializes mode switches and lease changes; NextID takes it only
+	// to wait out a switch.
+	mu        sync.Mutex
+	lease     *coord.Lease
+	gen       *flake.Generator
+	ctr       *fallback.Counter
+	bound     int64 // highest tick any ID issued so far may have
+	closed    bool
+	reason    string    // why the current mode was entered
+	healthy   time.Time // counter mode: since when flake looks healthy
+	retryAt   time.Time // no claim attempt before this
+	skewAt    time.Time // next clock-guard check in auto mode
+	claimErr  error     // the last claim failure
+	pending   [][]any   // mode events not written yet (Redis away)
+	switches  atomic.Uint64
+	lastMode  atomic.Pointer[string]
+	kick      chan struct{}
+	stop      chan struct{}
+	monitorWG sync.WaitGroup
 }
 
 var _ Generator = (*Node)(nil)
 
-// New starts a node: it opens the state file, claims machine IDs, and
-// starts the generator after the IDs' reservations.
+func (o *Options) withDefaults() error {
+	if o.Mode == "" {
+		o.Mode = ModeFlake
+	}
+	if o.Mode != ModeFlake && o.Mode != ModeCounter && o.Mode != ModeAuto {
+		return fmt.Errorf("%w: mode %q: want %s, %s or %s", ErrInvalidOptions, o.Mode, ModeFlake, ModeCounter, ModeAuto)
+	}
+	if o.MachineIDs == 0 {
+		o.MachineIDs = 1
+	}
+	if o.MachineIDs < 1 || o.MachineIDs > MaxMachineIDs {
+		return fmt.Errorf("%w: machine IDs %d: valid range is 1..%d", ErrInvalidOptions, o.MachineIDs, MaxMachineIDs)
+	}
+	if o.MaxLead == 0 {
+		o.MaxLead = flake.DefaultMaxLead
+	}
+	if o.ReserveAhead == 0 {
+		o.ReserveAhead = flake.DefaultReserveAhead
+	}
+	if o.MaxLead < 0 || o.MaxLead > time.Hour {
+		return fmt.Errorf("%w: max lead %v: valid range is 0..1h", ErrInvalidOptions, o.MaxLead)
+	}
+	if o.ReserveAhead < 10*time.Millisecond || o.ReserveAhead > time.Hour {
+		return fmt.Errorf("%w: reserve ahead %v: valid range is 10ms..1h", ErrInvalidOptions, o.ReserveAhead)
+	}
+	durations := []struct {
+		v       *time.Duration
+		def     time.Duration
+		lo, hi  time.Duration
+		name    string
+		zeroDef bool
+	}{
+		{&o.CheckInterval, DefaultCheckInterval, 10 * time.Millisecond, time.Minute, "check interval", true},
+		{&o.RecoverAfter, DefaultRecoverAfter, 0, time.Hour, "recover after", true},
+		{&o.RetryInterval, DefaultRetryInterval, 10 * time.Millisecond, time.Minute, "retry interval", true},
+	}
+	for _, d := range durations {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < d.lo || *d.v > d.hi {
+			return fmt.Errorf("%w: %s %v: valid range is %v..%v", ErrInvalidOptions, d.name, *d.v, d.lo, d.hi)
+		}
+	}
+	if o.Clock == nil {
+		o.Clock = flake.SystemClock()
+	}
+	return nil
+}
+
+// New starts a node. In flake mode it claims machine IDs (preferring the
+// state file's) and fails when it cannot; in counter mode it holds no
+// lease; in auto mode it starts in counter mode when flake mode is not
+// safe, and keeps trying to return.
 func New(ctx context.Context, opts Options) (*Node, error) {
-	if opts.Mode == "" {
-		opts.Mode = ModeFlake
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
 	}
-	if opts.Mode != ModeFlake {
-		return nil, fmt.Errorf("%w: mode %q: this build supports %q (counter and auto modes are not built yet)",
-			ErrInvalidOptions, opts.Mode, ModeFlake)
-	}
-	if opts.MachineIDs == 0 {
-		opts.MachineIDs = 1
-	}
-	if opts.MachineIDs < 1 || opts.MachineIDs > 256 {
-		return nil, fmt.Errorf("%w: machine IDs %d: valid range is 1..256", ErrInvalidOptions, opts.MachineIDs)
-	}
-	if opts.MaxLead == 0 {
-		opts.MaxLead = flake.DefaultMaxLead
-	}
-	if opts.ReserveAhead == 0 {
-		opts.ReserveAhead = flake.DefaultReserveAhead
-	}
-	if opts.MaxLead < 0 || opts.MaxLead > time.Hour {
-		return nil, fmt.Errorf("%w: max lead %v: valid range is 0..1h", ErrInvalidOptions, opts.MaxLead)
-	}
-	if opts.ReserveAhead < 10*time.Millisecond || opts.ReserveAhead > time.Hour {
-		return nil, fmt.Errorf("%w: reserve ahead %v: valid range is 10ms..1h", ErrInvalidOptions, opts.ReserveAhead)
-	}
-	n := &Node{opts: opts, start: time.Now(), rdb: opts.Redis}
+	n := &Node{opts: opts, log: opts.Logger, start: time.Now(), rdb: opts.Redis, bound: -1,
+		kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	ro := opts.Registry
+	if ro.Now == nil {
+		ro.Now = opts.Clock.Now
+	}
+	if ro.Owner.Mode == "" {
+		ro.Owner.Mode = opts.Mode
+		if opts.Mode == ModeAuto {
+			ro.Owner.Mode = ModeFlake
+		}
+	}
 	if n.rdb == nil {
 		// Standalone: this process is the only one that can ever see this
 		// store, and the state file holds the only reservation that
@@ -112,8 +224,10 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	if ro.MaxWait == 0 {
 		// A registry created a moment ago (a new fleet, or Redis that lost
-		// its data) starts every ID a horizon ahead: wait for it.
-		ro.MaxWait = ro.Horizon + coord.DefaultMaxWait
+		// its data) starts every ID a horizon ahead, and a node restarted
+		// after a crash finds its own reservation up to max lead + reserve
+		// ahead ahead of its clock: wait for either.
+		ro.MaxWait = max(ro.Horizon, opts.MaxLead+opts.ReserveAhead+ro.Layout.TimeUnit) + coord.DefaultMaxWait
 	}
 	if n.mini == nil && ro.Horizon < minHorizon {
 		n.cleanup()
@@ -126,35 +240,63 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.reg = reg
-	var prev *coord.State
+	n.maxW = int64(reg.Options().MaxWait / reg.Layout().TimeUnit)
+	co := opts.Counter
+	co.Namespace, co.Layout, co.Now = reg.Options().Namespace, reg.Layout(), opts.Clock.Now
+	if co.Host == "" {
+		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
+	}
+	n.opts.Counter = co
+	c, err := fallback.New(n.rdb, co) // validate now, not at the first fallback
+	if err != nil {
+		n.cleanup()
+		return nil, err
+	}
+	c.Close()
 	if opts.StateFile != "" {
-		n.state, prev, err = coord.OpenState(opts.StateFile)
+		n.state, n.prev, err = coord.OpenState(opts.StateFile)
 		if err != nil {
 			n.cleanup()
 			return nil, err
 		}
 	}
-	lease, err := reg.Claim(ctx, coord.ClaimOptions{Count: opts.MachineIDs, State: n.state, Previous: prev})
+
+	n.mu.Lock()
+	switch opts.Mode {
+	case ModeCounter:
+		err = n.toCounterLocked(ctx, "mode counter")
+	case ModeFlake:
+		err = n.startFlakeLocked(ctx)
+	case ModeAuto:
+		if err = n.startFlakeLocked(ctx); err != nil && fallsBack(err) {
+			n.log.Warn().Err(err).Msg("flake mode is not safe at start; issuing in counter mode")
+			err = n.toCounterLocked(ctx, err.Error())
+		}
+	}
+	if err == nil && n.lastMode.Load() == nil {
+		n.setMode(n.src.Load().mode, "start")
+	}
+	n.mu.Unlock()
 	if err != nil {
-		n.cleanup()
+		n.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	n.lease = lease
-	l := reg.Layout()
-	gen, err := flake.New(flake.Settings{
-		BitsSequence: l.BitsSequence, BitsMachineID: l.BitsMachineID, TimeUnit: l.TimeUnit, StartTime: l.StartTime,
-		MachineIDs: lease.MachineIDs(), MaxLead: opts.MaxLead,
-		Floor: lease.Floor(), Reserved: lease.Granted(), Reserve: lease.Reserve, ReserveAhead: opts.ReserveAhead,
-		Clock: opts.Clock,
-	})
-	if err != nil {
-		_ = lease.Release(context.WithoutCancel(ctx), lease.Floor())
-		n.cleanup()
-		return nil, err
-	}
-	n.gen = gen
-	lease.KeepAlive(context.Background())
+	n.monitorWG.Add(1)
+	go n.monitor()
 	return n, nil
+}
+
+// fallsBack reports whether err is a reason for auto mode to issue in
+// counter mode rather than fail: flake mode is unsafe for now. A wrong
+// configuration (layout, options, state file) is not.
+func fallsBack(err error) bool {
+	switch {
+	case errors.Is(err, coord.ErrLayoutMismatch), errors.Is(err, coord.ErrInvalidOptions),
+		errors.Is(err, coord.ErrStateCorrupt), errors.Is(err, coord.ErrStateMismatch),
+		errors.Is(err, coord.ErrStateLocked), errors.Is(err, ErrClosed):
+		return false
+	}
+	return true
 }
 
 func (n *Node) cleanup() {
@@ -167,83 +309,575 @@ func (n *Node) cleanup() {
 	}
 }
 
-// NextID returns the next ID.
-func (n *Node) NextID(ctx context.Context) (uint64, error) { return n.gen.NextIDContext(ctx) }
-
-// NextIDs fills dst with IDs.
-func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) {
-	return n.gen.NextIDs(ctx, dst)
+// NextID returns the next ID, from the current mode's source.
+func (n *Node) NextID(ctx context.Context) (uint64, error) {
+	for {
+		s := n.src.Load()
+		var id uint64
+		var err error
+		switch {
+		case s.gen != nil:
+			id, err = s.gen.NextIDContext(ctx)
+		case s.ctr != nil:
+			id, err = s.ctr.NextID(ctx)
+		default:
+			err = s.err
+		}
+		if err == nil {
+			return id, nil
+		}
+		if !n.again(ctx, s, err) {
+			return 0, err
+		}
+	}
 }
 
-// Mode returns the current mode.
-func (n *Node) Mode() string { return ModeFlake }
+// NextIDs fills dst with strictly increasing IDs and returns how many it
+// filled: len(dst), or fewer with an error.
+func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) {
+	filled := 0
+	for filled < len(dst) {
+		s := n.src.Load()
+		var got int
+		var err error
+		switch {
+		case s.gen != nil:
+			got, err = s.gen.NextIDs(ctx, dst[filled:])
+		case s.ctr != nil:
+			got, err = s.ctr.NextIDs(ctx, dst[filled:])
+		default:
+			err = s.err
+		}
+		filled += got
+		if err != nil && !n.again(ctx, s, err) {
+			return filled, err
+		}
+	}
+	return filled, nil
+}
+
+// again runs when source s failed with err: it reports whether the caller
+// should retry on a newer source. A source closed by a mode switch is
+// retried once the switch is done. In auto mode a flake source that cannot
+// issue (reservation refused, clock behind) is checked at once, so the
+// caller gets a counter-mode ID rather than the error when falling back is
+// right.
+func (n *Node) again(ctx context.Context, s *source, err error) bool {
+	if n.src.Load() != s {
+		return true
+	}
+	if errors.Is(err, flake.ErrClosed) || errors.Is(err, fallback.ErrClosed) {
+		n.mu.Lock() // wait out the switch that closed s
+		n.mu.Unlock()
+		return n.src.Load() != s
+	}
+	if n.opts.Mode != ModeAuto || s.gen == nil || ctx.Err() != nil {
+		return false
+	}
+	n.mu.Lock()
+	if n.src.Load() == s && !n.closed {
+		n.checkLocked(ctx)
+	}
+	n.mu.Unlock()
+	return n.src.Load() != s
+}
+
+// monitor checks the node's health every CheckInterval and switches modes.
+func (n *Node) monitor() {
+	defer n.monitorWG.Done()
+	t := time.NewTicker(n.opts.CheckInterval)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-n.stop
+		cancel()
+	}()
+	for {
+		var leaseDone <-chan struct{}
+		n.mu.Lock()
+		if n.lease != nil {
+			leaseDone = n.lease.Done()
+		}
+		n.mu.Unlock()
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		case <-leaseDone:
+		case <-n.kick:
+		}
+		// Bounded, so a Redis that does not answer cannot hold n.mu.
+		cctx, ccancel := context.WithTimeout(ctx, max(time.Second, n.opts.CheckInterval))
+		n.mu.Lock()
+		if !n.closed {
+			n.checkLocked(cctx)
+		}
+		n.mu.Unlock()
+		ccancel()
+	}
+}
+
+// checkLocked is one health check; n.mu is held.
+func (n *Node) checkLocked(ctx context.Context) {
+	now := time.Now()
+	cur := n.src.Load()
+	switch n.opts.Mode {
+	case ModeCounter:
+		return
+	case ModeFlake:
+		if n.gen != nil && n.lease != nil && n.lease.Err() == nil {
+			return
+		}
+		if now.Before(n.retryAt) {
+			return
+		}
+		if err := n.restartFlakeLocked(ctx); err != nil {
+			n.retryAt = now.Add(n.opts.RetryInterval)
+			n.src.Store(&source{mode: ModeFlake, err: fmt.Errorf("%w: flake mode, reclaiming machine IDs: %w", ErrUnavailable, err)})
+		}
+		return
+	}
+	n.flushEventsLocked()
+	// Auto.
+	if cur.mode == ModeFlake {
+		if reason := n.flakeUnsafeLocked(ctx, now); reason != "" {
+			if err := n.restartFlakeLocked(ctx); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
+				return // a fresh lease fixed it (e.g. a lost lease reclaimed)
+			} else if err != nil {
+				reason += "; " + err.Error()
+			}
+			n.log.Warn().Str("reason", reason).Msg("flake mode is not safe; falling back to counter mode")
+			if err := n.toCounterLocked(ctx, reason); err != nil {
+				n.log.Error().Err(err).Msg("counter mode failed to start")
+			}
+		}
+		return
+	}
+	// Auto, in counter mode: return to flake after RecoverAfter of health.
+	if now.Before(n.retryAt) {
+		return
+	}
+	if err := n.flakeReadyLocked(ctx); err != nil {
+		n.healthy = time.Time{}
+		n.claimErr = err
+		n.retryAt = now.Add(n.opts.RetryInterval)
+		return
+	}
+	if n.healthy.IsZero() {
+		n.healthy = now
+		n.log.Info().Ints("machine_ids", n.lease.MachineIDs()).Dur("recover_after", n.opts.RecoverAfter).
+			Msg("flake mode looks healthy; returning after the recovery delay")
+	}
+	if now.Sub(n.healthy) >= n.opts.RecoverAfter {
+		if err := n.toFlakeLocked(ctx); err != nil {
+			n.healthy = time.Time{}
+			n.claimErr = err
+			n.retryAt = now.Add(n.opts.RetryInterval)
+			n.log.Warn().Err(err).Msg("returning to flake mode failed; staying in counter mode")
+		}
+	}
+}
+
+// flakeUnsafeLocked says why the flake source must not go on, or "".
+func (n *Node) flakeUnsafeLocked(ctx context.Context, now time.Time) string {
+	if n.lease == nil {
+		return "no machine ID held"
+	}
+	if err := n.lease.Err(); err != nil {
+		return err.Error()
+	}
+	st := n.gen.Stats()
+	if st.LastErr != nil && st.Granted <= max(st.Now, st.Last) {
+		return fmt.Sprintf("reservation spent at tick %d and not extended: %v", st.Granted, st.LastErr)
+	}
+	if st.Floor-st.Now > n.maxW {
+		return fmt.Sprintf("%v: clock at tick %d, floor %d, max wait %v", ErrClockBehind, st.Now, st.Floor, n.reg.Options().MaxWait)
+	}
+	if !now.Before(n.skewAt) {
+		n.skewAt = now.Add(max(n.opts.RetryInterval, 5*time.Second))
+		if err := n.reg.CheckClock(ctx); errors.Is(err, coord.ErrClockSkew) {
+			return err.Error()
+		}
+	}
+	return ""
+}
+
+// flakeReadyLocked makes sure a healthy lease is held, for a return to
+// flake mode: the clock agrees with Redis, a lease is held and renewed,
+// and the clock is within MaxWait of where the generator would start.
+func (n *Node) flakeReadyLocked(ctx context.Context) error {
+	if err := n.reg.CheckClock(ctx); err != nil {
+		return err
+	}
+	if n.lease != nil && n.lease.Err() != nil {
+		n.dropLeaseLocked(ctx)
+	}
+	if n.lease == nil {
+		if err := n.claimLocked(ctx); err != nil {
+			return err
+		}
+	}
+	if err := n.lease.Renew(ctx); err != nil {
+		return err
+	}
+	if gap := n.floorLocked() - n.clockTick(); gap > n.maxW {
+		return fmt.Errorf("%w: by %v, max wait %v", ErrClockBehind, time.Duration(gap)*n.reg.Layout().TimeUnit,
+			n.reg.Options().MaxWait)
+	}
+	return nil
+}
+
+func (n *Node) clockTick() int64 { return n.reg.Layout().Tick(n.opts.Clock.Now()) }
+
+// floorLocked is the tick a new generator must start after.
+func (n *Node) floorLocked() int64 { return max(n.lease.Floor(), n.bound) }
+
+// claimLocked claims machine IDs; in auto mode it does not wait for IDs
+// further ahead than MaxWait, and drops a preferred one that is.
+func (n *Node) claimLocked(ctx context.Context) error {
+	prev := n.prev
+	n.prev = nil // the state file's IDs are preferred once
+	lease, err := n.reg.Claim(ctx, coord.ClaimOptions{Count: n.opts.MachineIDs, State: n.state, Previous: prev})
+	if err != nil {
+		return err
+	}
+	if gap := max(lease.Floor(), n.bound) - n.clockTick(); gap > n.maxW && prev != nil {
+		// The state file's IDs start too far ahead of our clock (it was
+		// set back): give them back untouched and take others.
+		n.log.Warn().Ints("machine_ids", lease.MachineIDs()).Dur("behind", time.Duration(gap)*n.reg.Layout().TimeUnit).
+			Msg("clock is behind the reservation of the state file's machine IDs; claiming others")
+		_ = lease.Release(ctx, lease.Floor())
+		lease, err = n.reg.Claim(ctx, coord.ClaimOptions{Count: n.opts.MachineIDs, State: n.state})
+		if err != nil {
+			return err
+		}
+	}
+	n.lease = lease
+	n.claimErr = nil
+	lease.SetMode(n.modeName())
+	lease.KeepAlive(context.Background())
+	n.log.Info().Ints("machine_ids", lease.MachineIDs()).Strs("events", lease.ClaimEvents()).
+		Int64("floor", lease.Floor()).Bool("data_loss", lease.DataLoss).Msg("machine IDs claimed")
+	return nil
+}
+
+// dropLeaseLocked gives up the current lease (lost, or being replaced).
+// The generator must be closed first.
+func (n *Node) dropLeaseLocked(ctx context.Context) {
+	if n.lease == nil {
+		return
+	}
+	if err := n.lease.Err(); err != nil {
+		n.log.Warn().Err(err).Ints("machine_ids", n.lease.MachineIDs()).Msg("lease lost")
+	}
+	// Releasing a lost lease touches nothing in Redis (the scripts check
+	// the token); it stops the keep-alive and records the last tick.
+	_ = n.lease.Release(ctx, n.bound)
+	n.lease = nil
+}
+
+// startFlakeLocked claims machine IDs when none are held and starts a
+// generator after everything issued so far.
+func (n *Node) startFlakeLocked(ctx context.Context) error {
+	if n.lease == nil {
+		if err := n.claimLocked(ctx); err != nil {
+			return err
+		}
+	}
+	floor := n.floorLocked()
+	if gap := floor - n.clockTick(); gap > n.maxW {
+		return fmt.Errorf("%w: machine IDs %v start at tick %d (%s), %v ahead of this clock, max wait %v; fix the clock or run in auto mode",
+			ErrClockBehind, n.lease.MachineIDs(), floor+1, n.reg.Layout().TickTime(floor+1).Format(time.RFC3339Nano),
+			time.Duration(gap)*n.reg.Layout().TimeUnit, n.reg.Options().MaxWait)
+	}
+	l := n.reg.Layout()
+	gen, err := flake.New(flake.Settings{
+		BitsSequence: l.BitsSequence, BitsMachineID: l.BitsMachineID, TimeUnit: l.TimeUnit, StartTime: l.StartTime,
+		MachineIDs: n.lease.MachineIDs(), MaxLead: n.opts.MaxLead,
+		Floor: floor, Reserved: n.lease.Granted(), Reserve: n.lease.Reserve, ReserveAhead: n.opts.ReserveAhead,
+		Clock: n.opts.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	n.gen = gen
+	n.src.Store(&source{mode: ModeFlake, gen: gen})
+	return nil
+}
+
+// stopFlakeLocked closes the generator; everything it issued is then
+// below n.bound.
+func (n *Node) stopFlakeLocked() {
+	if n.gen != nil {
+		n.bound = max(n.bound, n.gen.Close())
+		n.gen = nil
+	}
+}
+
+// restartFlakeLocked replaces a lost (or missing) lease and its generator,
+// staying in flake mode.
+func (n *Node) restartFlakeLocked(ctx context.Context) error {
+	if n.lease != nil && n.lease.Err() != nil {
+		n.stopFlakeLocked()
+		n.dropLeaseLocked(ctx)
+	}
+	if n.gen != nil {
+		return nil
+	}
+	if err := n.startFlakeLocked(ctx); err != nil {
+		n.claimErr = err
+		return err
+	}
+	n.log.Info().Ints("machine_ids", n.lease.MachineIDs()).Msg("flake mode resumed")
+	return nil
+}
+
+// toCounterLocked switches to counter mode: the generator stops, and the
+// counter starts above everything it issued.
+func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
+	n.stopFlakeLocked()
+	ctr, err := fallback.New(n.rdb, n.opts.Counter)
+	if err != nil {
+		return err
+	}
+	if n.bound >= 0 {
+		l := n.reg.Layout()
+		ceiling, _ := l.Compose(n.bound, l.MaxSequence(), l.CounterMachineID())
+		ctr.SetFloor(ceiling)
+	}
+	n.ctr = ctr
+	n.reason = reason
+	n.healthy = time.Time{}
+	n.src.Store(&source{mode: ModeCounter, ctr: ctr})
+	if n.lease != nil {
+		n.lease.SetMode(ModeCounter)
+	}
+	n.setMode(ModeCounter, reason)
+	return nil
+}
+
+// toFlakeLocked returns from counter mode: the counter stops, and the
+// generator starts above everything it issued.
+func (n *Node) toFlakeLocked(ctx context.Context) error {
+	ctr := n.ctr
+	if ctr != nil {
+		// Close first, so LastTick is final; on failure below the node
+		// goes on with a new counter.
+		ctr.Close()
+		n.bound = max(n.bound, ctr.LastTick())
+		n.ctr = nil
+	}
+	if err := n.startFlakeLocked(ctx); err != nil {
+		_ = n.toCounterLocked(ctx, n.reason)
+		return err
+	}
+	n.lease.SetMode(ModeFlake)
+	n.reason = "healthy for " + n.opts.RecoverAfter.String()
+	n.setMode(ModeFlake, n.reason)
+	return nil
+}
+
+// setMode logs a mode change and writes it to the audit stream.
+func (n *Node) setMode(mode, reason string) {
+	from := "none"
+	if p := n.lastMode.Load(); p != nil {
+		from = *p
+	}
+	n.lastMode.Store(&mode)
+	if from == mode {
+		return
+	}
+	mid := n.reg.Layout().CounterMachineID()
+	if n.lease != nil {
+		mid = n.lease.MachineIDs()[0]
+	}
+	ev := n.log.Info()
+	if from != "none" {
+		n.switches.Add(1)
+		ev = n.log.Warn()
+	}
+	ev.Str("from", from).Str("to", mode).Str("reason", reason).Int("machine_id", mid).Msg("mode")
+	n.pending = append(n.pending, []any{mid, "from", from, "to", mode, "reason", reason,
+		"at_ms", time.Now().UnixMilli()})
+	if len(n.pending) > maxPendingEvents {
+		n.pending = n.pending[1:]
+	}
+	n.flushEventsLocked()
+}
+
+// maxPendingEvents bounds the mode events kept while Redis is away.
+const maxPendingEvents = 100
+
+// flushEventsLocked writes the mode events not written yet: a switch
+// caused by Redis being away is written once it is back (at_ms is when it
+// happened).
+func (n *Node) flushEventsLocked() {
+	for len(n.pending) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		ev := n.pending[0]
+		err := n.reg.Event(ctx, "mode", ev[0].(int), ev[1:]...)
+		cancel()
+		if err != nil {
+			n.log.Debug().Err(err).Int("pending", len(n.pending)).Msg("mode event not written yet")
+			return
+		}
+		n.pending = n.pending[1:]
+	}
+}
+
+func (n *Node) modeName() string {
+	if p := n.lastMode.Load(); p != nil {
+		return *p
+	}
+	return n.opts.Mode
+}
+
+// Mode returns the mode IDs are issued in now: ModeFlake or ModeCounter.
+func (n *Node) Mode() string { return n.src.Load().mode }
+
+// ConfiguredMode returns the mode the node was started with.
+func (n *Node) ConfiguredMode() string { return n.opts.Mode }
 
 // Layout returns the fleet layout.
-func (n *Node) Layout() flake.Layout { return n.gen.Layout() }
+func (n *Node) Layout() flake.Layout { return n.reg.Layout() }
 
-// MachineIDs returns the leased machine IDs.
-func (n *Node) MachineIDs() []int { return n.gen.MachineIDs() }
+// MachineIDs returns the leased machine IDs (none in counter mode without
+// a lease).
+func (n *Node) MachineIDs() []int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lease == nil {
+		return nil
+	}
+	return n.lease.MachineIDs()
+}
 
 // Standalone reports whether the node runs on the embedded store.
 func (n *Node) Standalone() bool { return n.mini != nil }
 
-// Lease returns the node's lease (for audit and tests).
-func (n *Node) Lease() *coord.Lease { return n.lease }
+// Lease returns the node's current lease, or nil (for audit and tests).
+func (n *Node) Lease() *coord.Lease {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lease
+}
 
-// Ready reports whether IDs can be issued now: the lease is held and the
-// reservation has headroom, or the clock is within the reservation.
+// Switches returns how many times the node changed modes.
+func (n *Node) Switches() uint64 { return n.switches.Load() }
+
+// Ready reports whether IDs can be issued now: in flake mode the lease is
+// held and the reservation has headroom or can be extended; in counter
+// mode the last fetch from Redis succeeded.
 func (n *Node) Ready() bool {
-	if n.lease.Err() != nil {
-		return false
+	s := n.src.Load()
+	switch {
+	case s.gen != nil:
+		st := s.gen.Stats()
+		return !st.Closed && (st.LastErr == nil || st.Headroom > 0)
+	case s.ctr != nil:
+		return s.ctr.Stats().LastError == nil
 	}
-	st := n.gen.Stats()
-	return !st.Closed && st.Granted > st.Now
+	return false
 }
 
 // Info returns INFO pairs.
 func (n *Node) Info() [][2]string {
-	st := n.gen.Stats()
-	ls := n.lease.Stats()
-	ids := make([]string, len(st.MachineIDs))
-	for i, m := range st.MachineIDs {
-		ids[i] = strconv.Itoa(m)
-	}
-	lastErr := ""
-	if ls.LastErr != nil {
-		lastErr = ls.LastErr.Error()
-	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.src.Load()
 	standalone := "no"
 	if n.Standalone() {
 		standalone = "yes"
 	}
-	return [][2]string{
-		{"mode", n.Mode()},
+	errText := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	out := [][2]string{
+		{"mode", s.mode},
+		{"mode_configured", n.opts.Mode},
+		{"mode_reason", n.reason},
+		{"mode_switches", strconv.FormatUint(n.switches.Load(), 10)},
 		{"standalone", standalone},
-		{"machine_ids", strings.Join(ids, ",")},
+		{"layout", n.reg.Layout().String()},
 		{"namespace", n.reg.Options().Namespace},
 		{"state_file", n.opts.StateFile},
-		{"tick_now", strconv.FormatInt(st.Now, 10)},
-		{"tick_last", strconv.FormatInt(st.Last, 10)},
-		{"tick_reserved", strconv.FormatInt(st.Granted, 10)},
-		{"tick_floor", strconv.FormatInt(st.Floor, 10)},
-		{"lead_ms", strconv.FormatInt(st.Lead.Milliseconds(), 10)},
-		{"reservation_headroom_ms", strconv.FormatInt(st.Headroom.Milliseconds(), 10)},
-		{"nextid_waits", strconv.FormatUint(st.Waits, 10)},
-		{"lease_renewals", strconv.FormatUint(ls.Renews, 10)},
-		{"lease_renewal_failures", strconv.FormatUint(ls.RenewFails, 10)},
-		{"lease_lost", strconv.FormatBool(ls.Lost)},
-		{"lease_last_error", lastErr},
 	}
+	ids := ""
+	if n.lease != nil {
+		parts := make([]string, 0, len(n.lease.MachineIDs()))
+		for _, m := range n.lease.MachineIDs() {
+			parts = append(parts, strconv.Itoa(m))
+		}
+		ids = strings.Join(parts, ",")
+	}
+	out = append(out, [2]string{"machine_ids", ids})
+	if s.gen != nil {
+		st := s.gen.Stats()
+		out = append(out,
+			[2]string{"tick_now", strconv.FormatInt(st.Now, 10)},
+			[2]string{"tick_last", strconv.FormatInt(st.Last, 10)},
+			[2]string{"tick_reserved", strconv.FormatInt(st.Granted, 10)},
+			[2]string{"tick_floor", strconv.FormatInt(st.Floor, 10)},
+			[2]string{"lead_ms", strconv.FormatInt(st.Lead.Milliseconds(), 10)},
+			[2]string{"reservation_headroom_ms", strconv.FormatInt(st.Headroom.Milliseconds(), 10)},
+			[2]string{"nextid_waits", strconv.FormatUint(st.Waits, 10)},
+			[2]string{"reserve_errors", strconv.FormatUint(st.ReserveErrs, 10)},
+		)
+	}
+	if s.ctr != nil {
+		cs := s.ctr.Stats()
+		out = append(out,
+			[2]string{"counter_segments", strconv.FormatUint(cs.SegmentsFetched, 10)},
+			[2]string{"counter_segment_size", strconv.Itoa(cs.SegmentSize)},
+			[2]string{"counter_buffered", strconv.FormatInt(cs.Buffered, 10)},
+			[2]string{"counter_waits", strconv.FormatUint(cs.Waits, 10)},
+			[2]string{"counter_fetch_errors", strconv.FormatUint(cs.FetchErrors, 10)},
+			[2]string{"counter_last_error", errText(cs.LastError)},
+		)
+	}
+	if n.lease != nil {
+		ls := n.lease.Stats()
+		out = append(out,
+			[2]string{"lease_renewals", strconv.FormatUint(ls.Renews, 10)},
+			[2]string{"lease_renewal_failures", strconv.FormatUint(ls.RenewFails, 10)},
+			[2]string{"lease_lost", strconv.FormatBool(ls.Lost)},
+			[2]string{"lease_last_error", errText(ls.LastErr)},
+		)
+	}
+	out = append(out, [2]string{"claim_last_error", errText(n.claimErr)})
+	return out
 }
 
 // Close stops issuing, releases the leases with the exact last tick and
 // flushes the state file. It is safe to call more than once.
 func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	close(n.stop)
+	n.src.Store(&source{mode: n.modeName(), err: ErrClosed})
+	n.mu.Unlock()
+	n.monitorWG.Wait()
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stopFlakeLocked()
+	if n.ctr != nil {
+		n.ctr.Close()
+		n.ctr = nil
+	}
 	var err error
-	n.closed.Do(func() {
-		last := n.gen.Close()
-		err = n.lease.Release(ctx, last)
-		n.cleanup()
-	})
+	if n.lease != nil {
+		err = n.lease.Release(ctx, n.bound)
+		n.lease = nil
+	}
+	n.cleanup()
 	return err
 }
