@@ -106,12 +106,18 @@ func TestFleet_FlakeAndCounterNodes_MillionIDs_NoDuplicate(t *testing.T) {
 		{node.ModeFlake, 100_000}, {node.ModeFlake, 100_000}, {node.ModeFlake, 100_000}, {node.ModeFlake, 100_000},
 		{node.ModeCounter, 300_000}, {node.ModeCounter, 300_000},
 	}
+	// 12 sequence bits: 409,600 IDs/s per machine ID, and as much for the
+	// fleet's one counter (at the default layout counter mode is capped
+	// at 25,600 IDs/s fleet-wide, which would make this test slow).
+	l, err := flake.NewLayout(12, 10, 10*time.Millisecond, flake.DefaultStartTime)
+	if err != nil {
+		t.Fatal(err)
+	}
 	nodes := make([]*node.Node, len(plans))
 	for i, p := range plans {
-		// Four machine IDs per flake node: 102,400 IDs/s each.
-		nodes[i] = newNode(t, node.Options{Redis: srv.Client(t), Mode: p.mode, MachineIDs: 4})
+		nodes[i] = newNode(t, node.Options{Redis: srv.Client(t), Mode: p.mode, MachineIDs: 4,
+			Registry: coord.Options{Layout: l}})
 	}
-	l := nodes[0].Layout()
 	got := make([][]uint64, len(plans))
 	var wg sync.WaitGroup
 	for i, p := range plans {
@@ -132,6 +138,7 @@ func TestFleet_FlakeAndCounterNodes_MillionIDs_NoDuplicate(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	l = nodes[0].Layout()
 	var all []uint64
 	seen := map[int]int{}
 	for i, ids := range got {

@@ -51,8 +51,11 @@ type Options struct {
 	// Registry configures the machine-ID registry (namespace, layout,
 	// lease TTL, max skew, max wait, owner). Its Horizon defaults to
 	// MaxLead + ReserveAhead + MaxSkew + one tick, and must be at least
-	// that. Its MaxWait (default Horizon + 2s) is also how far the clock
-	// may be behind a machine ID's floor before auto mode falls back.
+	// that. Its MaxWait (default max(Horizon, MaxLead + ReserveAhead +
+	// a tick) + 2s, so a fresh registry or a restart after a crash is
+	// waited for) is also how far the clock may be behind the floor of
+	// the machine IDs a node takes: beyond it the state file's IDs are
+	// given back for others, and auto mode falls back to counter.
 	Registry coord.Options
 	// Counter tunes counter mode (segment sizes, lead); its namespace,
 	// layout and clock come from Registry.
