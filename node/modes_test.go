@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
@@ -289,8 +290,11 @@ func modeEvents(t *testing.T, rdb redis.UniversalClient) []string {
 func TestAuto_RedisAwayLongerThanReservation_FallsBackAndReturns(t *testing.T) {
 	srv := realRedis(t)
 	rdb := client(t, srv)
-	n := newNode(t, fast(node.Options{Redis: rdb, Mode: node.ModeAuto, MaxLead: 50 * time.Millisecond,
-		ReserveAhead: 100 * time.Millisecond, Registry: coord.Options{LeaseTTL: time.Second}}))
+	o := fast(node.Options{Redis: rdb, Mode: node.ModeAuto, MaxLead: 50 * time.Millisecond,
+		ReserveAhead: 100 * time.Millisecond, Registry: coord.Options{LeaseTTL: time.Second},
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)})
+	o.RecoverAfter = 1500 * time.Millisecond // long enough to see counter IDs once Redis is back
+	n := newNode(t, o)
 	if n.Mode() != node.ModeFlake {
 		t.Fatalf("started in %s mode", n.Mode())
 	}
@@ -305,7 +309,11 @@ func TestAuto_RedisAwayLongerThanReservation_FallsBackAndReturns(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // longer than the lease TTL
 	before := is.count()
 	srv.Resume()
-	waitFor(t, 10*time.Second, "counter IDs", func() bool { return is.count() > before+100 })
+	waitFor(t, 10*time.Second, "counter IDs", func() bool {
+		is.mu.Lock()
+		defer is.mu.Unlock()
+		return len(is.ids) > before && slices.Contains(is.modes, node.ModeCounter)
+	})
 	waitFor(t, 15*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
 	after := is.count()
 	waitFor(t, 5*time.Second, "flake IDs after the return", func() bool { return is.count() > after+1000 })
