@@ -799,13 +799,12 @@ func (n *Node) Info() [][2]string {
 		}
 		return err.Error()
 	}
+	// mode and layout: the server adds them (Mode, Layout).
 	out := [][2]string{
-		{"mode", s.mode},
 		{"mode_configured", n.opts.Mode},
 		{"mode_reason", n.reason},
 		{"mode_switches", strconv.FormatUint(n.switches.Load(), 10)},
 		{"standalone", standalone},
-		{"layout", n.reg.Layout().String()},
 		{"namespace", n.reg.Options().Namespace},
 		{"state_file", n.opts.StateFile},
 	}
