@@ -1,0 +1,20 @@
+// Package audit reads flaked's machine-ID registry and its event stream
+// from Redis and turns them into reports: which owner holds which machine
+// ID (Build, WriteTable), what happened to one ID (History), which owner
+// issued a given ID (Whois), whether the registry is consistent (the
+// Findings of a Report), and forgetting IDs nobody uses any more (Prune).
+//
+// Read takes one Snapshot: every key of a namespace is read inside
+// MULTI/EXEC on the node that holds the namespace's hash-tag slot, and the
+// event stream up to the last entry seen in that transaction, so a report
+// never mixes a claim's lease with the state before it. Everything else
+// works on a Snapshot and an injected "now", so reports are deterministic
+// and testable without Redis.
+//
+// Invariants:
+//   - Reading never writes. Only Prune writes, atomically per ID
+//     (prune.lua), and never touches a live lease or a reservation.
+//   - A claim's floor partitions the ticks of a machine ID between its
+//     owners: the owner that claimed with floor F issued ticks above F and
+//     at most the next claim's floor. Whois relies on this, not on clocks.
+package audit

@@ -1,0 +1,266 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Event is one entry of the {ns}:events stream. The scripts and nodes
+// write: claim, reclaim, takeover (floor, prev_host, prev_pid, prev_addr,
+// prev_token, mode), release (last, reserved), reassert (reserved),
+// renew_fail (reason, ...), mode (from, to, reason, at_ms), dataloss,
+// clock_skew, layout_mismatch, counter_init; audit prune writes prune.
+type Event struct {
+	ID        string    // stream entry ID, "<ms>-<seq>"
+	Time      time.Time // when Redis wrote it (the ID's milliseconds)
+	Type      string
+	MachineID int // -1 when the event names no machine ID
+	Fields    map[string]string
+}
+
+// Owner is who wrote the event.
+func (e Event) Owner() Owner {
+	return Owner{Host: e.Fields["host"], PID: atoi(e.Fields["pid"]), Addr: e.Fields["addr"], Token: shortToken(e.Fields["token"])}
+}
+
+// PrevOwner is the owner a claim replaced (claim events name it).
+func (e Event) PrevOwner() (Owner, bool) {
+	o := Owner{Host: e.Fields["prev_host"], PID: atoi(e.Fields["prev_pid"]), Addr: e.Fields["prev_addr"], Token: shortToken(e.Fields["prev_token"])}
+	return o, o.Host != "" || o.Token != ""
+}
+
+// Int reads a numeric field.
+func (e Event) Int(field string) (int64, bool) {
+	n, err := strconv.ParseInt(e.Fields[field], 10, 64)
+	return n, err == nil
+}
+
+// At is when the event happened: mode events written late (Redis was
+// away) carry it in at_ms; for every other event it is Time.
+func (e Event) At() time.Time {
+	if ms, ok := e.Int("at_ms"); ok {
+		return time.UnixMilli(ms).UTC()
+	}
+	return e.Time
+}
+
+// isClaim reports whether the event starts an owner's hold on its machine
+// ID; its floor is the last tick that owner does not use.
+func (e Event) isClaim() bool {
+	return e.Type == "claim" || e.Type == "reclaim" || e.Type == "takeover"
+}
+
+// readEvents reads the stream up to s.Stream.LastID (the last entry the
+// snapshot's transaction saw), in pages.
+func readEvents(ctx context.Context, c *redis.Client, k keys, s *Snapshot) error {
+	if s.Stream.LastID == "" {
+		return nil
+	}
+	const page = 1000
+	start := "-"
+	for {
+		msgs, err := c.XRangeN(ctx, k.events, start, s.Stream.LastID, page).Result()
+		if err != nil {
+			return fmt.Errorf("read event stream %s: %w", k.events, err)
+		}
+		for _, m := range msgs {
+			s.Events = append(s.Events, parseEvent(m))
+		}
+		if len(msgs) < page {
+			return nil
+		}
+		start = nextID(msgs[len(msgs)-1].ID)
+	}
+}
+
+// nextID is the smallest stream ID after id (exclusive ranges without the
+// Redis 6.2 "(" syntax).
+func nextID(id string) string {
+	ms, seq, _ := strings.Cut(id, "-")
+	n, _ := strconv.ParseUint(seq, 10, 64)
+	return ms + "-" + strconv.FormatUint(n+1, 10)
+}
+
+func parseEvent(m redis.XMessage) Event {
+	e := Event{ID: m.ID, MachineID: -1, Fields: make(map[string]string, len(m.Values))}
+	e.Time, _ = entryTime(m.ID)
+	for k, v := range m.Values {
+		e.Fields[k] = fmt.Sprint(v)
+	}
+	e.Type = e.Fields["type"]
+	if id, err := parseMachineID(e.Fields["mid"]); err == nil {
+		e.MachineID = id
+	}
+	return e
+}
+
+// entryTime is the time part of a stream entry ID.
+func entryTime(id string) (time.Time, error) {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stream ID %q: %w", id, err)
+	}
+	return time.UnixMilli(n).UTC(), nil
+}
+
+// eventsOf returns the events naming machine ID id, oldest first.
+func (s *Snapshot) eventsOf(id int) []Event {
+	var out []Event
+	for _, e := range s.Events {
+		if e.MachineID == id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Owner identifies the process that held a machine ID.
+type Owner struct {
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Addr    string `json:"addr,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Token is the first 8 hex digits of the owner token: enough to tell
+	// two owners on one host apart, not enough to act as the owner.
+	Token string `json:"token,omitempty"`
+}
+
+func ownerOf(h map[string]string) *Owner {
+	if h == nil {
+		return nil
+	}
+	return &Owner{Host: h["host"], PID: atoi(h["pid"]), Addr: h["addr"], Version: h["version"], Token: shortToken(h["token"])}
+}
+
+// String is "host pid 123 addr 10.0.0.1:7379 token 1a2b3c4d", leaving out
+// what is unknown.
+func (o Owner) String() string {
+	var b strings.Builder
+	b.WriteString(orDash(o.Host))
+	if o.PID != 0 {
+		fmt.Fprintf(&b, " pid %d", o.PID)
+	}
+	if o.Addr != "" {
+		b.WriteString(" addr " + o.Addr)
+	}
+	if o.Token != "" {
+		b.WriteString(" token " + o.Token)
+	}
+	return b.String()
+}
+
+// tokenFields hold owner tokens; reports show only their first 8 digits.
+var tokenFields = map[string]bool{"token": true, "prev_token": true, "holder": true}
+
+func shortToken(t string) string {
+	if len(t) > 8 {
+		return t[:8]
+	}
+	return t
+}
+
+// details are an event's fields other than who wrote it, tokens shortened.
+func (e Event) details() map[string]string {
+	out := map[string]string{}
+	for k, v := range e.Fields {
+		switch k {
+		case "type", "mid", "host", "pid", "addr", "token":
+			continue
+		}
+		if tokenFields[k] {
+			v = shortToken(v)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// detailText is the DETAIL column of a history: the fields that matter
+// for the event's type first, then the rest in name order.
+func (e Event) detailText(s *Snapshot) string {
+	d := e.details()
+	var parts []string
+	take := func(k, label string) {
+		if v, ok := d[k]; ok {
+			delete(d, k)
+			if v != "" {
+				parts = append(parts, label+v)
+			}
+		}
+	}
+	tick := func(k, label string) {
+		if v, ok := d[k]; ok {
+			delete(d, k)
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || s.Layout.BitsTime == 0 || n < 0 {
+				parts = append(parts, label+v)
+				return
+			}
+			parts = append(parts, fmt.Sprintf("%s%d (%s)", label, n, fmtTimeMs(s.Layout.TickTime(n))))
+		}
+	}
+	switch e.Type {
+	case "claim", "reclaim", "takeover":
+		tick("floor", "floor ")
+		if p, ok := e.PrevOwner(); ok {
+			parts = append(parts, "previous owner "+p.String())
+		}
+		for _, k := range []string{"prev_host", "prev_pid", "prev_addr", "prev_token"} {
+			delete(d, k)
+		}
+		take("mode", "mode ")
+	case "release":
+		tick("last", "last tick ")
+		tick("reserved", "reservation was ")
+	case "reassert":
+		tick("reserved", "reservation ")
+	case "mode":
+		if from, to := d["from"], d["to"]; from != "" || to != "" {
+			parts = append(parts, from+" -> "+to)
+			delete(d, "from")
+			delete(d, "to")
+		}
+		take("reason", "reason: ")
+		if ms, ok := e.Int("at_ms"); ok {
+			delete(d, "at_ms")
+			if at := time.UnixMilli(ms).UTC(); at.Before(e.Time.Add(-time.Second)) {
+				parts = append(parts, "happened "+fmtTimeMs(at))
+			}
+		}
+	case "prune":
+		if p, ok := e.PrevOwner(); ok {
+			parts = append(parts, "forgot owner "+p.String())
+		}
+		for _, k := range []string{"prev_host", "prev_pid", "prev_addr", "prev_token"} {
+			delete(d, k)
+		}
+		take("prev_state", "state was ")
+		tick("reserved", "reservation kept ")
+	}
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		if d[k] != "" {
+			parts = append(parts, k+" "+d[k])
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,55 @@
+-- prune.lua: forget machine IDs nobody uses any more (flaked audit prune).
+--
+-- KEYS[1] {ns}:machines  KEYS[2] {ns}:reserved  KEYS[3] {ns}:events
+-- ARGV: 1 key prefix "{ns}:", 2 cutoff tick: only an ID whose reservation
+--   is below it is forgotten, 3 host, 4 pid (of the pruning process),
+--   5.. pairs: machine ID, the owner token the audit read ("" for none).
+-- Lease and owner keys share the {ns} hash tag with KEYS, so the script
+-- runs unchanged on Redis Cluster (as the registry's own scripts do).
+--
+-- Each ID is checked again here, atomically, because a node may have
+-- claimed it since the audit read the registry: it is left alone when its
+-- lease key exists, when its reservation is missing or not below the
+-- cutoff, or when its owner token changed. Otherwise it leaves
+-- {ns}:machines, {ns}:owner:<id> is deleted, and a prune event records
+-- what was forgotten.
+--
+-- The reservation is never touched. It is the high-water mark the other
+-- scripts rely on for uniqueness: claim.lua starts the next owner after
+-- it, and renew.lua lets an owner whose lease expired re-assert it only if
+-- nobody raised it meanwhile. Without it a claim would start after
+-- registry creation + horizon, which may be below ticks already issued,
+-- and a former owner paused past its lease could resume inside ticks its
+-- successor used. It costs one hash field per machine ID ever used.
+--
+-- The event is added without MAXLEN: trimming is the fleet's setting, and
+-- the next node event trims the stream to it.
+--
+-- Returns a flat list: machine ID, outcome ("pruned", "live", "recent",
+-- "changed"), for each pair.
+local prefix, cutoff, host, pid = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local out = {}
+for i = 5, #ARGV, 2 do
+  local id, seen = ARGV[i], ARGV[i + 1]
+  local ownerKey = prefix .. 'owner:' .. id
+  local outcome = 'pruned'
+  local r = redis.call('HGET', KEYS[2], id)
+  if redis.call('EXISTS', prefix .. 'lease:' .. id) == 1 then
+    outcome = 'live'
+  elseif not r or tonumber(r) >= cutoff then
+    outcome = 'recent'
+  elseif (redis.call('HGET', ownerKey, 'token') or '') ~= seen then
+    outcome = 'changed'
+  end
+  if outcome == 'pruned' then
+    local prev = redis.call('HMGET', ownerKey, 'host', 'pid', 'addr', 'token', 'state')
+    redis.call('SREM', KEYS[1], id)
+    redis.call('DEL', ownerKey)
+    redis.call('XADD', KEYS[3], '*', 'type', 'prune', 'mid', id, 'host', host, 'pid', pid, 'addr', '',
+      'reserved', r, 'prev_host', prev[1] or '', 'prev_pid', prev[2] or '', 'prev_addr', prev[3] or '',
+      'prev_token', prev[4] or '', 'prev_state', prev[5] or 'orphan')
+  end
+  out[#out + 1] = id
+  out[#out + 1] = outcome
+end
+return out

@@ -1,0 +1,279 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// State is what a machine ID's keys say about it.
+type State string
+
+// States of a machine ID.
+const (
+	// Live: a lease key holds the owner's token.
+	Live State = "live"
+	// Expired: the owner data says live but the lease is gone: the owner
+	// stopped renewing (a crash, kill -9, a pause or a partition) and the
+	// lease ran out.
+	Expired State = "expired"
+	// Released: the owner gave the ID back on a clean stop.
+	Released State = "released"
+	// Orphan: registered in {ns}:machines without owner data or lease.
+	Orphan State = "orphan"
+	// Conflict: anything inconsistent; the Findings say what.
+	Conflict State = "conflict"
+)
+
+// States lists every State, in the order reports count them.
+var States = []State{Live, Expired, Released, Orphan, Conflict}
+
+// ParseStates reads a comma-separated list of states ("live,expired").
+func ParseStates(s string) ([]State, error) {
+	var out []State
+	for _, f := range strings.Split(s, ",") {
+		st := State(strings.TrimSpace(strings.ToLower(f)))
+		if !slices.Contains(States, st) {
+			return nil, fmt.Errorf("state %q: want a comma-separated list of %s", f, joinStates(States))
+		}
+		if !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func joinStates(s []State) string {
+	var out []string
+	for _, st := range s {
+		out = append(out, string(st))
+	}
+	return strings.Join(out, ", ")
+}
+
+// Report is the audit of one namespace at one moment.
+type Report struct {
+	Namespace string    `json:"namespace"`
+	Layout    string    `json:"layout"`
+	Now       time.Time `json:"now"`
+	// Filter is the states shown (empty: all).
+	Filter   []State   `json:"filter,omitempty"`
+	Machines []Machine `json:"machines"`
+	Summary  Summary   `json:"summary"`
+	// Findings are the inconsistencies; a consistent registry has none.
+	Findings []Finding `json:"findings"`
+	// History says how far back the event stream reaches.
+	History HistoryInfo `json:"history"`
+}
+
+// Machine is one row of the audit table.
+type Machine struct {
+	MachineID int    `json:"machine_id"`
+	State     State  `json:"state"`
+	Owner     *Owner `json:"owner,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+	// LeaseTTLMs is the time the lease has left (-1: never expires).
+	LeaseTTLMs     *int64     `json:"lease_ttl_ms,omitempty"`
+	Heartbeat      *time.Time `json:"heartbeat,omitempty"`
+	HeartbeatAgeMs *int64     `json:"heartbeat_age_ms,omitempty"`
+	// ReservedTick is the highest tick the ID's owners may have used;
+	// ReservedTime is the start of that tick.
+	ReservedTick *int64     `json:"reserved_tick,omitempty"`
+	ReservedTime *time.Time `json:"reserved_time,omitempty"`
+	FirstClaim   *time.Time `json:"first_claim,omitempty"`
+	LastClaim    *time.Time `json:"last_claim,omitempty"`
+	// Problems are this ID's findings (state conflict).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Summary counts the machine IDs.
+type Summary struct {
+	Listed int           `json:"listed"`
+	Counts map[State]int `json:"counts"`
+	// Leasable is how many machine IDs the layout has for flake mode
+	// (2^bits - 1: the last one is counter mode's); 0 when the layout is
+	// unknown.
+	Leasable int `json:"leasable"`
+	Leased   int `json:"leased"`
+	// Free is how many leasable IDs have no lease now: what is left.
+	Free int `json:"free"`
+	// NeverUsed is how many leasable IDs no key names.
+	NeverUsed int `json:"never_used"`
+	// Pruned is how many IDs only keep a reservation (audit prune forgot
+	// their owner data, and left the reservation that protects them).
+	Pruned int `json:"pruned"`
+}
+
+// HistoryInfo says how far back the event stream reaches.
+type HistoryInfo struct {
+	Events int `json:"events"`
+	// Complete: no event was ever trimmed from the stream.
+	Complete bool       `json:"complete"`
+	Oldest   *time.Time `json:"oldest,omitempty"`
+}
+
+// Finding is one inconsistency.
+type Finding struct {
+	// MachineID is the ID it is about; nil for the registry as a whole.
+	MachineID *int   `json:"machine_id,omitempty"`
+	Check     string `json:"check"`
+	Message   string `json:"message"`
+}
+
+// String is the finding as one line.
+func (f Finding) String() string {
+	if f.MachineID == nil {
+		return "registry: " + f.Message
+	}
+	return fmt.Sprintf("machine ID %d: %s", *f.MachineID, f.Message)
+}
+
+// Build turns a snapshot into a report, measuring ages from s.Now.
+func Build(s *Snapshot) *Report {
+	rep := &Report{
+		Namespace: s.Namespace,
+		Layout:    s.LayoutText,
+		Now:       s.Now,
+		Findings:  []Finding{},
+		Machines:  []Machine{},
+		History:   historyInfo(s),
+		Summary:   Summary{Counts: map[State]int{}},
+	}
+	for _, st := range States {
+		rep.Summary.Counts[st] = 0
+	}
+	lb := issuedBounds(s)
+	named := 0
+	for _, r := range s.sortedRecords() {
+		problems := recordProblems(s, r, lb[r.MachineID])
+		for _, p := range problems {
+			id := r.MachineID
+			rep.Findings = append(rep.Findings, Finding{MachineID: &id, Check: p.check, Message: p.msg})
+		}
+		if s.Layout.BitsTime != 0 && r.MachineID <= s.Layout.MaxMachineID() {
+			named++
+			if r.Lease != "" {
+				rep.Summary.Leased++
+			}
+		}
+		if !r.Registered && r.Lease == "" && r.Owner == nil && len(problems) == 0 {
+			rep.Summary.Pruned++
+			continue
+		}
+		m := machineRow(s, r, problems)
+		rep.Summary.Listed++
+		rep.Summary.Counts[m.State]++
+		rep.Machines = append(rep.Machines, m)
+	}
+	rep.Findings = append(rep.Findings, registryProblems(s, rep.Summary.Listed)...)
+	if s.Layout.BitsTime != 0 {
+		rep.Summary.Leasable = s.Layout.MaxMachineID() + 1
+		rep.Summary.Free = rep.Summary.Leasable - rep.Summary.Leased
+		rep.Summary.NeverUsed = rep.Summary.Leasable - named
+	}
+	return rep
+}
+
+// Consistent reports whether the registry has no findings.
+func (r *Report) Consistent() bool { return len(r.Findings) == 0 }
+
+// Only keeps the machines in one of the states (the summary still counts
+// all of them).
+func (r *Report) Only(states []State) {
+	if len(states) == 0 {
+		return
+	}
+	r.Filter = states
+	kept := r.Machines[:0]
+	for _, m := range r.Machines {
+		if slices.Contains(states, m.State) {
+			kept = append(kept, m)
+		}
+	}
+	r.Machines = kept
+}
+
+func historyInfo(s *Snapshot) HistoryInfo {
+	h := HistoryInfo{Events: len(s.Events), Complete: s.Stream.Complete}
+	if len(s.Events) > 0 {
+		t := s.Events[0].Time
+		h.Oldest = &t
+	}
+	return h
+}
+
+func machineRow(s *Snapshot, r *Record, problems []problem) Machine {
+	m := Machine{MachineID: r.MachineID, State: stateOf(r, problems), Owner: ownerOf(r.Owner)}
+	for _, p := range problems {
+		m.Problems = append(m.Problems, p.msg)
+	}
+	if r.Owner != nil {
+		m.Mode = r.Owner["mode"]
+		if hb, ok := msTime(r.Owner["heartbeat"]); ok {
+			m.Heartbeat = &hb
+			age := s.Now.Sub(hb).Milliseconds()
+			m.HeartbeatAgeMs = &age
+		}
+		if t, ok := msTime(r.Owner["first_claim"]); ok {
+			m.FirstClaim = &t
+		}
+		if t, ok := msTime(r.Owner["claimed"]); ok {
+			m.LastClaim = &t
+		}
+	}
+	// Claim times the owner data lacks (missing or pruned) come from the
+	// events.
+	for _, e := range s.eventsOf(r.MachineID) {
+		if !e.isClaim() && e.Type != "reassert" {
+			continue
+		}
+		t := e.Time
+		if m.FirstClaim == nil {
+			m.FirstClaim = &t
+		}
+		if r.Owner == nil || r.Owner["claimed"] == "" {
+			m.LastClaim = &t
+		}
+	}
+	if r.Lease != "" {
+		ttl := r.LeaseTTL.Milliseconds()
+		if r.LeaseTTL < 0 {
+			ttl = -1
+		}
+		m.LeaseTTLMs = &ttl
+	}
+	if r.HasReserved {
+		tick := r.Reserved
+		m.ReservedTick = &tick
+		if s.Layout.BitsTime != 0 {
+			t := s.Layout.TickTime(tick)
+			m.ReservedTime = &t
+		}
+	}
+	return m
+}
+
+func stateOf(r *Record, problems []problem) State {
+	switch {
+	case len(problems) > 0:
+		return Conflict
+	case r.Lease != "":
+		return Live
+	case r.Owner == nil:
+		return Orphan
+	case r.Owner["state"] == "released":
+		return Released
+	default:
+		return Expired
+	}
+}
+
+func msTime(s string) (time.Time, bool) {
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms).UTC(), true
+}

@@ -1,0 +1,166 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable writes the report as an aligned table, a summary line and
+// the findings, one a line. Times are UTC.
+func WriteTable(w io.Writer, r *Report) error {
+	ew := &errWriter{w: w}
+	fmt.Fprintf(ew, "namespace %s  layout %s  at %s UTC (Redis TIME)\n", r.Namespace, orDash(r.Layout), fmtTimeMs(r.Now))
+	if len(r.Machines) > 0 {
+		tw := tabwriter.NewWriter(ew, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "MID\tSTATE\tHOST\tPID\tADDR\tVERSION\tMODE\tTTL\tHEARTBEAT\tRESERVED\tRESERVED AT\tFIRST CLAIM\tLAST CLAIM")
+		for _, m := range r.Machines {
+			host, pid, addr, version := "-", "-", "-", "-"
+			if o := m.Owner; o != nil {
+				host, addr, version = orDash(o.Host), orDash(o.Addr), orDash(o.Version)
+				if o.PID != 0 {
+					pid = strconv.Itoa(o.PID)
+				}
+			}
+			ttl := "-"
+			if m.LeaseTTLMs != nil {
+				ttl = "never"
+				if *m.LeaseTTLMs >= 0 {
+					ttl = fmtDuration(time.Duration(*m.LeaseTTLMs) * time.Millisecond)
+				}
+			}
+			hb := "-"
+			if m.HeartbeatAgeMs != nil {
+				hb = fmtAge(time.Duration(*m.HeartbeatAgeMs) * time.Millisecond)
+			}
+			reserved, reservedAt := "-", "-"
+			if m.ReservedTick != nil {
+				reserved = strconv.FormatInt(*m.ReservedTick, 10)
+			}
+			if m.ReservedTime != nil {
+				reservedAt = fmtTimeMs(*m.ReservedTime)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+				m.MachineID, m.State, host, pid, addr, version, orDash(m.Mode), ttl, hb,
+				reserved, reservedAt, fmtTimePtr(m.FirstClaim), fmtTimePtr(m.LastClaim))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(ew, summaryLine(r))
+	for _, f := range r.Findings {
+		fmt.Fprintln(ew, f.String())
+	}
+	return ew.err
+}
+
+// summaryLine is "4 machine IDs: 1 live, ...; 3 of 5 leasable IDs free, 1
+// never used".
+func summaryLine(r *Report) string {
+	s := r.Summary
+	var counts []string
+	for _, st := range States {
+		counts = append(counts, fmt.Sprintf("%d %s", s.Counts[st], st))
+	}
+	line := fmt.Sprintf("%s %s: %s", group(s.Listed), plural(s.Listed, "machine ID", "machine IDs"), strings.Join(counts, ", "))
+	if s.Leasable > 0 {
+		line += fmt.Sprintf("; %s of %s leasable IDs free (no lease), %s never used", group(s.Free), group(s.Leasable), group(s.NeverUsed))
+	} else {
+		line += "; IDs left unknown (no layout)"
+	}
+	if s.Pruned > 0 {
+		line += fmt.Sprintf(", %s pruned (reservation kept)", group(s.Pruned))
+	}
+	if len(r.Filter) > 0 {
+		line += fmt.Sprintf("; showing %d (%s)", len(r.Machines), joinStates(r.Filter))
+	}
+	if len(r.Findings) > 0 {
+		line += fmt.Sprintf("; %d %s:", len(r.Findings), plural(len(r.Findings), "inconsistency", "inconsistencies"))
+	}
+	return line
+}
+
+// WriteJSON writes v as indented JSON.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// fmtTimeMs is "2006-01-02 15:04:05.000" in UTC.
+func fmtTimeMs(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") }
+
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+// fmtDuration is short and readable: 850ms, 8.5s, 4m10s, 3h5m, 12d3h.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + fmtDuration(-d)
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < 10*time.Second:
+		return strconv.FormatFloat(float64(d/(100*time.Millisecond))/10, 'f', 1, 64) + "s"
+	case d < time.Minute:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%ds", d/time.Minute, d%time.Minute/time.Second)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%dm", d/time.Hour, d%time.Hour/time.Minute)
+	}
+	return fmt.Sprintf("%dd%dh", d/(24*time.Hour), d%(24*time.Hour)/time.Hour)
+}
+
+// fmtAge is how long ago: "1.2s ago"; a time ahead of now (a clock off
+// Redis TIME) reads "in 1.2s".
+func fmtAge(d time.Duration) string {
+	if d < 0 {
+		return "in " + fmtDuration(-d)
+	}
+	return fmtDuration(d) + " ago"
+}
+
+// group writes n with thousands separators: 65,535.
+func group(n int) string {
+	s := strconv.Itoa(n)
+	if n < 0 {
+		return "-" + group(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// errWriter keeps the first write error, so the writers above can print
+// freely and check once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

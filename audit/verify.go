@@ -1,0 +1,159 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Checks of a registry. Each finding names one; DESIGN.md's registry
+// invariants are what they test.
+const (
+	CheckLeaseNotRegistered   = "lease-not-registered"
+	CheckLeaseWithoutOwner    = "lease-without-owner"
+	CheckLiveNoReservation    = "live-without-reservation"
+	CheckReservationBelowUsed = "reservation-below-issued"
+	CheckLayoutMissing        = "layout-missing"
+	CheckLayoutInvalid        = "layout-invalid"
+	CheckMetaMissing          = "meta-missing"
+	CheckOwnerTokenMismatch   = "owner-token-mismatch"
+	CheckLeaseWithoutTTL      = "lease-without-ttl"
+	CheckReleasedButLeased    = "released-but-leased"
+	CheckUnknownOwnerState    = "unknown-owner-state"
+	CheckOwnerNotRegistered   = "owner-not-registered"
+	CheckBadMachineID         = "bad-machine-id"
+	CheckStrayKey             = "stray-key"
+)
+
+type problem struct{ check, msg string }
+
+// bound is the highest tick the events say an owner of a machine ID used
+// or may have used, and the event that says so.
+type bound struct {
+	tick  int64
+	event *Event
+}
+
+// issuedBounds: a release records the last tick its owner used; a claim's
+// floor is the previous owners' reservation, ticks up to which may have
+// been issued. The reservation must never go below either afterwards:
+// claims only raise it, and a release sets it to max(last tick, floor).
+func issuedBounds(s *Snapshot) map[int]bound {
+	out := map[int]bound{}
+	for i := range s.Events {
+		e := &s.Events[i]
+		if e.MachineID < 0 {
+			continue
+		}
+		var field string
+		switch {
+		case e.isClaim():
+			field = "floor"
+		case e.Type == "release":
+			field = "last"
+		default:
+			continue
+		}
+		if t, ok := e.Int(field); ok {
+			if b, seen := out[e.MachineID]; !seen || t > b.tick {
+				out[e.MachineID] = bound{tick: t, event: e}
+			}
+		}
+	}
+	return out
+}
+
+// recordProblems are the inconsistencies of one machine ID.
+func recordProblems(s *Snapshot, r *Record, lb bound) []problem {
+	var out []problem
+	add := func(check, format string, a ...any) {
+		out = append(out, problem{check, fmt.Sprintf(format, a...)})
+	}
+	k := s.Namespace
+	if l := s.Layout; l.BitsTime != 0 {
+		switch {
+		case r.MachineID == l.CounterMachineID():
+			add(CheckBadMachineID, "is the counter-mode machine ID (2^%d-1): it must never be registered or leased", l.BitsMachineID)
+		case r.MachineID > l.CounterMachineID():
+			add(CheckBadMachineID, "is outside the layout's machine IDs 0..%d", l.MaxMachineID())
+		}
+	}
+	if r.Lease != "" {
+		if !r.Registered {
+			add(CheckLeaseNotRegistered, "leased (token %s) but not a member of {%s}:machines", shortToken(r.Lease), k)
+		}
+		if r.Owner == nil {
+			add(CheckLeaseWithoutOwner, "leased (token %s) but {%s}:owner:%d is missing", shortToken(r.Lease), k, r.MachineID)
+		} else {
+			if t := r.Owner["token"]; t != r.Lease {
+				add(CheckOwnerTokenMismatch, "lease token %s differs from the owner data's token %s", shortToken(r.Lease), orDash(shortToken(t)))
+			}
+			if r.Owner["state"] == "released" {
+				add(CheckReleasedButLeased, "owner data says released but the lease key is present")
+			}
+		}
+		if !r.HasReserved {
+			add(CheckLiveNoReservation, "leased but has no reservation in {%s}:reserved", k)
+		}
+		if r.LeaseTTL < 0 {
+			add(CheckLeaseWithoutTTL, "lease key has no expiry: the ID would never be freed")
+		}
+	} else if r.Owner != nil {
+		if !r.Registered {
+			add(CheckOwnerNotRegistered, "has owner data but is not a member of {%s}:machines", k)
+		}
+		if st := r.Owner["state"]; st != "live" && st != "released" {
+			add(CheckUnknownOwnerState, "owner data has state %q, want live or released", st)
+		}
+	}
+	if lb.event != nil {
+		e := lb.event
+		what := fmt.Sprintf("which the %s at %s recorded as its last tick", e.Type, fmtTimeMs(e.Time))
+		if e.isClaim() {
+			what = fmt.Sprintf("the floor of the %s at %s (previous owners may have issued up to it)", e.Type, fmtTimeMs(e.Time))
+		}
+		switch {
+		case r.HasReserved && r.Reserved < lb.tick:
+			add(CheckReservationBelowUsed, "reservation %d is below tick %d, %s: a new owner could issue ticks already used",
+				r.Reserved, lb.tick, what)
+		case !r.HasReserved && r.Lease == "" && s.Meta.UnknownFloor() < lb.tick:
+			// (A leased ID without a reservation is reported above.)
+			add(CheckReservationBelowUsed, "has no reservation, but tick %d was used, %s: a new owner would start after tick %d",
+				lb.tick, what, s.Meta.UnknownFloor())
+		}
+	}
+	return out
+}
+
+// registryProblems are the findings about the namespace as a whole.
+func registryProblems(s *Snapshot, listed int) []Finding {
+	var out []Finding
+	add := func(check, format string, a ...any) {
+		out = append(out, Finding{Check: check, Message: fmt.Sprintf(format, a...)})
+	}
+	registered := 0
+	for _, r := range s.Records {
+		if r.Registered {
+			registered++
+		}
+	}
+	switch {
+	case s.LayoutText == "" && registered > 0:
+		add(CheckLayoutMissing, "%d machine IDs are registered but {%s}:layout is missing: a node with any layout could claim them", registered, s.Namespace)
+	case s.LayoutErr != "":
+		add(CheckLayoutInvalid, "{%s}:layout is unreadable: %s", s.Namespace, s.LayoutErr)
+	}
+	if !s.Meta.Present && registered > 0 {
+		add(CheckMetaMissing, "{%s}:meta is missing while %d machine IDs are registered: Redis lost part of its data, or it was deleted", s.Namespace, registered)
+	}
+	for _, st := range s.Strays {
+		add(CheckStrayKey, "%s names no machine ID", quoteStray(st))
+	}
+	return out
+}
+
+func quoteStray(s string) string {
+	if strings.HasPrefix(s, "reservation of ") {
+		return s
+	}
+	return fmt.Sprintf("%q (a member, field or key suffix)", s)
+}
