@@ -1,0 +1,308 @@
+package audit_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flaked/flaked/audit"
+	"github.com/flaked/flaked/internal/redistest"
+)
+
+// TestFleet_Table_LiveKilledStopped: three node processes claim machine
+// IDs; one is killed with SIGKILL, one stopped cleanly. The audit names
+// each owner by pid and addr, in the right state, and finds the registry
+// consistent all along; then two hand-made inconsistencies are found.
+func TestFleet_Table_LiveKilledStopped(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := client(t, srv.URL())
+	const ns, bits = "fleet", 3
+	l := fleetLayout(bits)
+	ps := startFleet(t, srv.URL(), ns, bits, "node-a:7001", "node-b:7002", "node-c:7003")
+	a, b, c := ps[0], ps[1], ps[2]
+	for _, p := range ps {
+		p.issue(300) // more than a tick's 256: borrows ahead
+	}
+
+	_, rep := report(t, rdb, ns)
+	if !rep.Consistent() || rep.Summary.Counts[audit.Live] != 3 || len(rep.Machines) != 3 {
+		t.Fatalf("after claims: %d machines, counts %v, findings %v", len(rep.Machines), rep.Summary.Counts, rep.Findings)
+	}
+	for _, p := range ps {
+		checkOwner(t, l, row(t, rep, p.mid), p, audit.Live)
+		if m := row(t, rep, p.mid); *m.LeaseTTLMs <= 0 || *m.LeaseTTLMs > 1000 || *m.HeartbeatAgeMs > 1000 {
+			t.Errorf("machine ID %d: lease TTL %d ms, heartbeat age %d ms: want within the 1 s TTL", p.mid, *m.LeaseTTLMs, *m.HeartbeatAgeMs)
+		}
+	}
+
+	a.kill()
+	b.stop()
+	s, rep := waitState(t, rdb, ns, a.mid, audit.Expired)
+	checkOwner(t, l, row(t, rep, a.mid), a, audit.Expired)
+	checkOwner(t, l, row(t, rep, b.mid), b, audit.Released)
+	checkOwner(t, l, row(t, rep, c.mid), c, audit.Live)
+	if !rep.Consistent() {
+		t.Fatalf("after a kill and a stop: findings %v", rep.Findings)
+	}
+	sum := rep.Summary
+	if sum.Leasable != 7 || sum.Leased != 1 || sum.Free != 6 || sum.NeverUsed != 4 {
+		t.Errorf("summary %+v", sum)
+	}
+	// The table: sorted, one row each, the summary line.
+	var out bytes.Buffer
+	if err := audit.WriteTable(&out, rep); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 6 || !strings.HasPrefix(lines[1], "MID  STATE") ||
+		!strings.HasPrefix(lines[5], "3 machine IDs: 1 live, 1 expired, 1 released, 0 orphan, 0 conflict; 6 of 7 leasable IDs free") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+	var mids []int
+	for _, line := range lines[2:5] {
+		f := strings.Fields(line)
+		mid, _ := strconv.Atoi(f[0])
+		mids = append(mids, mid)
+		pid := map[int]int{a.mid: a.pid, b.mid: b.pid, c.mid: c.pid}[mid]
+		state := map[int]string{a.mid: "expired", b.mid: "released", c.mid: "live"}[mid]
+		if f[1] != state || f[3] != strconv.Itoa(pid) {
+			t.Errorf("row %q: want state %s pid %d", line, state, pid)
+		}
+	}
+	if !slices.IsSorted(mids) {
+		t.Errorf("rows not sorted by machine ID: %v", mids)
+	}
+	// JSON says the same.
+	out.Reset()
+	if err := audit.WriteJSON(&out, rep); err != nil {
+		t.Fatal(err)
+	}
+	var js struct {
+		Machines []struct {
+			MachineID int    `json:"machine_id"`
+			State     string `json:"state"`
+			Owner     struct {
+				PID  int
+				Addr string
+			}
+		}
+		Findings []any
+	}
+	if err := json.Unmarshal(out.Bytes(), &js); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range js.Machines {
+		p := map[int]*proc{a.mid: a, b.mid: b, c.mid: c}[m.MachineID]
+		if p == nil || m.Owner.PID != p.pid || m.Owner.Addr != p.addr {
+			t.Errorf("JSON machine %+v", m)
+		}
+	}
+	// History: the killed node's claim, no release; the stopped node's
+	// claim and release with its last tick.
+	hb := audit.HistoryOf(s, b.mid)
+	if len(hb.Events) < 2 || hb.Events[0].Type != "claim" || hb.Events[len(hb.Events)-1].Type != "release" ||
+		hb.Events[0].Owner.PID != b.pid || !hb.Stream.Complete {
+		t.Errorf("history of %d: %+v", b.mid, hb.Events)
+	}
+	lastB := l.Decompose(b.ids[len(b.ids)-1]).Tick
+	if got := hb.Events[len(hb.Events)-1].Fields["last"]; got != strconv.FormatInt(lastB, 10) {
+		t.Errorf("release of %d says last tick %s, the node's last ID has tick %d", b.mid, got, lastB)
+	}
+	for _, e := range audit.HistoryOf(s, a.mid).Events {
+		if e.Type == "release" {
+			t.Errorf("killed node released: %+v", e)
+		}
+	}
+	// Whois names each node for its own IDs.
+	for _, p := range ps {
+		for _, id := range []uint64{p.ids[0], p.ids[len(p.ids)-1]} {
+			w, err := audit.WhoIs(s, id)
+			if err != nil || !w.Known || w.Owner.PID != p.pid || w.Owner.Addr != p.addr {
+				t.Errorf("whois %d (node %s, pid %d): %+v, %v", id, p.addr, p.pid, w, err)
+			}
+		}
+	}
+
+	// Hand-made inconsistencies: the live ID leaves the registry set, and
+	// the released ID's reservation drops below its last tick.
+	ctx := ctxT(t)
+	if err := rdb.SRem(ctx, "{fleet}:machines", c.mid).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, "{fleet}:reserved", b.mid, lastB-10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, rep = report(t, rdb, ns)
+	var got []string
+	for _, f := range rep.Findings {
+		got = append(got, f.Check+" "+strconv.Itoa(*f.MachineID))
+	}
+	slices.Sort(got)
+	want := []string{audit.CheckLeaseNotRegistered + " " + strconv.Itoa(c.mid), audit.CheckReservationBelowUsed + " " + strconv.Itoa(b.mid)}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("findings %v, want %v", rep.Findings, want)
+	}
+	if row(t, rep, b.mid).State != audit.Conflict || row(t, rep, c.mid).State != audit.Conflict {
+		t.Errorf("inconsistent IDs not in conflict: %+v", rep.Machines)
+	}
+}
+
+// TestFleet_Whois_BeforeAndAfterTakeover: with one leasable machine ID,
+// node A issues, is killed, and node B takes the ID over. whois names A
+// for A's IDs and B for B's, from the claims' floors.
+func TestFleet_Whois_BeforeAndAfterTakeover(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := client(t, srv.URL())
+	const ns, bits = "takeover", 1 // machine ID 0 only; 1 is counter mode's
+	a := startNode(t, srv.URL(), ns, bits, "node-a:7001")
+	a.issue(1000)
+	a.kill()
+	waitState(t, rdb, ns, 0, audit.Expired)
+	b := startNode(t, srv.URL(), ns, bits, "node-b:7002")
+	if b.mid != 0 {
+		t.Fatalf("B leased %d", b.mid)
+	}
+	b.issue(1000)
+	if b.ids[0] <= a.ids[len(a.ids)-1] {
+		t.Fatalf("B's first ID %d is not above A's last %d", b.ids[0], a.ids[len(a.ids)-1])
+	}
+
+	s, _ := report(t, rdb, ns)
+	h := audit.HistoryOf(s, 0)
+	var kinds []string
+	var claims []audit.HistoryEvent
+	for _, e := range h.Events {
+		kinds = append(kinds, e.Type)
+		if e.Type != "mode" { // each node also writes its start mode
+			claims = append(claims, e)
+		}
+	}
+	if len(claims) != 2 || claims[0].Type != "claim" || claims[1].Type != "takeover" || claims[0].Owner.PID != a.pid ||
+		claims[1].Owner.PID != b.pid || claims[1].Fields["prev_pid"] != strconv.Itoa(a.pid) {
+		t.Fatalf("history %v: %+v", kinds, h.Events)
+	}
+	for _, tc := range []struct {
+		name string
+		ids  []uint64
+		p    *proc
+	}{{"A's IDs", a.ids, a}, {"B's IDs", b.ids, b}} {
+		for _, id := range []uint64{tc.ids[0], tc.ids[len(tc.ids)/2], tc.ids[len(tc.ids)-1]} {
+			w, err := audit.WhoIs(s, id)
+			if err != nil || !w.Known || w.Owner == nil || w.Owner.PID != tc.p.pid || w.Owner.Addr != tc.p.addr || w.Source != "events" {
+				t.Errorf("%s: whois %d: %+v, %v; want pid %d", tc.name, id, w, err, tc.p.pid)
+			}
+		}
+	}
+	l := fleetLayout(bits)
+	// A tick at A's floor predates every owner; one above B's reservation
+	// was issued by nobody yet.
+	floorA, _ := strconv.ParseInt(claims[0].Fields["floor"], 10, 64)
+	for _, tc := range []struct {
+		tick int64
+		want string
+	}{
+		{floorA, "history is complete"},
+		{l.Tick(time.Now().Add(time.Hour)), "above the reservation"},
+	} {
+		id, _ := l.Compose(tc.tick, 0, 0)
+		w, err := audit.WhoIs(s, id)
+		if err != nil || w.Known || !strings.Contains(w.Explanation, tc.want) {
+			t.Errorf("tick %d: %+v, %v; want unknown, %q", tc.tick, w, err, tc.want)
+		}
+	}
+}
+
+// TestFleet_Prune_ForgetsOldKeepsLiveAndReservations: a live idle node,
+// a stopped one and a killed one; prune forgets the last two only, keeps
+// every reservation, and a node claiming a forgotten ID starts above it.
+func TestFleet_Prune_ForgetsOldKeepsLiveAndReservations(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := client(t, srv.URL())
+	const ns, bits = "prune", 2 // machine IDs 0..2
+	l := fleetLayout(bits)
+	ps := startFleet(t, srv.URL(), ns, bits, "node-a:7001", "node-b:7002", "node-c:7003")
+	a, b, c := ps[0], ps[1], ps[2]
+	for _, p := range ps {
+		p.issue(100)
+	}
+	b.stop()
+	c.kill()
+	waitState(t, rdb, ns, c.mid, audit.Expired)
+	time.Sleep(600 * time.Millisecond) // so the reservations are older than 500 ms
+
+	ctx := ctxT(t)
+	dry, err := audit.Prune(ctx, rdb, ns, audit.PruneOptions{OlderThan: 500 * time.Millisecond, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPruned := []int{b.mid, c.mid}
+	slices.Sort(wantPruned)
+	if got := prunedIDs(dry); !slices.Equal(got, wantPruned) || !dry.DryRun {
+		t.Fatalf("dry run would prune %v, want %v (kept %+v)", got, wantPruned, dry.Kept)
+	}
+	if _, rep := report(t, rdb, ns); len(rep.Machines) != 3 {
+		t.Fatalf("dry run changed the registry: %+v", rep.Machines)
+	}
+	reservedBefore, err := rdb.HGetAll(ctx, "{prune}:reserved").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := audit.Prune(ctx, rdb, ns, audit.PruneOptions{OlderThan: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := prunedIDs(res); !slices.Equal(got, wantPruned) {
+		t.Fatalf("pruned %v, want %v (kept %+v)", got, wantPruned, res.Kept)
+	}
+	if len(res.Kept) != 1 || res.Kept[0].MachineID != a.mid || res.Kept[0].State != audit.Live {
+		t.Fatalf("kept %+v, want only the live %d", res.Kept, a.mid)
+	}
+	s, rep := report(t, rdb, ns)
+	if len(rep.Machines) != 1 || rep.Summary.Pruned != 2 || !rep.Consistent() {
+		t.Fatalf("after prune: %+v, summary %+v, findings %v", rep.Machines, rep.Summary, rep.Findings)
+	}
+	checkOwner(t, l, row(t, rep, a.mid), a, audit.Live)
+	if reservedAfter, _ := rdb.HGetAll(ctx, "{prune}:reserved").Result(); len(reservedAfter) != 3 ||
+		reservedAfter[strconv.Itoa(b.mid)] != reservedBefore[strconv.Itoa(b.mid)] ||
+		reservedAfter[strconv.Itoa(c.mid)] != reservedBefore[strconv.Itoa(c.mid)] {
+		t.Fatalf("reservations before %v, after %v: prune must keep them", reservedBefore, reservedAfter)
+	}
+	if h := audit.HistoryOf(s, c.mid); h.Events[len(h.Events)-1].Type != "prune" {
+		t.Errorf("no prune event: %+v", h.Events)
+	}
+	// The live node goes on issuing and renewing.
+	a.issue(100)
+	time.Sleep(1500 * time.Millisecond) // past its lease TTL: renewals kept it
+	if _, rep := report(t, rdb, ns); row(t, rep, a.mid).State != audit.Live {
+		t.Fatalf("live node after prune: %+v", rep.Machines)
+	}
+	// A new node takes a forgotten ID and starts above its old owner.
+	d := startNode(t, srv.URL(), ns, bits, "node-d:7004")
+	d.issue(100)
+	for _, old := range []*proc{b, c} {
+		if d.mid == old.mid && d.ids[0] <= old.ids[len(old.ids)-1] {
+			t.Fatalf("new owner of machine ID %d issued %d, not above the pruned owner's last %d", d.mid, d.ids[0], old.ids[len(old.ids)-1])
+		}
+	}
+	if d.mid != b.mid && d.mid != c.mid {
+		t.Fatalf("node D leased %d, want a forgotten one (%d or %d)", d.mid, b.mid, c.mid)
+	}
+}
+
+func prunedIDs(r *audit.PruneResult) []int {
+	var out []int
+	for _, p := range r.Pruned {
+		out = append(out, p.MachineID)
+	}
+	slices.Sort(out)
+	return out
+}
