@@ -209,10 +209,12 @@ func readKeys(ctx context.Context, c *redis.Client, k keys) (*Snapshot, error) {
 		s.Stream.EntriesAdded = info.EntriesAdded
 		// Nothing was ever trimmed or deleted, and the stream is as old as
 		// the registry: the script that created {ns}:meta wrote its claim
-		// event in the same call, at the same Redis TIME.
+		// event in the same call (XADD's clock may have moved on by a
+		// millisecond or so; a stream deleted and begun again later is
+		// not complete).
 		first, _ := entryTime(s.Stream.FirstID)
 		s.Stream.Complete = info.EntriesAdded > 0 && info.EntriesAdded == info.Length &&
-			s.Meta.Present && !first.After(s.Meta.Created)
+			s.Meta.Present && first.Before(s.Meta.Created.Add(time.Second))
 	} else {
 		// No event at all: complete only while there is no registry either.
 		s.Stream.Complete = !s.Meta.Present
