@@ -54,6 +54,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	commands := []*cli.Command{
 		parseCommand(),
 		versionCommand(),
+		auditCommand(),
+		whoisCommand(),
 	}
 	for _, cmd := range commands {
 		wire(cmd, "", stderr)

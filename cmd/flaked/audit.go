@@ -1,0 +1,251 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/flaked/flaked/audit"
+	"github.com/flaked/flaked/coord"
+)
+
+// auditFlags are the flags of every audit command and whois: where the
+// registry is, and --json.
+func auditFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "redis", EnvVars: envVars("redis"),
+			Usage: "the fleet's Redis URL: redis://, rediss://, redis-sentinel://host:port[,..]/<master>, redis-cluster://host:port[,..]"},
+		&cli.StringFlag{Name: "namespace", Value: coord.DefaultNamespace, EnvVars: envVars("namespace"),
+			Usage: "the fleet's namespace (keys {ns}:...)"},
+		&cli.BoolFlag{Name: "json", EnvVars: envVars("json"), Usage: "print JSON instead of text"},
+	}
+}
+
+// auditSnapshot connects to --redis and reads --namespace.
+func auditSnapshot(c *cli.Context) (*audit.Snapshot, error) {
+	rdb, err := auditClient(c)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	s, err := audit.Read(c.Context, rdb, c.String("namespace"))
+	if err != nil {
+		return nil, err
+	}
+	zerolog.Ctx(c.Context).Debug().Str("namespace", s.Namespace).Int("machine_ids", len(s.Records)).
+		Int("events", len(s.Events)).Bool("history_complete", s.Stream.Complete).Msg("registry read")
+	return s, nil
+}
+
+func auditClient(c *cli.Context) (redis.UniversalClient, error) {
+	url := c.String("redis")
+	if url == "" {
+		return nil, usagef("--redis (or FLAKED_REDIS) is required: the fleet's Redis URL, such as redis://127.0.0.1:6379")
+	}
+	if _, err := coord.NewRegistry(nil, coord.Options{Namespace: c.String("namespace")}); err != nil {
+		return nil, usageError{fmt.Errorf("--namespace: %w", err)}
+	}
+	rdb, err := coord.NewClient(url)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--redis: %w", err)}
+	}
+	return rdb, nil
+}
+
+func auditCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "audit",
+		Usage: "table of every registered machine ID: state, owner, lease, reservation",
+		Description: "States: live (leased), expired (the owner stopped renewing: crashed, killed or cut off),\n" +
+			"released (stopped cleanly), orphan (registered without owner data), conflict (inconsistent:\n" +
+			"the lines under the table say why). Times are UTC; ages are measured by Redis TIME.",
+		Flags: append(auditFlags(),
+			&cli.StringFlag{Name: "state", EnvVars: envVars("state"),
+				Usage: "show only these states, comma-separated: live, expired, released, orphan, conflict"}),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("unknown subcommand %q: want history, verify or prune", c.Args().First())
+			}
+			var states []audit.State
+			if s := c.String("state"); s != "" {
+				var err error
+				if states, err = audit.ParseStates(s); err != nil {
+					return usageError{fmt.Errorf("--state: %w", err)}
+				}
+			}
+			s, err := auditSnapshot(c)
+			if err != nil {
+				return err
+			}
+			rep := audit.Build(s)
+			rep.Only(states)
+			if c.Bool("json") {
+				return audit.WriteJSON(c.App.Writer, rep)
+			}
+			return audit.WriteTable(c.App.Writer, rep)
+		},
+		Subcommands: []*cli.Command{auditHistoryCommand(), auditVerifyCommand(), auditPruneCommand()},
+	}
+}
+
+func auditHistoryCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "history",
+		Usage:     "the events of one machine ID, oldest first, with their owners",
+		ArgsUsage: "<machine-id>",
+		Flags:     auditFlags(),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("want one machine ID, got %d arguments", c.NArg())
+			}
+			mid, err := strconv.Atoi(c.Args().First())
+			if err != nil || mid < 0 {
+				return usagef("machine ID %q: want a non-negative integer", c.Args().First())
+			}
+			s, err := auditSnapshot(c)
+			if err != nil {
+				return err
+			}
+			if l := s.Layout; l.BitsTime != 0 && mid > l.CounterMachineID() {
+				return usagef("machine ID %d: the fleet's layout has machine IDs 0..%d (%d is counter mode's)", mid, l.CounterMachineID(), l.CounterMachineID())
+			}
+			h := audit.HistoryOf(s, mid)
+			if c.Bool("json") {
+				return audit.WriteJSON(c.App.Writer, h)
+			}
+			return audit.WriteHistory(c.App.Writer, h)
+		},
+	}
+}
+
+// verifyResult is what audit verify --json prints.
+type verifyResult struct {
+	Namespace  string          `json:"namespace"`
+	Consistent bool            `json:"consistent"`
+	Summary    audit.Summary   `json:"summary"`
+	Findings   []audit.Finding `json:"findings"`
+}
+
+func auditVerifyCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "verify",
+		Usage: "check the registry's consistency: exit status 0 only when consistent, 1 otherwise",
+		Description: "Checks: a lease whose machine ID is not registered, a lease without owner data or with\n" +
+			"another token, a lease without expiry, a live lease without a reservation, a reservation\n" +
+			"below a tick already used under its ID (from the events), machine IDs registered while\n" +
+			"{ns}:layout or {ns}:meta is missing, machine IDs outside the layout or leasing the counter's.\n" +
+			"Each finding is one line.",
+		Flags: auditFlags(),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("verify takes no arguments, got %q", c.Args().First())
+			}
+			s, err := auditSnapshot(c)
+			if err != nil {
+				return err
+			}
+			rep := audit.Build(s)
+			w := c.App.Writer
+			if c.Bool("json") {
+				err = audit.WriteJSON(w, verifyResult{Namespace: rep.Namespace, Consistent: rep.Consistent(), Summary: rep.Summary, Findings: rep.Findings})
+			} else if rep.Consistent() {
+				_, err = fmt.Fprintf(w, "consistent: namespace %s, %d machine IDs, %d events checked\n", rep.Namespace, rep.Summary.Listed, len(s.Events))
+			} else {
+				for _, f := range rep.Findings {
+					if _, err = fmt.Fprintln(w, f.String()); err != nil {
+						break
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if !rep.Consistent() {
+				return fmt.Errorf("%d inconsistencies in namespace %s", len(rep.Findings), rep.Namespace)
+			}
+			return nil
+		},
+	}
+}
+
+func auditPruneCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "prune",
+		Usage: "forget released, expired and orphan machine IDs whose reservation is older than --older-than",
+		Description: "Removes such IDs from {ns}:machines and deletes their owner data, writing a prune event\n" +
+			"for each. Never touches a live lease, an ID in conflict, or any reservation: the reservation\n" +
+			"is what makes the next owner of the ID start above every tick already used.",
+		Flags: append(auditFlags(),
+			&cli.DurationFlag{Name: "older-than", EnvVars: envVars("older-than"), Required: true,
+				Usage: "forget IDs whose reservation ended longer ago than this (> 0), such as 720h"},
+			&cli.BoolFlag{Name: "dry-run", EnvVars: envVars("dry-run"), Usage: "say what would be forgotten; change nothing"}),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("prune takes no arguments, got %q", c.Args().First())
+			}
+			older := c.Duration("older-than")
+			if older <= 0 {
+				return usagef("--older-than %v: must be > 0", older)
+			}
+			rdb, err := auditClient(c)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			res, err := audit.Prune(c.Context, rdb, c.String("namespace"), audit.PruneOptions{OlderThan: older, DryRun: c.Bool("dry-run")})
+			if err != nil {
+				return err
+			}
+			zerolog.Ctx(c.Context).Info().Str("namespace", res.Namespace).Bool("dry_run", res.DryRun).
+				Int("pruned", len(res.Pruned)).Int("kept", len(res.Kept)).Dur("older_than", older).Msg("prune")
+			if c.Bool("json") {
+				return audit.WriteJSON(c.App.Writer, res)
+			}
+			return audit.WritePrune(c.App.Writer, res)
+		},
+	}
+}
+
+func whoisCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "whois",
+		Usage:     "decode an ID and name the owner that issued it, from the event history",
+		ArgsUsage: "<id>",
+		Description: "The ID is decoded under the fleet's layout ({ns}:layout). The owner of a machine ID at a\n" +
+			"tick is the one whose claim's floor is the last below that tick. Exit status 1 when no owner\n" +
+			"can be named (the answer says why, e.g. the history does not reach back far enough).",
+		Flags: auditFlags(),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("want one ID, got %d arguments", c.NArg())
+			}
+			id, err := parseIDArg(c.Args().First())
+			if err != nil {
+				return usageError{err}
+			}
+			s, err := auditSnapshot(c)
+			if err != nil {
+				return err
+			}
+			w, err := audit.WhoIs(s, id)
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				err = audit.WriteJSON(c.App.Writer, w)
+			} else {
+				err = audit.WriteWhois(c.App.Writer, w)
+			}
+			if err != nil {
+				return err
+			}
+			if !w.Known {
+				return fmt.Errorf("no owner found for ID %s", w.ID)
+			}
+			return nil
+		},
+	}
+}
