@@ -1,0 +1,312 @@
+package client_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/server"
+)
+
+// testLayout has 16 sequence bits (6.5M IDs/s per machine ID), so tests
+// measure the client and the protocol, not the generator's rate limit.
+var testLayout = func() flake.Layout {
+	l, err := flake.NewLayout(16, 8, 10*time.Millisecond, flake.DefaultStartTime)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}()
+
+// ctxT is a context that ends with the test, and after d at the latest.
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fleet is daemons on one real redis-server, as a deployment runs them.
+type fleet struct {
+	redis *redistest.Server
+	rdb   *redis.Client
+}
+
+func newFleet(t testing.TB) *fleet {
+	t.Helper()
+	r := redistest.Start(t, redistest.Options{})
+	return &fleet{redis: r, rdb: r.Client(t)}
+}
+
+// testDaemon is a node and its protocol server on 127.0.0.1:0.
+type testDaemon struct {
+	addr  string
+	node  *node.Node
+	srv   *server.Server
+	serve chan error
+	once  sync.Once
+}
+
+// start starts a daemon of the fleet, stopped when the test ends.
+func (f *fleet) start(t testing.TB, sopts server.Options) *testDaemon {
+	t.Helper()
+	n, err := node.New(ctxT(t, 30*time.Second), node.Options{
+		Redis:     f.rdb,
+		Registry:  coord.Options{Layout: testLayout},
+		StateFile: filepath.Join(t.TempDir(), "node.state"),
+	})
+	if err != nil {
+		t.Fatalf("node.New: %v", err)
+	}
+	// A fresh registry starts its IDs a few seconds ahead (coord's
+	// Horizon), and NEXTID waits until the clock is near them: wait that
+	// out here, so tests time the client, not the fleet's first start.
+	if _, err := n.NextID(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatalf("first ID of the node: %v", err)
+	}
+	return serveNode(t, n, sopts)
+}
+
+// serveNode serves n on a loopback port; the server and then the node are
+// stopped when the test ends.
+func serveNode(t testing.TB, n *node.Node, sopts server.Options) *testDaemon {
+	t.Helper()
+	srv, err := server.New(n, sopts)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &testDaemon{addr: ln.Addr().String(), node: n, srv: srv, serve: make(chan error, 1)}
+	go func() { d.serve <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d.stop(ctx)
+		if err := n.Close(ctx); err != nil {
+			t.Errorf("closing node of %s: %v", d.addr, err)
+		}
+	})
+	return d
+}
+
+// kill stops the daemon abruptly, as a crash does for its clients: the
+// listener and every connection are closed at once, replies in flight
+// are lost.
+func (d *testDaemon) kill() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d.stop(ctx)
+}
+
+func (d *testDaemon) stop(ctx context.Context) {
+	d.once.Do(func() {
+		_ = d.srv.Shutdown(ctx)
+		<-d.serve
+	})
+}
+
+// machineIDs is the machine IDs the daemon's node leases.
+func (d *testDaemon) machineIDs() []int { return d.node.MachineIDs() }
+
+// info returns the daemon's INFO as a map, read over its own connection.
+func (d *testDaemon) info(t testing.TB, password string) map[string]string {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: d.addr, Protocol: 2, Password: password})
+	defer rdb.Close()
+	s, err := rdb.Info(ctxT(t, 10*time.Second)).Result()
+	if err != nil {
+		t.Fatalf("INFO %s: %v", d.addr, err)
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(s, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// issued is how many IDs the daemon has issued, from its INFO.
+func (d *testDaemon) issued(t testing.TB) int {
+	t.Helper()
+	n, err := strconv.Atoi(d.info(t, "")["ids_issued"])
+	if err != nil {
+		t.Fatalf("INFO ids_issued of %s: %v", d.addr, err)
+	}
+	return n
+}
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// blackHole accepts connections and reads what is sent, but never
+// answers: a hung daemon.
+func blackHole(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// newDelayProxy forwards connections to target, holding back for delay
+// every reply chunk that starts with one of the bytes of kinds (":" for
+// NEXTID's integers, "*" for arrays): a daemon slower than the client
+// wants. Handshake replies other than those kinds pass at once.
+func newDelayProxy(t testing.TB, target string, delay time.Duration, kinds string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			track(in)
+			track(out)
+			wg.Add(2)
+			go func() { // requests: at once
+				defer wg.Done()
+				buf := make([]byte, 4096)
+				for {
+					n, err := in.Read(buf)
+					if err != nil {
+						out.Close()
+						return
+					}
+					if _, err := out.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+			}()
+			go func() { // replies: late
+				defer wg.Done()
+				buf := make([]byte, 4096)
+				for {
+					n, err := out.Read(buf)
+					if err != nil {
+						in.Close()
+						return
+					}
+					if strings.IndexByte(kinds, buf[0]) >= 0 {
+						time.Sleep(delay)
+					}
+					if _, err := in.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// checkUnique fails the test on a duplicate ID, naming its parts.
+func checkUnique(t testing.TB, ids []uint64) {
+	t.Helper()
+	seen := make(map[uint64]struct{}, len(ids))
+	for _, id := range ids {
+		if _, dup := seen[id]; dup {
+			t.Fatalf("duplicate ID %d (%+v)", id, testLayout.Decompose(id))
+		}
+		seen[id] = struct{}{}
+	}
+}
+
+// fakeClock is a wall clock that moves only when told to.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
