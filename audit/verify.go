@@ -81,9 +81,15 @@ func recordProblems(s *Snapshot, r *Record, lb bound) []problem {
 		if !r.Registered {
 			add(CheckLeaseNotRegistered, "leased (token %s) but not a member of {%s}:machines", shortToken(r.Lease), k)
 		}
-		if r.Owner == nil {
+		switch {
+		case r.Owner == nil:
 			add(CheckLeaseWithoutOwner, "leased (token %s) but {%s}:owner:%d is missing", shortToken(r.Lease), k, r.MachineID)
-		} else {
+		case r.Owner["token"] == "":
+			// renew.lua writes heartbeat and mode into the owner hash even
+			// when the rest of it is gone.
+			add(CheckLeaseWithoutOwner, "leased (token %s) but {%s}:owner:%d is incomplete: no token or host (only renewals' heartbeat and mode are left)",
+				shortToken(r.Lease), k, r.MachineID)
+		default:
 			if t := r.Owner["token"]; t != r.Lease {
 				add(CheckOwnerTokenMismatch, "lease token %s differs from the owner data's token %s", shortToken(r.Lease), orDash(shortToken(t)))
 			}

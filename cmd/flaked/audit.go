@@ -179,7 +179,7 @@ func auditPruneCommand() *cli.Command {
 			"for each. Never touches a live lease, an ID in conflict, or any reservation: the reservation\n" +
 			"is what makes the next owner of the ID start above every tick already used.",
 		Flags: append(auditFlags(),
-			&cli.DurationFlag{Name: "older-than", EnvVars: envVars("older-than"), Required: true,
+			&cli.DurationFlag{Name: "older-than", EnvVars: envVars("older-than"),
 				Usage: "forget IDs whose reservation ended longer ago than this (> 0), such as 720h"},
 			&cli.BoolFlag{Name: "dry-run", EnvVars: envVars("dry-run"), Usage: "say what would be forgotten; change nothing"}),
 		Action: func(c *cli.Context) error {
@@ -187,6 +187,9 @@ func auditPruneCommand() *cli.Command {
 				return usagef("prune takes no arguments, got %q", c.Args().First())
 			}
 			older := c.Duration("older-than")
+			if !c.IsSet("older-than") {
+				return usagef("--older-than (or FLAKED_OLDER_THAN) is required, such as --older-than 720h")
+			}
 			if older <= 0 {
 				return usagef("--older-than %v: must be > 0", older)
 			}
