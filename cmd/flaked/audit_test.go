@@ -231,8 +231,10 @@ func TestAudit_Prune_DryRunThenForget_LiveKept(t *testing.T) {
 	}
 	code, out, _ = runT(t, map[string]string{"FLAKED_OLDER_THAN": "200ms"}, f.args("audit", "prune", "--json")...)
 	var res struct {
-		Pruned []struct{ MachineID int `json:"machine_id"` }
-		Kept   []struct {
+		Pruned []struct {
+			MachineID int `json:"machine_id"`
+		}
+		Kept []struct {
 			MachineID int `json:"machine_id"`
 			Reason    string
 		}
