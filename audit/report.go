@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,10 +145,10 @@ func Build(s *Snapshot) *Report {
 	for _, st := range States {
 		rep.Summary.Counts[st] = 0
 	}
-	lb := issuedBounds(s)
+	lb, back := issuedBounds(s)
 	named := 0
 	for _, r := range s.sortedRecords() {
-		problems := recordProblems(s, r, lb[r.MachineID])
+		problems := recordProblems(s, r, lb[r.MachineID], back[r.MachineID])
 		for _, p := range problems {
 			id := r.MachineID
 			rep.Findings = append(rep.Findings, Finding{MachineID: &id, Check: p.check, Message: p.msg})
@@ -166,6 +167,13 @@ func Build(s *Snapshot) *Report {
 		rep.Summary.Listed++
 		rep.Summary.Counts[m.State]++
 		rep.Machines = append(rep.Machines, m)
+	}
+	for _, id := range slices.Sorted(maps.Keys(back)) {
+		if s.Records[id] == nil { // no key names it any more: only its events tell
+			for _, p := range back[id] {
+				rep.Findings = append(rep.Findings, Finding{MachineID: &id, Check: p.check, Message: p.msg})
+			}
+		}
 	}
 	rep.Findings = append(rep.Findings, registryProblems(s, rep.Summary.Listed)...)
 	if s.Layout.BitsTime != 0 {

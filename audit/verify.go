@@ -22,6 +22,7 @@ const (
 	CheckOwnerNotRegistered   = "owner-not-registered"
 	CheckBadMachineID         = "bad-machine-id"
 	CheckStrayKey             = "stray-key"
+	CheckHistoryWentBack      = "history-went-back"
 )
 
 type problem struct{ check, msg string }
@@ -37,8 +38,13 @@ type bound struct {
 // floor is the previous owners' reservation, ticks up to which may have
 // been issued. The reservation must never go below either afterwards:
 // claims only raise it, and a release sets it to max(last tick, floor).
-func issuedBounds(s *Snapshot) map[int]bound {
+// So, per machine ID, these values never decrease in stream order either;
+// where one does, a claim started (or a release ended) below ticks already
+// used, and the IDs between may have been issued twice: those are the
+// regressions.
+func issuedBounds(s *Snapshot) (map[int]bound, map[int][]problem) {
 	out := map[int]bound{}
+	back := map[int][]problem{}
 	for i := range s.Events {
 		e := &s.Events[i]
 		if e.MachineID < 0 {
@@ -53,18 +59,30 @@ func issuedBounds(s *Snapshot) map[int]bound {
 		default:
 			continue
 		}
-		if t, ok := e.Int(field); ok {
-			if b, seen := out[e.MachineID]; !seen || t > b.tick {
-				out[e.MachineID] = bound{tick: t, event: e}
+		t, ok := e.Int(field)
+		if !ok {
+			continue
+		}
+		b, seen := out[e.MachineID]
+		switch {
+		case !seen || t > b.tick:
+			out[e.MachineID] = bound{tick: t, event: e}
+		case t < b.tick:
+			what := fmt.Sprintf("the %s at %s by %s started after tick %d", e.Type, fmtTimeMs(e.Time), e.Owner().String(), t)
+			if e.Type == "release" {
+				what = fmt.Sprintf("the release at %s by %s recorded last tick %d", fmtTimeMs(e.Time), e.Owner().String(), t)
 			}
+			back[e.MachineID] = append(back[e.MachineID], problem{CheckHistoryWentBack,
+				fmt.Sprintf("%s, below tick %d of the %s at %s: IDs with ticks %d..%d may have been issued twice",
+					what, b.tick, b.event.Type, fmtTimeMs(b.event.Time), t+1, b.tick)})
 		}
 	}
-	return out
+	return out, back
 }
 
 // recordProblems are the inconsistencies of one machine ID.
-func recordProblems(s *Snapshot, r *Record, lb bound) []problem {
-	var out []problem
+func recordProblems(s *Snapshot, r *Record, lb bound, back []problem) []problem {
+	out := append([]problem(nil), back...)
 	add := func(check, format string, a ...any) {
 		out = append(out, problem{check, fmt.Sprintf(format, a...)})
 	}
