@@ -4,10 +4,11 @@
 // issued a given ID (Whois), whether the registry is consistent (the
 // Findings of a Report), and forgetting IDs nobody uses any more (Prune).
 //
-// Read takes one Snapshot: every key of a namespace is read inside
-// MULTI/EXEC on the node that holds the namespace's hash-tag slot, and the
-// event stream up to the last entry seen in that transaction, so a report
-// never mixes a claim's lease with the state before it. Everything else
+// Read takes one Snapshot: the keys of a namespace are read in MULTI/EXEC
+// on the node that holds the namespace's hash-tag slot (each machine ID's
+// keys in the same transaction), and the event stream up to the last entry
+// the first transaction saw, so a report never mixes a claim's lease with
+// the state before it. Everything else
 // works on a Snapshot and an injected "now", so reports are deterministic
 // and testable without Redis.
 //
