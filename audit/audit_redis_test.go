@@ -306,3 +306,40 @@ func prunedIDs(r *audit.PruneResult) []int {
 	slices.Sort(out)
 	return out
 }
+
+// TestRead_ManyIDs_AllRead: more machine IDs than one transaction reads
+// (2,000) are all read, each with its own keys.
+func TestRead_ManyIDs_AllRead(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client(t)
+	ctx := ctxT(t)
+	l := fleetLayout(16)
+	now := time.Now()
+	p := rdb.Pipeline()
+	p.Set(ctx, "{many}:layout", l.String(), 0)
+	p.HSet(ctx, "{many}:meta", "generation", "g", "created_ms", now.UnixMilli(), "created_tick", l.Tick(now), "horizon", 100)
+	const n = 4500
+	for i := range n {
+		id := strconv.Itoa(i)
+		p.SAdd(ctx, "{many}:machines", id)
+		p.HSet(ctx, "{many}:reserved", id, l.Tick(now)+int64(i))
+		p.HSet(ctx, "{many}:owner:"+id, "host", "h", "pid", id, "token", "t"+id, "state", "released")
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := audit.Read(ctx, rdb, "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := audit.Build(s)
+	if len(rep.Machines) != n || rep.Summary.Counts[audit.Released] != n || !rep.Consistent() {
+		t.Fatalf("%d machines, counts %v, findings %d", len(rep.Machines), rep.Summary.Counts, len(rep.Findings))
+	}
+	for i, m := range rep.Machines {
+		if m.MachineID != i || m.Owner.PID != i || *m.ReservedTick != l.Tick(now)+int64(i) {
+			t.Fatalf("machine %d: %+v", i, m)
+		}
+	}
+}
