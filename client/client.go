@@ -329,14 +329,15 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.cancel()
-	if c.pf != nil {
-		c.pf.wait()
-	}
+	// Closing the pools first also ends a refill blocked on a read.
 	var errs []error
 	for _, d := range c.daemons {
 		if err := d.rdb.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("flaked client: closing %s: %w", d.addr, err))
 		}
+	}
+	if c.pf != nil {
+		c.pf.wait()
 	}
 	return errors.Join(errs...)
 }

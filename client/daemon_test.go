@@ -61,8 +61,15 @@ type testDaemon struct {
 // start starts a daemon of the fleet, stopped when the test ends.
 func (f *fleet) start(t testing.TB, sopts server.Options) *testDaemon {
 	t.Helper()
+	return f.startMode(t, node.ModeFlake, sopts)
+}
+
+// startMode starts a daemon in a mode of node: flake, counter or auto.
+func (f *fleet) startMode(t testing.TB, mode string, sopts server.Options) *testDaemon {
+	t.Helper()
 	n, err := node.New(ctxT(t, 30*time.Second), node.Options{
 		Redis:     f.rdb,
+		Mode:      mode,
 		Registry:  coord.Options{Layout: testLayout},
 		StateFile: filepath.Join(t.TempDir(), "node.state"),
 	})

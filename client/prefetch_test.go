@@ -113,4 +113,12 @@ func TestPrefetch_WaitEndsWithContext(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("NextID returned %v after its 50ms deadline", took)
 	}
+	// Close ends the refill still waiting on the hung daemon at once.
+	start = time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Close took %v with a refill waiting", took)
+	}
 }
