@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -12,12 +11,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
-//go:embed prune.lua
-var pruneLua string
-
-var pruneScript = redis.NewScript(pruneLua)
+var pruneScript = redis.NewScript(lua.Prune)
 
 // ErrInvalidPrune is wrapped by bad PruneOptions.
 var ErrInvalidPrune = errors.New("invalid prune options")

@@ -3,6 +3,7 @@ package coord_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -561,4 +562,38 @@ func TestOptions_Invalid_NameRange(t *testing.T) {
 			t.Errorf("%+v: err = %v", o, err)
 		}
 	}
+}
+
+// Owner data deleted under a live lease is written back whole at the next
+// renewal, never as a partial hash (audit would report it as incomplete).
+func TestRenew_OwnerHashGone_WrittenWhole(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		reg := newReg(t, rdb, coord.Options{Owner: coord.Owner{Host: "h", PID: 42, Addr: "a:1", Version: "v9"}})
+		lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease.Release(context.Background(), lease.Floor())
+		key := fmt.Sprintf("{flaked}:owner:%d", lease.MachineIDs()[0])
+		if err := rdb.Del(ctxT(t), key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Renew(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		h, err := rdb.HGetAll(ctxT(t), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range map[string]string{"host": "h", "pid": "42", "addr": "a:1", "version": "v9", "token": lease.Token(), "state": "live"} {
+			if h[k] != want {
+				t.Fatalf("owner hash after renewal: %s = %q, want %q (hash %v)", k, h[k], want, h)
+			}
+		}
+		for _, k := range []string{"heartbeat", "mode", "claimed", "first_claim"} {
+			if h[k] == "" {
+				t.Fatalf("owner hash after renewal lacks %s: %v", k, h)
+			}
+		}
+	})
 }

@@ -875,6 +875,9 @@ func (n *Node) Close(ctx context.Context) error {
 		n.ctr.Close()
 		n.ctr = nil
 	}
+	// A "stopped" mode event tells audit (whois of counter IDs, history)
+	// when this node stopped issuing.
+	n.setMode("stopped", "close")
 	var err error
 	if n.lease != nil {
 		err = n.lease.Release(ctx, n.bound)

@@ -29,3 +29,9 @@ var Check string
 //
 //go:embed counter.lua
 var Counter string
+
+// Prune forgets released and expired machine IDs, keeping their
+// reservations (see prune.lua); flaked audit prune runs it.
+//
+//go:embed prune.lua
+var Prune string

@@ -61,6 +61,12 @@ for i = 12, #ARGV do
     reasserted = reasserted + 1
   else
     redis.call('PEXPIRE', lease, ttl)
+    if redis.call('EXISTS', owner) == 0 then
+      -- The owner data went away under a live lease (deleted by hand, or
+      -- lost with a Redis failover): write it whole, not a partial hash.
+      redis.call('HSET', owner, 'host', host, 'pid', pid, 'addr', addr, 'version', version,
+        'token', token, 'state', 'live', 'claimed', nowMs, 'first_claim', nowMs, 'started', nowMs)
+    end
   end
   local r = tonumber(redis.call('HGET', KEYS[1], id) or -1)
   local nr = math.max(r, want, held)
