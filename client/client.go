@@ -291,8 +291,10 @@ func (c *Client) failoverOrder(first *daemon) []*daemon {
 type Stats struct {
 	Daemons []DaemonStats
 	// Prefetched is how many IDs prefetch batches brought; Expired how
-	// many of them were dropped unused, older than MaxAge.
-	Prefetched, Expired uint64
+	// many of them were dropped unused, older than MaxAge; Waits how many
+	// times a NextID found the buffer empty and waited for a batch (if
+	// that grows in steady use, raise Prefetch).
+	Prefetched, Expired, Waits uint64
 }
 
 // DaemonStats are one daemon's counters.
@@ -316,7 +318,7 @@ func (c *Client) Stats() Stats {
 		})
 	}
 	if c.pf != nil {
-		s.Prefetched, s.Expired = c.pf.prefetched.Load(), c.pf.expired.Load()
+		s.Prefetched, s.Expired, s.Waits = c.pf.prefetched.Load(), c.pf.expired.Load(), c.pf.waits.Load()
 	}
 	return s
 }

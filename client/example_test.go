@@ -97,10 +97,10 @@ func ExampleNewFromURL() {
 		seen[id] = true
 	}
 	fmt.Println("distinct IDs:", len(seen))
-	fmt.Println("IDs fetched per request:", c.Stats().Prefetched/c.Stats().Daemons[0].Requests)
+	fmt.Println("all from prefetched batches:", c.Stats().Prefetched >= 2000)
 	// Output:
 	// distinct IDs: 2000
-	// IDs fetched per request: 500
+	// all from prefetched batches: true
 }
 
 func ExampleClient_Parse() {

@@ -75,7 +75,8 @@ type Options struct {
 	// connection.
 	MaxBatch int
 	// Prefetch, when > 0, serves NextID from a buffer refilled in the
-	// background with NEXTIDS of this many IDs: 1..MaxBatch, default 0
+	// background with NEXTIDS of this many IDs, fetched when one batch or
+	// less is left (so up to two batches wait): 1..MaxBatch, default 0
 	// (every NextID is a round trip).
 	Prefetch int
 	// MaxAge is how long prefetched IDs may wait in the buffer, counted

@@ -19,13 +19,13 @@ type batch struct {
 
 // prefetcher serves NextID from batches that one background goroutine
 // fetches with NEXTIDS, one batch at a time. A refill starts when the
-// buffer falls to half a batch, or is empty, so the buffer holds at most
-// one and a half batches. IDs are popped under mu: each is handed out
-// once.
+// buffer falls to one batch (double buffering: the next batch is on its
+// way while the current one is used), so the buffer holds at most two
+// batches. IDs are popped under mu: each is handed out once.
 type prefetcher struct {
 	c      *Client
 	size   int
-	low    int
+	low    int // refill when this many IDs or fewer are left
 	maxAge time.Duration
 	op     string
 
@@ -38,14 +38,14 @@ type prefetcher struct {
 	err   error         // the last refill's error, nil after a success
 	ready chan struct{} // closed, and replaced, at the end of each refill
 
-	prefetched, expired atomic.Uint64
+	prefetched, expired, waits atomic.Uint64
 }
 
 func newPrefetcher(c *Client) *prefetcher {
 	p := &prefetcher{
 		c:      c,
 		size:   c.opts.Prefetch,
-		low:    c.opts.Prefetch / 2,
+		low:    c.opts.Prefetch,
 		maxAge: c.opts.MaxAge,
 		op:     "NEXTIDS " + strconv.Itoa(c.opts.Prefetch) + " (prefetch)",
 		kick:   make(chan struct{}, 1),
@@ -82,6 +82,7 @@ func (p *prefetcher) next(ctx context.Context) (uint64, error) {
 			return id, nil
 		}
 		p.wake()
+		p.waits.Add(1)
 		ready := p.ready
 		p.mu.Unlock()
 		select {

@@ -1,0 +1,14 @@
+package client
+
+import "github.com/redis/go-redis/v9"
+
+// RedisOptions is the go-redis configuration the client uses for a
+// daemon, so benchmarks can run their reference (INCR against
+// redis-server) on an identically configured go-redis client.
+func RedisOptions(addr string, o Options) (*redis.Options, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return redisOptions(addr, &o), nil
+}
