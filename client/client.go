@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -207,8 +208,21 @@ func (c *Client) stopped(ctx context.Context, op string, attempts []Attempt) err
 	if c.closed.Load() {
 		return fmt.Errorf("flaked client: %s: %w", op, ErrClosed)
 	}
-	if ctx.Err() != nil {
-		return &Error{Op: op, Attempts: attempts, Ctx: ctx.Err()}
+	if err := ctxErr(ctx); err != nil {
+		return &Error{Op: op, Attempts: attempts, Ctx: err}
+	}
+	return nil
+}
+
+// ctxErr is ctx.Err(), or DeadlineExceeded as soon as the deadline is
+// past: go-redis's socket deadline is the context's, and may fire before
+// the context's own timer does.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
 	}
 	return nil
 }
@@ -225,7 +239,7 @@ func (c *Client) try(ctx context.Context, d *daemon, fn func(context.Context, *r
 		if d.downUntil.Load() != 0 {
 			d.downUntil.Store(0)
 		}
-	case ctx.Err() == nil && !c.closed.Load():
+	case ctxErr(ctx) == nil && !c.closed.Load():
 		d.failures.Add(1)
 		d.downUntil.Store(c.opts.Now().Add(c.opts.DownFor).UnixNano())
 	}
