@@ -59,6 +59,8 @@ func BenchmarkClient(b *testing.B) {
 	pf := base
 	pf.Prefetch = 1000
 	prefetch := map[int]*client.Client{1: newClient(b, pf), 32: newClient(b, pf)}
+	pf.Prefetch = 10_000
+	prefetch10k := map[int]*client.Client{1: newClient(b, pf), 32: newClient(b, pf)}
 
 	results := map[string][]*benchResult{}
 	var order []string
@@ -83,6 +85,10 @@ func BenchmarkClient(b *testing.B) {
 				_, err := prefetch[g].NextID(ctx)
 				return err
 			}},
+			{"NextID-prefetch10000", "client NextID, Prefetch 10000", 1, func(ctx context.Context) error {
+				_, err := prefetch10k[g].NextID(ctx)
+				return err
+			}},
 			{"NextIDs100", "client NextIDs(100) (IDs/s counts 100 per call)", 100, func(ctx context.Context) error {
 				_, err := direct.NextIDs(ctx, 100)
 				return err
@@ -99,9 +105,14 @@ func BenchmarkClient(b *testing.B) {
 	}
 	fmt.Printf("\n%s\n", table(order, results))
 	for _, g := range []int{1, 32} {
-		st := prefetch[g].Stats()
-		fmt.Printf("prefetch, g=%d, all runs: %d IDs prefetched, %d expired between runs, %d NextID calls waited for a batch\n",
-			g, st.Prefetched, st.Expired, st.Waits)
+		for _, pc := range []struct {
+			size int
+			c    *client.Client
+		}{{1000, prefetch[g]}, {10_000, prefetch10k[g]}} {
+			st := pc.c.Stats()
+			fmt.Printf("prefetch %d, g=%d, all runs: %d IDs prefetched, %d expired between runs, %d NextID calls waited for a batch\n",
+				pc.size, g, st.Prefetched, st.Expired, st.Waits)
+		}
 	}
 	fmt.Println()
 }
