@@ -696,7 +696,7 @@ func (n *Node) setMode(mode, reason string) {
 		mid = n.lease.MachineIDs()[0]
 	}
 	ev := n.log.Info()
-	if from != "none" {
+	if from != "none" && mode != "stopped" {
 		n.switches.Add(1)
 		ev = n.log.Warn()
 	}

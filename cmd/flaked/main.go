@@ -52,6 +52,7 @@ func exitStatus(err error) int {
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	commands := []*cli.Command{
+		serveCommand(),
 		parseCommand(),
 		versionCommand(),
 		auditCommand(),
