@@ -776,8 +776,12 @@ func (n *Node) Ready() bool {
 	s := n.src.Load()
 	switch {
 	case s.gen != nil:
+		// Not ready while the next IDs would wait for the clock: a floor
+		// (a fresh registry's horizon, a restart after a crash) more than
+		// MaxLead ahead of it.
 		st := s.gen.Stats()
-		return !st.Closed && (st.LastErr == nil || st.Headroom > 0)
+		lead := int64(n.opts.MaxLead / n.reg.Layout().TimeUnit)
+		return !st.Closed && st.Floor-st.Now <= lead && (st.LastErr == nil || st.Headroom > 0)
 	case s.ctr != nil:
 		return s.ctr.Stats().LastError == nil
 	}
