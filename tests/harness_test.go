@@ -81,7 +81,7 @@ type Daemon struct {
 	t    testing.TB
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *syncBuffer
 	exit chan error
 	inc  atomic.Int64 // incarnation: bumped at every start
 	down atomic.Bool
@@ -119,22 +119,11 @@ func (d *Daemon) args() []string {
 // Start runs the daemon and waits until it answers PING (not until it is
 // ready: a node in counter mode with Redis away still answers).
 func (d *Daemon) Start() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cmd != nil {
-		return fmt.Errorf("%s already running", d.Name)
-	}
-	d.inc.Add(1)
-	cmd := exec.Command(binary, d.args()...)
-	d.log = &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = d.log, d.log
-	cmd.Env = append(os.Environ(), "FLAKED_LOG_LEVEL=info")
-	if err := cmd.Start(); err != nil {
+	if err := d.startNoWait(); err != nil {
 		return err
 	}
-	d.cmd = cmd
-	d.exit = make(chan error, 1)
-	go func() { d.exit <- cmd.Wait() }()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -152,6 +141,58 @@ func (d *Daemon) Start() error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("%s did not listen within 20s\n%s", d.Name, d.log.String())
+}
+
+// startNoWait launches the process.
+func (d *Daemon) startNoWait() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd != nil {
+		return fmt.Errorf("%s already running", d.Name)
+	}
+	d.inc.Add(1)
+	cmd := exec.Command(binary, d.args()...)
+	d.log = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = d.log, d.log
+	cmd.Env = append(os.Environ(), "FLAKED_LOG_LEVEL=info")
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	d.cmd = cmd
+	d.exit = make(chan error, 1)
+	go func() { d.exit <- cmd.Wait() }()
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// goRedisTB is a go-redis client for d, closed at the end.
+func goRedisTB(tb testing.TB, d *Daemon) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: d.Addr(), MaxRetries: -1, ReadTimeout: 5 * time.Second, DisableIdentity: true})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxTB(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
 }
 
 // MustStart is Start failing the test.
