@@ -121,11 +121,12 @@ func (c *conn) serve() (gone bool) {
 		if c.quit {
 			return false
 		}
-		var deadline time.Time
+		// Without an idle timeout the deadline is never touched: setting
+		// one costs a runtime timer update per batch, and Shutdown's past
+		// deadline then stays in force by itself.
 		if s.opts.IdleTimeout > 0 {
-			deadline = time.Now().Add(s.opts.IdleTimeout)
+			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
-		c.nc.SetReadDeadline(deadline)
 		// Shutdown sets closing, then a past read deadline. Checked after
 		// our own deadline is set: either Shutdown's deadline came later
 		// and wins, or closing is already visible here.
