@@ -2,8 +2,18 @@ package tests
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -295,4 +305,57 @@ func TestDaemon_SecondSignal_ExitsAtOnce(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatalf("still running 3s after the second signal\n%s", d.Log())
 	}
+}
+
+// --tls-cert / --tls-key: the listener speaks TLS (rediss://); a plain
+// client is refused.
+func TestDaemon_TLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "flaked test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := NewDaemon(t, "tls", "", "--tls-cert", certFile, "--tls-key", keyFile)
+	d.Args = d.Args[2:] // standalone: drop --redis ""
+	d.MustStart()
+	pool := x509.NewCertPool()
+	pool.AddCert(mustParse(t, der))
+	c := redis.NewClient(&redis.Options{Addr: d.Addr(), TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"},
+		MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	if _, err := c.Do(ctxT(t), "NEXTID").Uint64(); err != nil {
+		t.Fatalf("NEXTID over TLS: %v\n%s", err, d.Log())
+	}
+	plain := goRedis(t, d, "")
+	if _, err := plain.Do(ctxT(t), "NEXTID").Result(); err == nil {
+		t.Fatal("a plain-text client was served by the TLS listener")
+	}
+}
+
+func mustParse(t *testing.T, der []byte) *x509.Certificate {
+	t.Helper()
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

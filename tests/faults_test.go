@@ -208,6 +208,7 @@ func TestFleet_SentinelFailover(t *testing.T) {
 func TestFleet_AllRestartedAtOnce(t *testing.T) {
 	srv := redisServer(t, false)
 	ds := fleet(t, 3, srv.URL())
+	defer Watch(t, ds)()
 	load := StartLoad(ds, connsPerDaemon, batch)
 	load.WaitFor(t, int64(scale(30_000)), time.Minute, "warm-up")
 	for range repeats() {

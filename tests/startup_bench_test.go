@@ -97,5 +97,3 @@ type timeoutError struct{}
 func (timeoutError) Error() string { return "no ID served in time" }
 
 var errTimeout = timeoutError{}
-
-
