@@ -16,9 +16,9 @@ func healthcheckCommand() *cli.Command {
 		Name:  "healthcheck",
 		Usage: "exit 0 when an HTTP endpoint (default the local /readyz) answers 200, else 1",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:9121/readyz", EnvVars: envVars("healthcheck-url"),
+			&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:9121/readyz", EnvVars: envVars("url"),
 				Usage: "the endpoint to probe"},
-			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, EnvVars: envVars("healthcheck-timeout"),
+			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Second, EnvVars: envVars("timeout"),
 				Usage: "how long to wait for the answer, > 0"},
 		},
 		Action: func(c *cli.Context) error {

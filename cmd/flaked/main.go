@@ -7,12 +7,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 )
 
@@ -108,6 +111,9 @@ func wire(cmd *cli.Command, parent string, stderr io.Writer) {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		c.Context = log.WithContext(c.Context)
+		// go-redis's own lines (failed dials while Redis is away, ...) go
+		// through our logger, so JSON logs stay JSON.
+		redis.SetLogger(redisLogger{log})
 		if before != nil {
 			return before(c)
 		}
@@ -136,3 +142,10 @@ type actionError struct{ err error }
 
 func (e actionError) Error() string { return e.err.Error() }
 func (e actionError) Unwrap() error { return e.err }
+
+// redisLogger sends go-redis's log lines to zerolog at warn level.
+type redisLogger struct{ log zerolog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn().Str("component", "go-redis").Msgf(format, v...)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -63,6 +64,8 @@ func serveFlags() []cli.Flag {
 		intFlag("max-args", server.DefaultMaxArgs, server.MinMaxArgs, server.MaxMaxArgs, "most arguments of one request"),
 		durationFlag("idle-timeout", 0, "close connections idle this long, >= 0; 0 means never"),
 		durationFlag("shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight replies, 1s..10m"),
+		&cli.BoolFlag{Name: "pprof", EnvVars: envVars("pprof"),
+			Usage: "also serve Go's /debug/pprof/ on --metrics-addr (profiling; keep that address private)"},
 		&cli.DurationFlag{Name: "test-clock-offset", EnvVars: envVars("test-clock-offset"), Hidden: true,
 			Usage: "TEST ONLY: shift this node's clock (fault injection: clock rollback); never in production"},
 	}
@@ -118,6 +121,9 @@ func serve(c *cli.Context) error {
 	listen := c.String("listen")
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return usagef("--listen %q: want host:port: %v", listen, err)
+	}
+	if c.Bool("pprof") && c.String("metrics-addr") == "" {
+		return usagef("--pprof needs --metrics-addr (it is served there)")
 	}
 	if ma := c.String("metrics-addr"); ma != "" {
 		if _, _, err := net.SplitHostPort(ma); err != nil {
@@ -218,6 +224,15 @@ func serve(c *cli.Context) error {
 			ln.Close()
 			_ = closeNode()
 			return fmt.Errorf("--metrics-addr %s: %w", ma, err)
+		}
+		if c.Bool("pprof") {
+			mux := http.NewServeMux()
+			mux.Handle("/", h)
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+			h = mux
 		}
 		httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = httpSrv.Serve(mln) }()
