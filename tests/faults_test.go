@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -118,9 +119,10 @@ func TestFleet_ClockSetBack(t *testing.T) {
 	ds := fleet(t, 3, srv.URL(), "--mode", "auto")
 	load := StartLoad(ds, connsPerDaemon, batch)
 	load.WaitFor(t, int64(scale(30_000)), time.Minute, "warm-up")
+	base := slices.Clone(ds[0].Args)
 	for _, back := range []string{"-1m", "-1h"} {
 		ds[0].Kill()
-		ds[0].Args = append(ds[0].Args, "--test-clock-offset", back)
+		ds[0].SetArgs(append(slices.Clone(base), "--test-clock-offset", back))
 		ds[0].MustStart()
 		load.WaitFor(t, int64(scale(30_000)), time.Minute, "after a restart with the clock "+back)
 		info, err := ds[0].Info(ctxT(t))
@@ -130,7 +132,6 @@ func TestFleet_ClockSetBack(t *testing.T) {
 		if info["mode"] != "counter" {
 			t.Fatalf("node with its clock %s: mode %q, want counter", back, info["mode"])
 		}
-		ds[0].Args = ds[0].Args[:len(ds[0].Args)-2]
 	}
 	// Flake mode refuses a clock 1 h off, naming the skew.
 	d := NewDaemon(t, "flake-1h", srv.URL(), "--test-clock-offset", "-1h")

@@ -240,6 +240,14 @@ func (d *Daemon) Kill() { _ = d.stop(syscall.SIGKILL, 5*time.Second) }
 // Term is a graceful stop; it returns the exit error (nil for status 0).
 func (d *Daemon) Term() error { return d.stop(syscall.SIGTERM, 15*time.Second) }
 
+// SetArgs replaces the extra serve flags for the next start; load
+// goroutines read them concurrently.
+func (d *Daemon) SetArgs(args []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Args = args
+}
+
 // mayCounter reports whether the daemon's flags allow counter mode.
 func (d *Daemon) mayCounter() bool {
 	d.mu.Lock()
