@@ -127,6 +127,7 @@ type Node struct {
 	skewAt    time.Time // next clock-guard check in auto mode
 	claimErr  error     // the last claim failure
 	pending   [][]any   // mode events not written yet (Redis away)
+	flushAt   time.Time // no attempt to write them before this
 	switches  atomic.Uint64
 	lastMode  atomic.Pointer[string]
 	kick      chan struct{}
@@ -716,12 +717,17 @@ const maxPendingEvents = 100
 // caused by Redis being away is written once it is back (at_ms is when it
 // happened).
 func (n *Node) flushEventsLocked() {
+	if len(n.pending) == 0 || time.Now().Before(n.flushAt) {
+		return
+	}
 	for len(n.pending) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		ev := n.pending[0]
 		err := n.reg.Event(ctx, "mode", ev[0].(int), ev[1:]...)
 		cancel()
 		if err != nil {
+			// Redis is away: try again in a second, not at every check.
+			n.flushAt = time.Now().Add(time.Second)
 			n.log.Debug().Err(err).Int("pending", len(n.pending)).Msg("mode event not written yet")
 			return
 		}
@@ -880,7 +886,8 @@ func (n *Node) Close(ctx context.Context) error {
 		n.ctr = nil
 	}
 	// A "stopped" mode event tells audit (whois of counter IDs, history)
-	// when this node stopped issuing.
+	// when this node stopped issuing; one last try for what is pending.
+	n.flushAt = time.Time{}
 	n.setMode("stopped", "close")
 	var err error
 	if n.lease != nil {
