@@ -48,7 +48,7 @@ func serveFlags() []cli.Flag {
 			Usage: "flake (time-based), counter (Redis counter segments) or auto (flake, counter while flake is unsafe)"},
 		durationFlag("lease-ttl", coord.DefaultLeaseTTL, "machine-ID lease TTL, 1s..10m (renewed every TTL/3)"),
 		durationFlag("max-lead", flake.DefaultMaxLead, "how far IDs may run ahead of the clock, 0..1h"),
-		durationFlag("max-wait", 0, "how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode), 0..1h; 0 means max-lead + 2s reservation + 2s"),
+		durationFlag("max-wait", 0, "how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode), 0..1h; 0 means the data-loss horizon (max-lead + 2s reserve-ahead + max-skew + a tick) + 2s, about 6s"),
 		durationFlag("max-skew", coord.DefaultMaxSkew, "largest difference of the local clock from Redis TIME, 1ms..1h"),
 		intFlag("machine-ids", 1, 1, node.MaxMachineIDs, "machine IDs this node leases (k x 25,600 IDs/s at the default layout)"),
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: envVars("metrics-addr"),
