@@ -537,6 +537,34 @@ func TestNewClient_URLForms(t *testing.T) {
 		}
 		c.Close()
 	}
+	// Timeouts default to 1 s (shorter than a reservation lasts) unless the
+	// URL sets them.
+	for _, tc := range []struct {
+		url        string
+		dial, read time.Duration
+	}{
+		{"redis://127.0.0.1:6379/0", time.Second, time.Second},
+		{"redis://127.0.0.1:6379/0?read_timeout=5s&dial_timeout=2s", 2 * time.Second, 5 * time.Second},
+		{"redis-sentinel://127.0.0.1:26379/mymaster?read_timeout=4s", time.Second, 4 * time.Second},
+	} {
+		c, err := coord.NewClient(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := c.(*redis.Client).Options()
+		if o.DialTimeout != tc.dial || o.ReadTimeout != tc.read || o.WriteTimeout != time.Second {
+			t.Errorf("%s: dial %v read %v write %v, want %v %v 1s", tc.url, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, tc.dial, tc.read)
+		}
+		c.Close()
+	}
+	cc, err := coord.NewClient("redis-cluster://127.0.0.1:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cc.(*redis.ClusterClient).Options(); o.ReadTimeout != time.Second || o.DialTimeout != time.Second {
+		t.Errorf("cluster: dial %v read %v, want 1s", o.DialTimeout, o.ReadTimeout)
+	}
+	cc.Close()
 	for _, bad := range []string{"localhost:6379", "http://x:1", "redis-sentinel://127.0.0.1:1", "redis-cluster://nohost"} {
 		if _, err := coord.NewClient(bad); err == nil {
 			t.Errorf("%s: no error", bad)

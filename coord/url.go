@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -30,6 +31,11 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
 		}
+		q := url.Values{}
+		if u, err := url.Parse(rawURL); err == nil {
+			q = u.Query()
+		}
+		timeoutDefaults(q, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
 		return redis.NewClient(opt), nil
 	case "redis-sentinel", "rediss-sentinel":
 		u, hosts, err := splitHosts(strings.TrimSuffix(scheme, "-sentinel"), rest)
@@ -53,6 +59,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
 		}
+		timeoutDefaults(q, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
 		return redis.NewFailoverClient(opt), nil
 	case "redis-cluster", "rediss-cluster":
 		u, hosts, err := splitHosts(strings.TrimSuffix(scheme, "-cluster"), rest)
@@ -69,9 +76,30 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
 		}
+		timeoutDefaults(q, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
 		return redis.NewClusterClient(opt), nil
 	}
 	return nil, fmt.Errorf("redis URL %q: unknown scheme %q: want redis, rediss, redis-sentinel or redis-cluster", rawURL, scheme)
+}
+
+// DefaultTimeout is the dial, read and write timeout of clients made by
+// NewClient unless the URL sets them (dial_timeout, read_timeout,
+// write_timeout): go-redis's own defaults (5 s dial, 3 s read) are longer
+// than a reservation lasts (2 s ahead), so a Redis that does not answer
+// would be noticed only after the generator had run out; with 1 s the
+// failure is known while reserved ticks are left, so auto mode can fall
+// back and /readyz can say so in time.
+const DefaultTimeout = time.Second
+
+func timeoutDefaults(q url.Values, dial, read, write *time.Duration) {
+	for _, d := range []struct {
+		key string
+		v   *time.Duration
+	}{{"dial_timeout", dial}, {"read_timeout", read}, {"write_timeout", write}} {
+		if !q.Has(d.key) {
+			*d.v = DefaultTimeout
+		}
+	}
 }
 
 // splitHosts parses "[userinfo@]h1:p1,h2:p2/path?query" into a URL of the
