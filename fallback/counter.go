@@ -188,6 +188,18 @@ func (c *Counter) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 	return filled, nil
 }
 
+// Warm starts fetching a segment in the background when nothing is
+// buffered and no fetch is on its way, so that a counter that has not
+// been asked for IDs yet (or whose last fetch failed) gets ready without
+// waiting for a caller. It never blocks.
+func (c *Counter) Warm() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed && c.next == nil && c.run == nil && c.cur.Load().left() == 0 {
+		c.startFetchLocked()
+	}
+}
+
 // prefetch starts fetching the next segment in the background, unless one
 // is buffered or on its way.
 func (c *Counter) prefetch(s *segment) {

@@ -760,3 +760,25 @@ func TestCounter_LayoutAgreement_InitEvent_LastTick(t *testing.T) {
 		}
 	})
 }
+
+// Warm fetches a segment before any caller asks, once, and never blocks.
+func TestCounter_Warm(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		c := newCounter(t, rdb, fallback.Options{})
+		c.Warm()
+		c.Warm() // no second fetch while one is on its way or buffered
+		deadline := time.Now().Add(5 * time.Second)
+		for c.Stats().Buffered == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("nothing buffered 5 s after Warm: %+v", c.Stats())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if st := c.Stats(); st.SegmentsFetched != 1 || st.Waits != 0 {
+			t.Fatalf("after Warm: %+v, want one segment and no waits", st)
+		}
+		if _, err := c.NextID(ctxT(t, 5*time.Second)); err != nil || c.Stats().Waits != 0 {
+			t.Fatalf("first NextID after Warm: %v, waits %d", err, c.Stats().Waits)
+		}
+	})
+}

@@ -512,3 +512,30 @@ func TestMachineIDs_K_InterleavesAndMultipliesRate(t *testing.T) {
 		t.Fatalf("the 1025th ID in one tick: err = %v, want ErrMaxLead", err)
 	}
 }
+
+// Auto mode starts even when Redis does not answer: in counter mode, not
+// ready, NextID failing clearly (never a guessed ID); once Redis answers it
+// issues, and returns to flake mode.
+func TestAuto_StartsWithRedisAway(t *testing.T) {
+	srv := realRedis(t)
+	rdb := client(t, srv)
+	srv.Pause()
+	n := newNode(t, fast(node.Options{Redis: rdb, Mode: node.ModeAuto}))
+	if n.Mode() != node.ModeCounter || n.Ready() {
+		t.Fatalf("started with Redis away: mode %s, ready %v; want counter, not ready", n.Mode(), n.Ready())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := n.NextID(ctx)
+	cancel()
+	if !errors.Is(err, fallback.ErrUnavailable) {
+		t.Fatalf("NextID with Redis away: %v, want ErrUnavailable", err)
+	}
+	srv.Resume()
+	ids := issue(t, n, 100)
+	waitFor(t, 20*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
+	ids = append(ids, issue(t, n, 1000)...)
+	strictlyIncreasing(t, n.Layout(), "node", ids)
+	if !n.Ready() {
+		t.Fatal("not ready in flake mode with Redis back")
+	}
+}

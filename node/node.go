@@ -426,6 +426,9 @@ func (n *Node) monitor() {
 func (n *Node) checkLocked(ctx context.Context) {
 	now := time.Now()
 	cur := n.src.Load()
+	if cur.ctr != nil {
+		cur.ctr.Warm() // a fetch now, not at the first caller's request
+	}
 	switch n.opts.Mode {
 	case ModeCounter:
 		return
@@ -653,6 +656,7 @@ func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
 	n.ctr = ctr
 	n.reason = reason
 	n.healthy = time.Time{}
+	ctr.Warm()
 	n.src.Store(&source{mode: ModeCounter, ctr: ctr})
 	if n.lease != nil {
 		n.lease.SetMode(ModeCounter)
@@ -789,7 +793,9 @@ func (n *Node) Ready() bool {
 		lead := int64(n.opts.MaxLead / n.reg.Layout().TimeUnit)
 		return !st.Closed && st.Floor-st.Now <= lead && (st.LastErr == nil || st.Headroom > 0)
 	case s.ctr != nil:
-		return s.ctr.Stats().LastError == nil
+		// Ready when IDs are buffered, or the last fetch from Redis worked.
+		st := s.ctr.Stats()
+		return st.Buffered > 0 || (st.SegmentsFetched > 0 && st.LastError == nil)
 	}
 	return false
 }
