@@ -40,7 +40,7 @@ type conn struct {
 	addr  string
 	laddr string
 	born  time.Time
-	rd    *redcon.Reader
+	p     *reqParser
 
 	out    []byte   // replies not yet written
 	mark   int      // len(out) before the running command; a panic cuts back to it
@@ -63,7 +63,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		addr:   nc.RemoteAddr().String(),
 		laddr:  nc.LocalAddr().String(),
 		born:   time.Now(),
-		rd:     redcon.NewReader(newLimitReader(nc, s.opts)),
+		p:      newReqParser(s.opts),
 		authed: s.opts.RequirePass == "",
 	}
 	c.active.Store(c.born.UnixNano())
@@ -121,10 +121,12 @@ func (c *conn) serve() (gone bool) {
 		if c.quit {
 			return false
 		}
-		// Without an idle timeout the deadline is never touched: setting
-		// one costs a runtime timer update per batch, and Shutdown's past
-		// deadline then stays in force by itself.
-		if s.opts.IdleTimeout > 0 {
+		// The idle timeout runs from the end of the last complete request:
+		// a partial one does not extend it. Without an idle timeout the
+		// deadline is never touched: setting one costs a runtime timer
+		// update per batch, and Shutdown's past deadline then stays in
+		// force by itself.
+		if s.opts.IdleTimeout > 0 && !c.p.buffered() {
 			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
 		}
 		// Shutdown sets closing, then a past read deadline. Checked after
@@ -133,23 +135,42 @@ func (c *conn) serve() (gone bool) {
 		if s.closing.Load() {
 			return false
 		}
-		cmds, err := c.rd.ReadCommands()
+		n, err := c.nc.Read(c.p.space())
+		c.p.wrote(n)
+		if gone, done := c.runBuffered(); done {
+			return gone
+		}
 		if err != nil {
 			return c.readFailed(err)
 		}
-		c.active.Store(time.Now().UnixNano())
-		for _, cmd := range cmds {
-			c.exec(cmd.Args)
-			if c.quit {
-				break
-			}
-			if len(c.out) >= flushAt {
-				if err := c.flush(); err != nil {
-					return true
-				}
+	}
+}
+
+// runBuffered runs the complete requests in the input buffer. done is true
+// when the connection must end: QUIT, a protocol error, or a failed write
+// (then gone is true).
+func (c *conn) runBuffered() (gone, done bool) {
+	ran := false
+	for !c.quit {
+		args, err := c.p.next()
+		if err != nil {
+			return c.readFailed(err), true
+		}
+		if args == nil {
+			break
+		}
+		if !ran {
+			ran = true
+			c.active.Store(time.Now().UnixNano())
+		}
+		c.exec(args)
+		if len(c.out) >= flushAt {
+			if err := c.flush(); err != nil {
+				return true, true
 			}
 		}
 	}
+	return false, false
 }
 
 // readFailed answers a read error and reports whether the client is gone.

@@ -8,8 +8,9 @@
 //	...
 //	srv.Shutdown(ctx)
 //
-// Requests are parsed by redcon's Reader and replies encoded with its
-// Append functions; the accept and connection loops are this package's own,
+// Requests are parsed by this package's reqParser (parser.go says why not
+// redcon's Reader) and replies encoded with redcon's Append functions; the
+// accept and connection loops are this package's own,
 // because redcon.Server closes connections abruptly on Close (no graceful
 // shutdown), has no connection limit, and runs its reader in a goroutine
 // where a panic cannot be recovered.
@@ -21,8 +22,7 @@
 //   - Replies leave in request order; a pipeline's replies are flushed
 //     before the connection waits for more input.
 //   - Every request is checked against the limits (MaxLine, MaxBulk,
-//     MaxArgs) before it is buffered: redcon, which parses requests, enforces
-//     none itself. Abuse gets "-ERR Protocol error: ..." and the connection
+//     MaxArgs) as its bytes arrive, before it is buffered whole. Abuse gets "-ERR Protocol error: ..." and the connection
 //     is closed; other clients are unaffected.
 //   - A panic is recovered on its connection, logged, answered with an
 //     error, and closes that connection only.

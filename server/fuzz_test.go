@@ -82,22 +82,6 @@ func FuzzCommand(f *testing.F) {
 	})
 }
 
-// chunkReader returns at most n bytes per Read, as a slow network would.
-type chunkReader struct {
-	b []byte
-	n int
-}
-
-func (r *chunkReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, io.EOF
-	}
-	k := min(len(p), r.n, len(r.b))
-	copy(p, r.b[:k])
-	r.b = r.b[k:]
-	return k, nil
-}
-
 // readAll runs redcon's reader over rd and returns the requests it parsed
 // and how it stopped; a panic in redcon counts as a protocol error.
 func readAll(rd io.Reader) (reqs []string, err error) {
@@ -120,10 +104,35 @@ func readAll(rd io.Reader) (reqs []string, err error) {
 
 var hugeCount = regexp.MustCompile(`\*[+-]?0*[1-9][0-9]{7}`)
 
-// FuzzLimitReader checks that limitReader frames requests as redcon does:
-// with limits above the input's size, redcon reads the same requests
-// through it as without it, and input that redcon refuses is refused.
-func FuzzLimitReader(f *testing.F) {
+// parseAll runs reqParser over data fed chunk bytes at a time and returns
+// the requests it parsed and how it stopped (io.EOF: at the end of data).
+func parseAll(data []byte, chunk int, o Options) (reqs []string, err error) {
+	p := newReqParser(o)
+	for {
+		for {
+			args, err := p.next()
+			if err != nil {
+				return reqs, err
+			}
+			if args == nil {
+				break
+			}
+			reqs = append(reqs, fmt.Sprintf("%q", args))
+		}
+		if len(data) == 0 {
+			return reqs, io.EOF
+		}
+		n := copy(p.space(), data[:min(chunk, len(data))])
+		p.wrote(n)
+		data = data[n:]
+	}
+}
+
+// FuzzParser checks that reqParser reads requests as redcon does: with
+// limits above the input's size, it parses the same requests into the same
+// arguments, whatever the size of the reads, and input that redcon refuses
+// is refused.
+func FuzzParser(f *testing.F) {
 	for _, seed := range []string{
 		"PING\r\n", resp("NEXTIDS", "3") + "PING a\n", "*1\r\n$9223372036854775807\r\nxx", "*+1\r\n$+4\r\nPING\r\n",
 		"*1\r\n$-0\r\n\r\n", "PING \"a b\" 'c\\'d'\r\n", "PING a\"b\r\n", "\r\n\n*1\r\n$1\r\nx\r\n", "*01\r\n$004\r\nPING\r\n",
@@ -141,23 +150,44 @@ func FuzzLimitReader(f *testing.F) {
 		const limit = 1 << 16
 		o := Options{MaxLine: limit, MaxBulk: limit, MaxArgs: limit}
 		want, wantErr := readAll(bytes.NewReader(data))
-		got, gotErr := readAll(newLimitReader(&chunkReader{data, int(chunk%64) + 1}, o))
+		got, gotErr := parseAll(data, int(chunk%64)+1, o)
 		switch {
 		case wantErr == io.EOF:
-			// Same requests; the limit reader may refuse a length no
-			// input this small can complete.
+			// Same requests; the parser may refuse a length no input
+			// this small can complete.
 			if fmt.Sprint(got) != fmt.Sprint(want) || gotErr != io.EOF && !isProtocolError(gotErr) {
-				t.Fatalf("input %q:\nredcon:        %v, %v\nlimit reader:  %v, %v", data, want, wantErr, got, gotErr)
+				t.Fatalf("input %q:\nredcon:        %v, %v\nparser:        %v, %v", data, want, wantErr, got, gotErr)
 			}
 		case isProtocolError(wantErr):
 			if gotErr == nil || !isProtocolError(gotErr) {
-				t.Fatalf("input %q: redcon refused it (%v), the limit reader gave %v, %v", data, wantErr, got, gotErr)
-			}
-			if strings.Contains(gotErr.Error(), "panicked") {
-				t.Fatalf("input %q: redcon panicked behind the limit reader: %v", data, gotErr)
+				t.Fatalf("input %q: redcon refused it (%v), the parser gave %v, %v", data, wantErr, got, gotErr)
 			}
 		default:
 			t.Fatalf("redcon: %v", wantErr)
 		}
 	})
+}
+
+// In steady state the parser allocates nothing: a pipeline of RESP and
+// inline requests is split into arguments inside its own buffers.
+func TestParser_NoAllocations(t *testing.T) {
+	batch := []byte(strings.Repeat(resp("NEXTID"), 15) + "NEXTIDS \"10\"\r\n")
+	batch = append(batch, resp("NEXTIDS", "100")...)
+	p := newReqParser(Options{MaxLine: DefaultMaxLine, MaxBulk: DefaultMaxBulk, MaxArgs: DefaultMaxArgs})
+	run := func() {
+		p.wrote(copy(p.space(), batch))
+		for n := 0; ; n++ {
+			args, err := p.next()
+			if err != nil || args == nil {
+				if err != nil || n != 17 {
+					t.Fatalf("after %d requests: %v", n, err)
+				}
+				return
+			}
+		}
+	}
+	run() // the buffers grow once
+	if a := testing.AllocsPerRun(100, run); a != 0 {
+		t.Fatalf("%v allocations per batch, want 0", a)
+	}
 }

@@ -103,7 +103,7 @@ func TestLimits_AtTheLimitIsServed(t *testing.T) {
 }
 
 // A request dripped one byte at a time is served like any other (the
-// reader hands redcon whole requests, so this costs no stack or rescans).
+// parser scans each byte once, so this costs no stack or rescans).
 func TestLimits_SlowDrip(t *testing.T) {
 	ts := startServer(t, Options{})
 	c := ts.dial(t)
