@@ -161,6 +161,31 @@ func (c *Counter) NextID(ctx context.Context) (uint64, error) {
 	}
 }
 
+// TryNextIDs fills dst with strictly increasing IDs if the current segment
+// holds all of them, and reports whether it did. It never waits on Redis
+// (at most on a lock held for a moment, to start a prefetch); when it
+// reports false nothing was taken.
+func (c *Counter) TryNextIDs(dst []uint64) bool {
+	s := c.cur.Load()
+	want := int64(len(dst))
+	for {
+		i := s.next.Load()
+		if i+want > s.n {
+			return false
+		}
+		if s.next.CompareAndSwap(i, i+want) {
+			if fa := s.fetchAt.Load(); fa >= i && fa < i+want {
+				c.prefetch(s)
+			}
+			v := s.first + uint64(i)
+			for k := range dst {
+				dst[k] = c.id(v + uint64(k))
+			}
+			return true
+		}
+	}
+}
+
 // NextIDs fills dst with strictly increasing IDs and returns how many it
 // wrote: len(dst), or fewer with an error (as NextID's).
 func (c *Counter) NextIDs(ctx context.Context, dst []uint64) (int, error) {

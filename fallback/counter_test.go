@@ -144,7 +144,8 @@ func TestCounter_ManyNodes_NoDuplicates(t *testing.T) {
 				defer wg.Done()
 				c := counters[g%nodes]
 				ids := make([]uint64, each)
-				if g%2 == 0 {
+				switch g % 3 {
+				case 0:
 					for i := range ids {
 						id, err := c.NextID(ctx)
 						if err != nil {
@@ -153,9 +154,13 @@ func TestCounter_ManyNodes_NoDuplicates(t *testing.T) {
 						}
 						ids[i] = id
 					}
-				} else {
+				default: // 1: NextIDs; 2: TryNextIDs first, NextIDs when it says no
 					for i := 0; i < len(ids); {
 						end := min(len(ids), i+1+(i%97))
+						if g%3 == 2 && c.TryNextIDs(ids[i:end]) {
+							i = end
+							continue
+						}
 						n, err := c.NextIDs(ctx, ids[i:end])
 						if err != nil {
 							t.Errorf("goroutine %d, IDs %d..%d: %v", g, i, end, err)
@@ -555,6 +560,9 @@ func TestCounter_Close(t *testing.T) {
 	}
 	if n, err := c.NextIDs(ctx, make([]uint64, 3)); n != 0 || !errors.Is(err, fallback.ErrClosed) {
 		t.Fatalf("NextIDs after Close: %d, %v, want ErrClosed", n, err)
+	}
+	if c.TryNextIDs(make([]uint64, 1)) {
+		t.Fatal("TryNextIDs issued after Close")
 	}
 	c.Close()
 }

@@ -249,19 +249,8 @@ func (g *Generator) nextSlow(ctx context.Context) (uint64, error) {
 // which is len(dst) unless err is set. In steady state it takes one atomic
 // add for the whole batch.
 func (g *Generator) NextIDs(ctx context.Context, dst []uint64) (int, error) {
-	n := uint64(len(dst))
-	if n == 0 {
-		return 0, nil
-	}
-	if g.tickOf(g.state.Load()+1) >= g.now.Load() {
-		end := g.state.Add(n)
-		if g.tickOf(end) <= g.limit.Load() {
-			for i := range dst {
-				dst[i] = g.toID(end - n + 1 + uint64(i))
-			}
-			return len(dst), nil
-		}
-		g.undo(end, n)
+	if g.TryNextIDs(dst) {
+		return len(dst), nil
 	}
 	for i := range dst {
 		id, err := g.NextIDContext(ctx)
@@ -271,6 +260,50 @@ func (g *Generator) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 		dst[i] = id
 	}
 	return len(dst), nil
+}
+
+// TryNextID returns the next ID if it can be issued at once: it never
+// waits for the clock, a reservation or a lock. false means NextID would
+// have to wait (or fail); nothing was issued then.
+func (g *Generator) TryNextID() (uint64, bool) { return g.tryNext() }
+
+// TryNextIDs fills dst with consecutive IDs if all of them can be issued at
+// once, with one atomic add, and reports whether it did; it never waits.
+// When it reports false nothing was issued (values it took may be burned:
+// never issued, never reused).
+func (g *Generator) TryNextIDs(dst []uint64) bool {
+	n := uint64(len(dst))
+	if n == 0 {
+		return true
+	}
+	if n == 1 {
+		id, ok := g.tryNext()
+		dst[0] = id
+		return ok
+	}
+	now := g.now.Load()
+	st := g.state.Load()
+	if g.tickOf(st+1) < now {
+		// The clock has moved past the state: jump to the start of the
+		// current tick, as tryNext does, when that tick is granted.
+		// Losing the swap to another caller is fine; the state only rises.
+		if now > g.limit.Load() {
+			return false
+		}
+		g.state.CompareAndSwap(st, uint64(now)*g.perTick-1)
+		if g.tickOf(g.state.Load()+1) < now {
+			return false
+		}
+	}
+	end := g.state.Add(n)
+	if g.tickOf(end) > g.limit.Load() {
+		g.undo(end, n)
+		return false
+	}
+	for i := range dst {
+		dst[i] = g.toID(end - n + 1 + uint64(i))
+	}
+	return true
 }
 
 // tryNext is the hot path: one atomic add, two atomic loads.

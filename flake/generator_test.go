@@ -519,3 +519,94 @@ func TestNextID_WaitingAtMaxLead_BurnsNoSequence(t *testing.T) {
 		}
 	}
 }
+
+// TryNextID and TryNextIDs never wait, and what they issue, mixed with
+// NextID and NextIDs from other goroutines across many ticks (some idle,
+// so batches jump to the current tick), is unique and increasing per
+// caller. When they say no, the blocking call goes on from there.
+func TestTryNextIDs_MixedWithNextID_NoDuplicates(t *testing.T) {
+	for _, mids := range [][]int{{7}, {1, 2, 8}} {
+		t.Run(fmt.Sprint(mids), func(t *testing.T) {
+			g, clk := newGen(t, flake.Settings{MachineIDs: mids, BitsSequence: 8, MaxLead: 50 * time.Millisecond})
+			stop := make(chan struct{})
+			driven := drive(clk, 10*time.Millisecond, stop)
+			const workers, per = 6, 40_000
+			results := make([][]uint64, workers)
+			var tries, refused atomic.Int64
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ids := make([]uint64, 0, per+64)
+					buf := make([]uint64, 1+w*7)
+					for len(ids) < per {
+						switch w % 3 {
+						case 0:
+							ids = append(ids, next(t, g))
+						case 1:
+							tries.Add(1)
+							if g.TryNextIDs(buf) {
+								ids = append(ids, buf...)
+								continue
+							}
+							refused.Add(1)
+							n, err := g.NextIDs(context.Background(), buf)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							ids = append(ids, buf[:n]...)
+						case 2:
+							tries.Add(1)
+							if id, ok := g.TryNextID(); ok {
+								ids = append(ids, id)
+								continue
+							}
+							refused.Add(1)
+							ids = append(ids, next(t, g))
+						}
+					}
+					results[w] = ids
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			<-driven
+			l := g.Layout()
+			var all []uint64
+			for _, ids := range results {
+				checkIncreasing(t, l, ids)
+				all = append(all, ids...)
+			}
+			checkUnique(t, l, all)
+			t.Logf("%d IDs; %d of %d tries refused", len(all), refused.Load(), tries.Load())
+		})
+	}
+}
+
+// After an idle spell a batch starts at the current tick at once (no
+// waiting, no per-ID slow path), and a batch beyond max-lead is refused
+// without issuing anything.
+func TestTryNextIDs_IdleJumpsAndMaxLeadRefuses(t *testing.T) {
+	g, clk := newGen(t, flake.Settings{MachineID: 3, BitsSequence: 4, MaxLead: 20 * time.Millisecond})
+	l := g.Layout()
+	first := next(t, g)
+	clk.Advance(time.Second)
+	g.Stats() // the generator sees the new time; its state stays in the old tick
+	buf := make([]uint64, 10)
+	if !g.TryNextIDs(buf) {
+		t.Fatal("batch after an idle second refused")
+	}
+	if d := l.Decompose(buf[0]); d.Tick-l.Decompose(first).Tick < 99 {
+		t.Fatalf("batch starts at tick %d, first ID at %d: did not jump", d.Tick, l.Decompose(first).Tick)
+	}
+	big := make([]uint64, 16*4) // 4 ticks of 16: beyond 2 ticks of lead
+	if g.TryNextIDs(big) {
+		t.Fatal("a batch beyond max-lead was issued")
+	}
+	after := next(t, g)
+	if after != buf[len(buf)-1]+1<<l.BitsMachineID {
+		t.Fatalf("ID after a refused batch: %+v, want the one right after %+v", l.Decompose(after), l.Decompose(buf[len(buf)-1]))
+	}
+}

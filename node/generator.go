@@ -35,3 +35,13 @@ type Generator interface {
 	// flushes the state file.
 	Close(ctx context.Context) error
 }
+
+// TryGenerator is a Generator that can also issue without blocking. The
+// daemon's event loops use it; a Generator without it is served from a
+// goroutine per connection.
+type TryGenerator interface {
+	Generator
+	// TryNextIDs fills dst if all of it can be issued at once, without
+	// waiting, and reports whether it did; false issues nothing.
+	TryNextIDs(dst []uint64) bool
+}

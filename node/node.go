@@ -135,7 +135,7 @@ type Node struct {
 	monitorWG sync.WaitGroup
 }
 
-var _ Generator = (*Node)(nil)
+var _ TryGenerator = (*Node)(nil)
 
 func (o *Options) withDefaults() error {
 	if o.Mode == "" {
@@ -334,6 +334,23 @@ func (n *Node) NextID(ctx context.Context) (uint64, error) {
 			return 0, err
 		}
 	}
+}
+
+// TryNextIDs fills dst with strictly increasing IDs if the current source
+// can issue all of them at once, and reports whether it did. It never
+// waits on the clock or Redis; when it reports false nothing was issued,
+// and NextIDs (which may wait, switch modes or fail) is the way on. The
+// daemon's event loops call it so that one waiting client cannot stall the
+// others.
+func (n *Node) TryNextIDs(dst []uint64) bool {
+	s := n.src.Load()
+	switch {
+	case s.gen != nil:
+		return s.gen.TryNextIDs(dst)
+	case s.ctr != nil:
+		return s.ctr.TryNextIDs(dst)
+	}
+	return false
 }
 
 // NextIDs fills dst with strictly increasing IDs and returns how many it

@@ -22,7 +22,15 @@ func ctxT(t *testing.T) context.Context {
 func issue(t *testing.T, g node.Generator, n int) []uint64 {
 	t.Helper()
 	ids := make([]uint64, 0, n)
-	for range n {
+	tg, _ := g.(node.TryGenerator)
+	var one [1]uint64
+	for i := range n {
+		// Every other ID goes the daemon's event-loop way: TryNextIDs
+		// first, NextID when it says no.
+		if tg != nil && i%2 == 1 && tg.TryNextIDs(one[:]) {
+			ids = append(ids, one[0])
+			continue
+		}
 		id, err := g.NextID(ctxT(t))
 		if err != nil {
 			t.Fatal(err)
