@@ -92,6 +92,9 @@ func infoStats(s *Server, add func(k, v string)) {
 	add("ids_issued_counter", itoa(st.idsCounter.Load()))
 	add("nextid_errors", itoa(st.nextIDErrors.Load()))
 	add("protocol_errors", itoa(st.protocolErrors.Load()))
+	add("io_loops", itoa(uint64(s.numLoops())))
+	add("loop_handoffs", itoa(st.handOffs.Load()))
+	add("loop_returns", itoa(st.readopts.Load()))
 }
 
 func infoFlaked(s *Server, add func(k, v string)) {

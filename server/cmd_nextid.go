@@ -3,13 +3,25 @@ package server
 // NEXTID: one ID, as an integer.
 func cmdNextID(c *conn, args [][]byte) {
 	s := c.s
-	id, err := s.gen.NextID(s.ctx)
-	if err != nil {
-		c.generatorError(err)
-		return
+	var one [1]uint64
+	if c.inLoop {
+		// An event loop never waits: the ID now, or the connection goes
+		// to a goroutine, where NextID may wait.
+		if !s.tgen.TryNextIDs(one[:]) {
+			c.blocked = true
+			return
+		}
+	} else if s.tgen == nil || !s.tgen.TryNextIDs(one[:]) {
+		c.waited = true
+		id, err := s.gen.NextID(s.ctx)
+		if err != nil {
+			c.generatorError(err)
+			return
+		}
+		one[0] = id
 	}
-	s.stats.issued(s.isCounter(id), 1)
-	c.writeUint(id)
+	s.stats.issued(s.isCounter(one[0]), 1)
+	c.writeUint(one[0])
 }
 
 // isCounter tells counter-mode IDs by their reserved machine ID.

@@ -19,9 +19,17 @@ func cmdNextIDs(c *conn, args [][]byte) {
 		}
 	}
 	ids = ids[:n]
-	if _, err := s.gen.NextIDs(s.ctx, ids); err != nil {
-		c.generatorError(err)
-		return
+	if c.inLoop {
+		if !s.tgen.TryNextIDs(ids) { // nothing issued: the goroutine asks again
+			c.blocked = true
+			return
+		}
+	} else if s.tgen == nil || !s.tgen.TryNextIDs(ids) {
+		c.waited = true
+		if _, err := s.gen.NextIDs(s.ctx, ids); err != nil {
+			c.generatorError(err)
+			return
+		}
 	}
 	var counter uint64
 	for _, id := range ids {

@@ -15,8 +15,11 @@ type command struct {
 	flags []string
 	// noAuth commands run before AUTH when RequirePass is set.
 	noAuth bool
-	run    func(c *conn, args [][]byte)
-	calls  atomic.Uint64
+	// mayBlock commands can wait on a lock or Redis: an event loop hands
+	// the connection to a goroutine before running one.
+	mayBlock bool
+	run      func(c *conn, args [][]byte)
+	calls    atomic.Uint64
 }
 
 // commandTable maps command names to the functions that run them. It is
@@ -27,7 +30,7 @@ func commandTable() map[string]*command {
 		{name: "nextid", arity: 1, flags: []string{"fast"}, run: cmdNextID},
 		{name: "nextids", arity: 2, run: cmdNextIDs},
 		{name: "parse", arity: 2, flags: []string{"fast"}, run: cmdParse},
-		{name: "info", arity: -1, flags: []string{"loading", "stale"}, run: cmdInfo},
+		{name: "info", arity: -1, flags: []string{"loading", "stale"}, mayBlock: true, run: cmdInfo},
 		{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no-auth"}, noAuth: true, run: cmdAuth},
 		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no-auth"}, noAuth: true, run: cmdHello},
 		{name: "client", arity: -2, flags: []string{"loading", "stale"}, run: cmdClient},
@@ -90,7 +93,6 @@ func (c *conn) exec(args [][]byte) {
 		c.writeError(unknownCommand(args))
 		return
 	}
-	cmd.calls.Add(1)
 	c.last.Store(cmd)
 	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
 		c.writeError(wrongArgs(cmd.name))
@@ -100,7 +102,15 @@ func (c *conn) exec(args [][]byte) {
 		c.writeError("NOAUTH Authentication required.")
 		return
 	}
+	if c.inLoop && cmd.mayBlock {
+		c.blocked = true
+		return
+	}
+	cmd.calls.Add(1)
 	cmd.run(c, args)
+	if c.blocked { // it runs again, in the goroutine the connection goes to
+		cmd.calls.Add(^uint64(0))
+	}
 }
 
 // unknownCommand is Redis's error for a command it does not know.

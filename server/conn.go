@@ -24,6 +24,9 @@ const (
 	// requests, so an occasional large reply does not pin memory.
 	keepOut = 256 << 10
 	keepIDs = 1024
+	// calmBatches is how many request batches in a row a handed-off
+	// connection answers without waiting before it goes back to a loop.
+	calmBatches = 64
 	// lingerTimeout and lingerBytes bound how long and how much a closing
 	// connection still reads, so the client's unread requests do not turn
 	// the close into a reset that destroys the last replies in flight.
@@ -48,6 +51,21 @@ type conn struct {
 	authed bool
 	quit   bool // close once out is flushed
 
+	// Event-loop connections (loop_linux.go): fd is the descriptor the loop
+	// serves (-1 otherwise), inLoop is true while the loop runs requests,
+	// blocked is set by a request that cannot run without waiting, and
+	// resume is that request, run first by the goroutine the connection is
+	// handed to.
+	fd      int
+	lp      *loop
+	inLoop  bool
+	blocked bool
+	resume  [][]byte
+	// In a goroutine: waited is set by a request that could not be
+	// answered at once; calm counts the batches since one was.
+	waited bool
+	calm   int
+
 	// Read by CLIENT LIST on other connections.
 	active                atomic.Int64 // unix nanoseconds of the last request batch
 	last                  atomic.Pointer[command]
@@ -64,24 +82,27 @@ func newConn(s *Server, nc net.Conn) *conn {
 		laddr:  nc.LocalAddr().String(),
 		born:   time.Now(),
 		p:      newReqParser(s.opts),
+		fd:     -1,
 		authed: s.opts.RequirePass == "",
 	}
 	c.active.Store(c.born.UnixNano())
 	return c
 }
 
-// serveConn runs c to its end and closes it. A panic anywhere in it is
-// logged and answered with an error on this connection only.
+// serveConn runs c to its end and closes it, or until it moves (back)
+// into an event loop. A panic anywhere in it is logged and answered with
+// an error on this connection only.
 func (s *Server) serveConn(c *conn) {
-	defer s.wg.Done()
-	gone := false
+	gone, moved := false, false
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error().Str("panic", fmt.Sprint(r)).Str("addr", c.addr).Uint64("client_id", c.id).
-				Bytes("stack", debug.Stack()).Msg("recovered a panic; closing the connection")
+			s.logPanic(c, r)
 			c.out = appendError(c.out[:c.mark], "ERR internal server error; closing the connection")
 			c.flush()
-			gone = false
+			gone, moved = false, false
+		}
+		if moved { // an event loop serves it now, and owns its wg slot
+			return
 		}
 		s.forget(c) // the slot frees up while the client reads its last replies
 		if gone {
@@ -90,15 +111,23 @@ func (s *Server) serveConn(c *conn) {
 			lingerClose(c.nc, lingerTimeout)
 		}
 		s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Msg("connection closed")
+		s.wg.Done()
 	}()
-	s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Msg("connection accepted")
-	gone = c.serve()
+	gone, moved = c.serve()
+}
+
+// logPanic logs a panic recovered while serving c.
+func (s *Server) logPanic(c *conn, r any) {
+	s.log.Error().Str("panic", fmt.Sprint(r)).Str("addr", c.addr).Uint64("client_id", c.id).
+		Bytes("stack", debug.Stack()).Msg("recovered a panic; closing the connection")
 }
 
 // serve reads request batches and answers them until the client leaves,
 // sends QUIT, breaks the protocol, idles out or the server shuts down. It
-// reports whether the client is already gone (no reply can reach it).
-func (c *conn) serve() (gone bool) {
+// reports whether the client is already gone (no reply can reach it). A
+// connection an event loop handed over goes back to a loop (moved) once
+// calmBatches batches in a row could all be answered without waiting.
+func (c *conn) serve() (gone, moved bool) {
 	s := c.s
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		timeout := s.opts.IdleTimeout
@@ -110,16 +139,28 @@ func (c *conn) serve() (gone bool) {
 		cancel()
 		if err != nil {
 			s.warn.Warn().Err(err).Str("addr", c.addr).Msg("TLS handshake failed")
-			return true
+			return true, false
+		}
+	}
+	if args := c.resume; args != nil {
+		// Handed over by an event loop: first the request it could not
+		// run without waiting, then the rest of what it had read.
+		c.resume = nil
+		c.exec(args)
+		if gone, done := c.runBuffered(); done {
+			return gone, false
 		}
 	}
 	for {
 		// The replies of the last batch leave before waiting for more.
 		if err := c.flush(); err != nil {
-			return true
+			return true, false
 		}
 		if c.quit {
-			return false
+			return false, false
+		}
+		if c.calm >= calmBatches && s.readopt(c) {
+			return false, true
 		}
 		// The idle timeout runs from the end of the last complete request:
 		// a partial one does not extend it. Without an idle timeout the
@@ -133,15 +174,15 @@ func (c *conn) serve() (gone bool) {
 		// our own deadline is set: either Shutdown's deadline came later
 		// and wins, or closing is already visible here.
 		if s.closing.Load() {
-			return false
+			return false, false
 		}
 		n, err := c.nc.Read(c.p.space())
 		c.p.wrote(n)
 		if gone, done := c.runBuffered(); done {
-			return gone
+			return gone, false
 		}
 		if err != nil {
-			return c.readFailed(err)
+			return c.readFailed(err), false
 		}
 	}
 }
@@ -170,6 +211,12 @@ func (c *conn) runBuffered() (gone, done bool) {
 			}
 		}
 	}
+	switch {
+	case c.waited:
+		c.waited, c.calm = false, 0
+	case ran:
+		c.calm++
+	}
 	return false, false
 }
 
@@ -178,9 +225,7 @@ func (c *conn) readFailed(err error) (gone bool) {
 	s := c.s
 	switch {
 	case isProtocolError(err):
-		s.stats.protocolErrors.Add(1)
-		s.warn.Warn().Str("addr", c.addr).Uint64("client_id", c.id).Str("error", err.Error()).Msg("protocol error; closing the connection")
-		c.out = appendError(c.out, "ERR "+err.Error())
+		c.protocolError(err)
 		return c.flush() != nil
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		if s.closing.Load() {
@@ -191,6 +236,16 @@ func (c *conn) readFailed(err error) (gone bool) {
 	default: // EOF, reset
 		return true
 	}
+}
+
+// protocolError answers a request that breaks the protocol or a limit; the
+// connection closes once the replies before it and this one are out.
+func (c *conn) protocolError(err error) {
+	s := c.s
+	s.stats.protocolErrors.Add(1)
+	s.warn.Warn().Str("addr", c.addr).Uint64("client_id", c.id).Str("error", err.Error()).Msg("protocol error; closing the connection")
+	c.out = appendError(c.out, "ERR "+err.Error())
+	c.quit = true
 }
 
 // flush writes the pending replies.

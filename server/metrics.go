@@ -22,6 +22,8 @@ type stats struct {
 	conns          atomic.Int64 // open now
 	connsTotal     atomic.Uint64
 	rejected       atomic.Uint64 // turned away at MaxConns
+	handOffs       atomic.Uint64 // connections an event loop handed to a goroutine
+	readopts       atomic.Uint64 // handed-off connections that went back to a loop
 }
 
 func (st *stats) issued(counter bool, n uint64) {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -29,6 +30,7 @@ const (
 	MaxMaxBulk  = 512 << 20 // Redis's proto-max-bulk-len default
 	MinMaxArgs  = 8         // HELLO 2 AUTH user pass SETNAME name
 	MaxMaxArgs  = 1 << 20
+	MaxLoops    = 1024
 )
 
 // ErrInvalidOptions is wrapped by New's errors about Options.
@@ -72,12 +74,25 @@ type Options struct {
 	// is silent. Repeated warnings (abuse, rejected clients, generator
 	// errors) are sampled to a few per second.
 	Logger zerolog.Logger
+	// Loops is the number of epoll event loops that serve plain TCP
+	// connections on Linux (loop_linux.go): 1..1024; 0 means
+	// DefaultLoops(); -1 means none, a goroutine per connection (always the
+	// case with TLS, elsewhere than Linux, or with a generator that is not
+	// a node.TryGenerator).
+	Loops int
 	// Version is what INFO (flaked_version) and HELLO report; "" means the
 	// main module's version from the build info, or "dev".
 	Version string
 }
 
 const defaultHandshakeTimeout = 10 * time.Second
+
+// DefaultLoops is the number of event loops when Options.Loops is 0: one
+// per two of the cores Go may use (GOMAXPROCS), at least one. Each loop
+// keeps a core busy under load the way redis-server's one thread does, and
+// leaves the others to the node's own goroutines, the handed-off
+// connections and the kernel's network work.
+func DefaultLoops() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 func (o Options) withDefaults() (Options, error) {
 	def := func(v *int, d, lo, hi int, name string) error {
@@ -96,6 +111,12 @@ func (o Options) withDefaults() (Options, error) {
 		def(&o.MaxBulk, DefaultMaxBulk, MinMaxBulk, MaxMaxBulk, "MaxBulk"),
 		def(&o.MaxArgs, DefaultMaxArgs, MinMaxArgs, MaxMaxArgs, "MaxArgs"),
 	)
+	switch {
+	case o.Loops == 0:
+		o.Loops = DefaultLoops()
+	case o.Loops < -1 || o.Loops > MaxLoops:
+		err = errors.Join(err, fmt.Errorf("%w: Loops %d, valid range is 1..%d (0 means %d here, -1 means none)", ErrInvalidOptions, o.Loops, MaxLoops, DefaultLoops()))
+	}
 	if o.IdleTimeout < 0 {
 		err = errors.Join(err, fmt.Errorf("%w: IdleTimeout %v, must be >= 0 (0 means none)", ErrInvalidOptions, o.IdleTimeout))
 	}

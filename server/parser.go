@@ -41,7 +41,7 @@ type reqParser struct {
 
 const (
 	// minRead is the least free space a read is offered.
-	minRead = 16 << 10
+	minRead = 4 << 10
 	// keepIn bounds the input buffer a connection keeps between requests.
 	keepIn = 256 << 10
 )

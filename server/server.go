@@ -21,6 +21,7 @@ import (
 // New, run Serve on one or more listeners, stop it with Shutdown.
 type Server struct {
 	gen     node.Generator
+	tgen    node.TryGenerator // gen, when it can issue without waiting; event loops need it
 	opts    Options
 	log     zerolog.Logger
 	warn    zerolog.Logger // sampled: for what a client can repeat at will
@@ -41,10 +42,12 @@ type Server struct {
 	port    atomic.Int64
 	nextCID atomic.Uint64
 
-	mu        sync.Mutex // guards listeners, conns, and wg.Add against Shutdown's Wait
-	listeners map[net.Listener]struct{}
-	conns     map[*conn]struct{}
-	wg        sync.WaitGroup
+	mu         sync.Mutex // guards listeners, conns, loops, conn.nc, and wg.Add against Shutdown's Wait
+	listeners  map[net.Listener]struct{}
+	conns      map[*conn]struct{}
+	loops      []*loop // started with the first connection that can use one
+	loopsTried bool
+	wg         sync.WaitGroup
 }
 
 // New returns a server for gen. It checks opts and fills in the defaults.
@@ -69,6 +72,7 @@ func New(gen node.Generator, opts Options) (*Server, error) {
 		listeners:      map[net.Listener]struct{}{},
 		conns:          map[*conn]struct{}{},
 	}
+	s.tgen, _ = gen.(node.TryGenerator)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -156,11 +160,22 @@ func (s *Server) admit(nc net.Conn) {
 		return
 	}
 	c := newConn(s, nc)
+	s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Msg("connection accepted")
 	s.conns[c] = struct{}{}
-	s.mu.Unlock()
 	s.stats.conns.Add(1)
 	s.stats.connsTotal.Add(1)
-	go s.serveConn(c)
+	if !s.loopsTried && s.useLoops() {
+		s.loopsTried = true
+		if err := s.startLoops(); err != nil {
+			s.log.Warn().Err(err).Msg("cannot start event loops; serving a goroutine per connection")
+		}
+	}
+	// Adopted under mu, so Shutdown finds the connection in its loop.
+	adopted := s.adopt(c)
+	s.mu.Unlock()
+	if !adopted {
+		go s.serveConn(c)
+	}
 }
 
 // reject tells a client over MaxConns why it is turned away, as Redis does.
@@ -172,6 +187,33 @@ func (s *Server) reject(nc net.Conn) {
 		return
 	}
 	lingerClose(nc, 250*time.Millisecond)
+}
+
+// useLoops reports whether connections go to event loops: on Linux, with
+// Options.Loops > 0, without TLS, and with a generator that can issue
+// without waiting.
+func (s *Server) useLoops() bool {
+	return loopsSupported && s.opts.Loops > 0 && s.opts.TLSConfig == nil && s.tgen != nil
+}
+
+// readopt moves a goroutine's connection back into an event loop and
+// reports whether it did.
+func (s *Server) readopt(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() || len(s.loops) == 0 || !s.adopt(c) {
+		c.calm = 0 // not again before the next calm spell
+		return false
+	}
+	s.stats.readopts.Add(1)
+	return true
+}
+
+// numLoops is the number of event loops running.
+func (s *Server) numLoops() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.loops)
 }
 
 // forget removes a closed connection.
@@ -199,7 +241,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// Wake connections blocked reading; see conn.serve for why this cannot
 	// be missed.
 	for c := range s.conns {
-		c.nc.SetReadDeadline(time.Unix(1, 0))
+		if c.nc != nil { // nil: in an event loop, which hands it off now
+			c.nc.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+	for _, l := range s.loops {
+		l.wakeUp()
 	}
 	s.mu.Unlock()
 
@@ -216,7 +263,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.cancel()
 	s.mu.Lock()
 	for c := range s.conns {
-		c.nc.Close()
+		if c.nc != nil {
+			c.nc.Close()
+		}
 	}
 	s.mu.Unlock()
 	return fmt.Errorf("server: shutdown: %w", ctx.Err())

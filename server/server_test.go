@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,9 +33,11 @@ type testGen struct {
 	g        *flake.Generator
 	notReady atomic.Bool
 	panics   atomic.Bool // the next NextID panics
+
+	refuseEvery, tries atomic.Int64
 }
 
-var _ node.Generator = (*testGen)(nil)
+var _ node.TryGenerator = (*testGen)(nil)
 
 func (t *testGen) NextID(ctx context.Context) (uint64, error) {
 	if t.panics.CompareAndSwap(true, false) {
@@ -44,6 +47,18 @@ func (t *testGen) NextID(ctx context.Context) (uint64, error) {
 }
 func (t *testGen) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 	return t.g.NextIDs(ctx, dst)
+}
+
+// TryNextIDs is what the event loops call; every refuseEvery-th call says
+// no, so the connection is handed to a goroutine that calls NextIDs.
+func (t *testGen) TryNextIDs(dst []uint64) bool {
+	if t.panics.CompareAndSwap(true, false) {
+		panic("testGen: asked to panic")
+	}
+	if n := t.refuseEvery.Load(); n > 0 && t.tries.Add(1)%n == 0 {
+		return false
+	}
+	return t.g.TryNextIDs(dst)
 }
 func (t *testGen) Mode() string         { return node.ModeFlake }
 func (t *testGen) Layout() flake.Layout { return t.g.Layout() }
@@ -66,6 +81,11 @@ func newTestGen(t testing.TB) *testGen {
 	return &testGen{g: g}
 }
 
+// testLoops is Options.Loops for tests that leave it 0: from
+// FLAKED_TEST_LOOPS, so scripts/test runs the package once with event
+// loops (the default) and once with a goroutine per connection (-1).
+var testLoops, _ = strconv.Atoi(os.Getenv("FLAKED_TEST_LOOPS"))
+
 // testServer is a server on 127.0.0.1:0.
 type testServer struct {
 	*Server
@@ -81,6 +101,9 @@ func startServer(t testing.TB, opts Options) *testServer {
 	s, err := New(gen, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Loops == 0 {
+		opts.Loops = testLoops
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -252,7 +275,7 @@ func TestNew_InvalidOptions(t *testing.T) {
 	gen := newTestGen(t)
 	for _, o := range []Options{
 		{MaxConns: -1}, {MaxConns: MaxMaxConns + 1}, {MaxBatch: -5}, {MaxLine: 10},
-		{MaxBulk: MaxMaxBulk + 1}, {MaxArgs: 2}, {IdleTimeout: -time.Second},
+		{MaxBulk: MaxMaxBulk + 1}, {MaxArgs: 2}, {IdleTimeout: -time.Second}, {Loops: -2}, {Loops: MaxLoops + 1},
 	} {
 		_, err := New(gen, o)
 		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "valid range") && !strings.Contains(err.Error(), ">= 0") {

@@ -62,6 +62,7 @@ func serveFlags() []cli.Flag {
 		intFlag("max-line", server.DefaultMaxLine, server.MinMaxLine, server.MaxMaxLine, "longest inline request or RESP header line, bytes"),
 		intFlag("max-bulk", server.DefaultMaxBulk, server.MinMaxBulk, server.MaxMaxBulk, "longest RESP argument, bytes"),
 		intFlag("max-args", server.DefaultMaxArgs, server.MinMaxArgs, server.MaxMaxArgs, "most arguments of one request"),
+		intFlag("io-loops", 0, -1, server.MaxLoops, "epoll event loops serving plain-TCP clients on Linux; 0: one per two cores (GOMAXPROCS/2, at least 1), -1: a goroutine per connection"),
 		durationFlag("idle-timeout", 0, "close connections idle this long, >= 0; 0 means never"),
 		durationFlag("shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight replies, 1s..10m"),
 		&cli.BoolFlag{Name: "pprof", EnvVars: envVars("pprof"),
@@ -198,6 +199,7 @@ func serve(c *cli.Context) error {
 		MaxConns: c.Int("max-clients"), MaxBatch: c.Int("max-batch"), MaxLine: c.Int("max-line"),
 		MaxBulk: c.Int("max-bulk"), MaxArgs: c.Int("max-args"), IdleTimeout: c.Duration("idle-timeout"),
 		RequirePass: c.String("requirepass"), TLSConfig: tlsConfig, Logger: log, Version: version,
+		Loops: c.Int("io-loops"),
 	})
 	if err != nil {
 		_ = closeNode()

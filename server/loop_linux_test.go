@@ -1,0 +1,149 @@
+//go:build linux
+
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Connections in an event loop that are handed to goroutines mid-pipeline
+// (the generator says "not at once" every 7th time) get every reply, in
+// order: IDs strictly increasing per connection and unique across them,
+// with NEXTID and NEXTIDS mixed. Handed-off connections keep being served.
+func TestLoop_HandOffMidPipeline_NoDuplicates(t *testing.T) {
+	ts := startServer(t, Options{Loops: 2})
+	if ts.numLoops() != 0 {
+		t.Fatal("loops started before the first connection")
+	}
+	ts.gen.refuseEvery.Store(7)
+	const clients, rounds, depth = 8, 20, 500
+	results := make([][]int64, clients)
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rdb := ts.client(t, &redis.Options{PoolSize: 1})
+			ctx := context.Background()
+			var ids []int64
+			for r := range rounds {
+				cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+					for i := range depth {
+						if (i+r)%5 == 0 {
+							p.Do(ctx, "NEXTIDS", 1+i%9)
+						} else {
+							p.Do(ctx, "NEXTID")
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Errorf("client %d round %d: %v", w, r, err)
+					return
+				}
+				for _, cmd := range cmds {
+					switch v := cmd.(*redis.Cmd).Val().(type) {
+					case int64:
+						ids = append(ids, v)
+					case []any:
+						for _, x := range v {
+							ids = append(ids, x.(int64))
+						}
+					default:
+						t.Errorf("client %d: reply %v", w, v)
+						return
+					}
+				}
+			}
+			results[w] = ids
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]int{}
+	for w, ids := range results {
+		for i, id := range ids {
+			if i > 0 && id <= ids[i-1] {
+				t.Fatalf("client %d: ID %d after %d", w, id, ids[i-1])
+			}
+			if o, dup := seen[id]; dup {
+				t.Fatalf("ID %d twice: clients %d and %d", id, o, w)
+			}
+			seen[id] = w
+		}
+	}
+	if ts.stats.handOffs.Load() == 0 {
+		t.Fatal("no connection was handed off: the loops did not serve")
+	}
+	if n := ts.numLoops(); n != 2 {
+		t.Fatalf("%d loops, want 2", n)
+	}
+	if got, want := ts.stats.idsFlake.Load(), uint64(len(seen)); got != want {
+		t.Fatalf("stats count %d IDs issued, clients got %d", got, want)
+	}
+	info := ts.dial(t).do(resp("INFO", "stats"))
+	if !strings.Contains(info, "io_loops:2") {
+		t.Fatalf("INFO stats does not show the loops: %q", info)
+	}
+	t.Logf("%d IDs, %d hand-offs", len(seen), ts.stats.handOffs.Load())
+
+	// Calm again: the handed-off connections go back to the loops, and
+	// still no ID repeats.
+	ts.gen.refuseEvery.Store(0)
+	rdb := ts.client(t, &redis.Options{PoolSize: 1})
+	ctx := context.Background()
+	for range calmBatches + 2 { // one connection, handed off on its first INFO
+		if err := rdb.Do(ctx, "INFO", "server").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 * calmBatches {
+		id, err := rdb.Do(ctx, "NEXTID").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := seen[id]; dup {
+			t.Fatalf("ID %d issued again after the return to a loop (request %d)", id, i)
+		}
+		seen[id] = -1
+	}
+	if ts.stats.readopts.Load() == 0 {
+		t.Fatalf("no connection went back to a loop (%d hand-offs)", ts.stats.handOffs.Load())
+	}
+}
+
+// A client that sends a deep pipeline without reading fills its socket:
+// the loop cannot write the replies whole and hands the connection off;
+// once the client reads, every reply arrives, and the loop keeps serving
+// others meanwhile.
+func TestLoop_ClientNotReading_RepliesComplete(t *testing.T) {
+	ts := startServer(t, Options{Loops: 1})
+	slow := ts.dial(t)
+	const n = 2000
+	req := strings.Repeat(resp("NEXTIDS", "500"), n) // about 20 MB of replies
+	go io.WriteString(slow.nc, req)
+	time.Sleep(200 * time.Millisecond)
+	other := ts.dial(t)
+	if got := other.do(resp("PING")); got != "+PONG" {
+		t.Fatalf("another client while one does not read: %q", got)
+	}
+	var last int64
+	for i := range n {
+		got := slow.read()
+		var first int64
+		if _, err := fmt.Sscanf(got, "[:%d", &first); err != nil || first <= last {
+			t.Fatalf("reply %d: %.40q after %d", i, got, last)
+		}
+		last = first
+	}
+	if ts.stats.handOffs.Load() == 0 {
+		t.Fatal("the full socket did not hand the connection off")
+	}
+}
