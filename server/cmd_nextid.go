@@ -3,15 +3,15 @@ package server
 // NEXTID: one ID, as an integer.
 func cmdNextID(c *conn, args [][]byte) {
 	s := c.s
-	var one [1]uint64
+	one := c.one[:] // a slice of a local would escape through the interface call
 	if c.inLoop {
 		// An event loop never waits: the ID now, or the connection goes
 		// to a goroutine, where NextID may wait.
-		if !s.tgen.TryNextIDs(one[:]) {
+		if !s.tgen.TryNextIDs(one) {
 			c.blocked = true
 			return
 		}
-	} else if s.tgen == nil || !s.tgen.TryNextIDs(one[:]) {
+	} else if s.tgen == nil || !s.tgen.TryNextIDs(one) {
 		c.waited = true
 		id, err := s.gen.NextID(s.ctx)
 		if err != nil {

@@ -88,3 +88,25 @@ func TestNEXTID_GeneratorError(t *testing.T) {
 		t.Errorf("PING after the errors: %q", got)
 	}
 }
+
+// NEXTID allocates nothing, the way an event loop runs it and the way a
+// goroutine does.
+func TestNEXTID_NoAllocations(t *testing.T) {
+	ts := startServer(t, Options{})
+	c := &conn{s: ts.Server, p: newReqParser(ts.opts), fd: -1, authed: true}
+	args := [][]byte{[]byte("NEXTID")}
+	for _, inLoop := range []bool{true, false} {
+		c.inLoop = inLoop
+		run := func() {
+			c.out = c.out[:0]
+			c.exec(args)
+			if c.blocked || len(c.out) == 0 || c.out[0] != ':' {
+				t.Fatalf("NEXTID (in a loop: %v): %q, blocked %v", inLoop, c.out, c.blocked)
+			}
+		}
+		run()
+		if a := testing.AllocsPerRun(1000, run); a != 0 {
+			t.Errorf("NEXTID (in a loop: %v): %v allocations, want 0", inLoop, a)
+		}
+	}
+}

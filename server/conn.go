@@ -45,9 +45,10 @@ type conn struct {
 	born  time.Time
 	p     *reqParser
 
-	out    []byte   // replies not yet written
-	mark   int      // len(out) before the running command; a panic cuts back to it
-	ids    []uint64 // NEXTIDS buffer
+	out    []byte    // replies not yet written
+	mark   int       // len(out) before the running command; a panic cuts back to it
+	ids    []uint64  // NEXTIDS buffer
+	one    [1]uint64 // NEXTID's
 	authed bool
 	quit   bool // close once out is flushed
 

@@ -15,6 +15,16 @@
 // shutdown), has no connection limit, and runs its reader in a goroutine
 // where a panic cannot be recovered.
 //
+// I/O: on Linux, plain-TCP connections are served by epoll event loops
+// (Options.Loops, loop_linux.go), as redis-server serves them: one
+// epoll_wait for many ready connections, then one read and one write each,
+// no goroutine per request. A loop never waits: a request that could (an
+// ID the node cannot issue at once, INFO) and a reply the socket cannot
+// take whole hand the connection to a goroutine of its own, which answers
+// it and returns it to a loop after 64 batches answered without waiting.
+// TLS connections, other platforms and Loops = -1 use a goroutine per
+// connection throughout.
+//
 // One command is one small function in a file named for it (cmd_nextid.go,
 // cmd_parse.go, ...); commands.go maps names to them.
 //

@@ -152,18 +152,26 @@ func (p *reqParser) scan() ([][]byte, error) {
 			}
 			p.cr = c == '\r'
 		case stArrayHdr, stBulkHdr:
-			c := b[i]
-			i++
-			if c != '\n' {
-				if p.hdr.add(c); p.hdr.len > p.maxLine {
-					if p.st == stArrayHdr {
-						return nil, protocolError("too big mbulk count string")
-					}
-					return nil, protocolError("too big bulk count string")
-				}
-				continue
+			var v int64
+			var ok bool
+			if p.hdr.len == 0 {
+				// Fast path: the whole line is here and is plain digits.
+				v, i, ok = quickHeader(b, i)
 			}
-			v, ok := p.hdr.value()
+			if !ok {
+				c := b[i]
+				i++
+				if c != '\n' {
+					if p.hdr.add(c); p.hdr.len > p.maxLine {
+						if p.st == stArrayHdr {
+							return nil, protocolError("too big mbulk count string")
+						}
+						return nil, protocolError("too big bulk count string")
+					}
+					continue
+				}
+				v, ok = p.hdr.value()
+			}
 			if p.st == stArrayHdr {
 				switch {
 				case !ok || v <= 0:
@@ -219,6 +227,22 @@ func (p *reqParser) scan() ([][]byte, error) {
 		}
 	}
 	return nil, nil
+}
+
+// quickHeader reads a count or length line that is all in b from i: 1 to
+// 18 plain digits then CRLF. ok is false for anything else (a sign, an
+// incomplete line, a stray byte), which the byte-at-a-time path then reads
+// with its exact errors; where both read a line they agree.
+func quickHeader(b []byte, i int) (v int64, next int, ok bool) {
+	j := i
+	for j < len(b) && j-i < 18 && '0' <= b[j] && b[j] <= '9' {
+		v = v*10 + int64(b[j]-'0')
+		j++
+	}
+	if j == i || j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' {
+		return 0, i, false
+	}
+	return v, j + 2, true
 }
 
 // inline splits a line the way redcon does: arguments are separated by

@@ -26,6 +26,7 @@ type Server struct {
 	log     zerolog.Logger
 	warn    zerolog.Logger // sampled: for what a client can repeat at will
 	cmds    map[string]*command
+	nextID  *command // cmds["nextid"], looked up first
 	stats   stats
 	started time.Time
 
@@ -73,6 +74,7 @@ func New(gen node.Generator, opts Options) (*Server, error) {
 		conns:          map[*conn]struct{}{},
 	}
 	s.tgen, _ = gen.(node.TryGenerator)
+	s.nextID = s.cmds["nextid"]
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
