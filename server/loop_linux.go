@@ -285,21 +285,23 @@ func (l *loop) serve(c *conn) {
 // write sends the pending replies without blocking and reports whether all
 // of them left; what is left stays in c.out.
 func (l *loop) write(c *conn) bool {
-	for len(c.out) > 0 {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&c.out[0])), uintptr(len(c.out)))
+	out := c.out
+	for len(out) > 0 {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&out[0])), uintptr(len(out)))
 		switch {
 		case e == syscall.EINTR:
 			continue
 		case e != 0: // EAGAIN, or an error the goroutine will meet again
+			c.out = out
 			return false
 		}
-		c.out = c.out[n:]
+		out = out[n:]
 	}
 	c.mark = 0
 	if cap(c.out) > keepOut {
 		c.out = nil
 	} else {
-		c.out = c.out[:0:cap(c.out)]
+		c.out = c.out[:0] // the same buffer from its start: no allocation next time
 	}
 	return true
 }

@@ -147,3 +147,36 @@ func TestLoop_ClientNotReading_RepliesComplete(t *testing.T) {
 		t.Fatal("the full socket did not hand the connection off")
 	}
 }
+
+// A NEXTID round trip through an event loop allocates nothing in steady
+// state: the parser, the command and the reply buffer are all reused. (The
+// count is the whole process's, the client's included, so a little slack
+// is left for timers; a reply buffer that shrank with every write would
+// cost at least one allocation per round trip.)
+func TestLoop_RoundTripNoAllocations(t *testing.T) {
+	ts := startServer(t, Options{Loops: 1})
+	c := ts.dial(t)
+	req := []byte(resp("NEXTID"))
+	buf := make([]byte, 64)
+	roundTrip := func() {
+		if _, err := c.nc.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n < 2 || buf[n-1] != '\n'; {
+			k, err := c.nc.Read(buf[n:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += k
+		}
+		if buf[0] != ':' {
+			t.Fatalf("reply %q", buf)
+		}
+	}
+	for range 200 {
+		roundTrip()
+	}
+	if a := testing.AllocsPerRun(2000, roundTrip); a > 0.05 {
+		t.Fatalf("%.3f allocations per NEXTID round trip, want 0", a)
+	}
+}
