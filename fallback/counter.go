@@ -254,6 +254,7 @@ func (c *Counter) await(ctx context.Context, s *segment) error {
 		c.mu.Unlock()
 		return nil
 	}
+	joined := c.run != nil // a fetch started before this call, maybe while Redis was away
 	run := c.startFetchLocked()
 	c.mu.Unlock()
 	c.waits.Add(1)
@@ -265,6 +266,11 @@ func (c *Counter) await(ctx context.Context, s *segment) error {
 	if run.err != nil {
 		if errors.Is(run.err, ErrClosed) {
 			return ErrClosed
+		}
+		if joined && ctx.Err() == nil {
+			// That fetch's failure may predate this call (Redis back
+			// since): the caller tries once more, with a fetch of its own.
+			return nil
 		}
 		return fmt.Errorf("%w: %w", ErrUnavailable, run.err)
 	}

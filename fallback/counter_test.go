@@ -790,3 +790,29 @@ func TestCounter_Warm(t *testing.T) {
 		}
 	})
 }
+
+// A caller that joins a fetch started earlier (here by Warm while Redis
+// was paused) and sees it fail tries once more with a fetch of its own,
+// rather than reporting a failure that may predate it: with Redis back by
+// then, it gets an ID. (A fetch the caller started itself that fails is
+// reported: TestCounter_RedisDown_Unavailable.)
+func TestCounter_JoinedFetchFailed_RetriesOnce(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
+		ReadTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	c := newCounter(t, rdb, fallback.Options{})
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	c.Warm() // in flight; fails at its read timeout, Redis paused
+	resumed := time.AfterFunc(400*time.Millisecond, srv.Resume)
+	defer resumed.Stop()
+	start := time.Now()
+	if _, err := c.NextID(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatalf("NextID after %v (Redis back at 400ms): %v", time.Since(start), err)
+	}
+	if st := c.Stats(); st.SegmentsFetched != 1 {
+		t.Fatalf("stats %+v: want exactly one segment fetched", st)
+	}
+}

@@ -194,16 +194,12 @@ func (c *conn) serve() (gone, moved bool) {
 func (c *conn) runBuffered() (gone, done bool) {
 	ran := false
 	for !c.quit {
-		args, err := c.p.next()
+		args, err := c.nextRequest(&ran)
 		if err != nil {
 			return c.readFailed(err), true
 		}
 		if args == nil {
 			break
-		}
-		if !ran {
-			ran = true
-			c.active.Store(time.Now().UnixNano())
 		}
 		c.exec(args)
 		if len(c.out) >= flushAt {
@@ -219,6 +215,18 @@ func (c *conn) runBuffered() (gone, done bool) {
 		c.calm++
 	}
 	return false, false
+}
+
+// nextRequest returns the next complete request in the input buffer (nil
+// when there is none) or the protocol error that ends the connection. The
+// first request of a batch (*ran false) marks the connection active.
+func (c *conn) nextRequest(ran *bool) ([][]byte, error) {
+	args, err := c.p.next()
+	if args != nil && !*ran {
+		*ran = true
+		c.active.Store(time.Now().UnixNano())
+	}
+	return args, err
 }
 
 // readFailed answers a read error and reports whether the client is gone.

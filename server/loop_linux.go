@@ -254,17 +254,13 @@ func (l *loop) serve(c *conn) {
 	c.inLoop = true
 	ran := false
 	for !c.quit {
-		args, err := c.p.next()
+		args, err := c.nextRequest(&ran)
 		if err != nil {
 			c.protocolError(err)
 			break
 		}
 		if args == nil {
 			break
-		}
-		if !ran {
-			ran = true
-			c.active.Store(time.Now().UnixNano())
 		}
 		c.exec(args)
 		if c.blocked {
