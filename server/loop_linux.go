@@ -222,7 +222,9 @@ func (l *loop) wait() int {
 		if e == syscall.EINTR {
 			continue
 		}
-		if e != 0 {
+		if e != 0 { // not expected on a valid epoll descriptor; do not spin on it
+			l.s.warn.Error().Err(e).Msg("epoll_wait failed; retrying in 10ms")
+			time.Sleep(10 * time.Millisecond)
 			return 0
 		}
 		return int(r)
