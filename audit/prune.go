@@ -71,19 +71,8 @@ func Prune(ctx context.Context, rdb redis.UniversalClient, ns string, o PruneOpt
 	if o.OlderThan <= 0 {
 		return nil, fmt.Errorf("%w: older than %v: must be > 0", ErrInvalidPrune, o.OlderThan)
 	}
-	k, err := newKeys(ns)
+	s, k, c, err := read(ctx, rdb, ns)
 	if err != nil {
-		return nil, err
-	}
-	c, err := slotClient(ctx, rdb, k)
-	if err != nil {
-		return nil, err
-	}
-	s, err := readKeys(ctx, c, k)
-	if err != nil {
-		return nil, err
-	}
-	if err := readEvents(ctx, c, k, s); err != nil {
 		return nil, err
 	}
 	res, cands, err := planPrune(s, o.OlderThan)

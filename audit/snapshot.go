@@ -87,22 +87,29 @@ type Stream struct {
 // Read takes a snapshot of namespace ns ("" for the default). On Redis
 // Cluster every command goes to the master of the namespace's slot.
 func Read(ctx context.Context, rdb redis.UniversalClient, ns string) (*Snapshot, error) {
+	s, _, _, err := read(ctx, rdb, ns)
+	return s, err
+}
+
+// read is Read, also returning the namespace's keys and the client that
+// serves its slot, for callers that go on to write (Prune).
+func read(ctx context.Context, rdb redis.UniversalClient, ns string) (*Snapshot, keys, *redis.Client, error) {
 	k, err := newKeys(ns)
 	if err != nil {
-		return nil, err
+		return nil, k, nil, err
 	}
 	c, err := slotClient(ctx, rdb, k)
 	if err != nil {
-		return nil, err
+		return nil, k, nil, err
 	}
 	s, err := readKeys(ctx, c, k)
 	if err != nil {
-		return nil, err
+		return nil, k, nil, err
 	}
 	if err := readEvents(ctx, c, k, s); err != nil {
-		return nil, err
+		return nil, k, nil, err
 	}
-	return s, nil
+	return s, k, c, nil
 }
 
 // slotClient returns the client that serves every key of the namespace:

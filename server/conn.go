@@ -58,7 +58,6 @@ type conn struct {
 	// resume is that request, run first by the goroutine the connection is
 	// handed to.
 	fd      int
-	lp      *loop
 	inLoop  bool
 	blocked bool
 	resume  [][]byte

@@ -113,7 +113,7 @@ func (l *loop) wakeUp() {
 // TCP connection, and reports whether it did. The loop serves a duplicate
 // of nc's descriptor; nc itself is closed.
 func (s *Server) adopt(c *conn) bool {
-	if len(s.loops) == 0 || s.tgen == nil {
+	if len(s.loops) == 0 { // none started: see useLoops
 		return false
 	}
 	tc, ok := c.nc.(*net.TCPConn)
@@ -143,7 +143,7 @@ func (s *Server) adopt(c *conn) bool {
 	// c is set up before the loop can see it: through l.mu, and through
 	// epoll, which reports nothing on fd before it is added.
 	l := s.loops[int(c.id)%len(s.loops)]
-	c.fd, c.lp, c.nc = fd, l, nil
+	c.fd, c.nc = fd, nil
 	l.mu.Lock()
 	l.conns[int32(fd)] = c
 	l.mu.Unlock()
@@ -152,7 +152,7 @@ func (s *Server) adopt(c *conn) bool {
 		delete(l.conns, int32(fd))
 		l.mu.Unlock()
 		syscall.Close(fd)
-		c.fd, c.lp, c.nc = -1, nil, tc
+		c.fd, c.nc = -1, tc
 		return false
 	}
 	tc.Close()
@@ -316,7 +316,7 @@ func (l *loop) detach(c *conn) {
 func (l *loop) drop(c *conn) {
 	l.detach(c)
 	syscall.Close(c.fd)
-	c.fd, c.lp = -1, nil
+	c.fd = -1
 	l.s.forget(c)
 	l.s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Msg("connection closed")
 	l.s.wg.Done()
@@ -330,7 +330,7 @@ func (l *loop) handOff(c *conn) {
 	f := os.NewFile(uintptr(c.fd), "")
 	nc, err := net.FileConn(f) // a duplicate, in the Go poller
 	f.Close()
-	c.fd, c.lp = -1, nil
+	c.fd = -1
 	if err != nil {
 		l.s.warn.Warn().Err(err).Str("addr", c.addr).Msg("cannot hand a connection to a goroutine; closing it")
 		l.s.forget(c)

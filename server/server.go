@@ -203,7 +203,7 @@ func (s *Server) useLoops() bool {
 func (s *Server) readopt(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing.Load() || len(s.loops) == 0 || !s.adopt(c) {
+	if s.closing.Load() || !s.adopt(c) {
 		c.calm = 0 // not again before the next calm spell
 		return false
 	}

@@ -3,15 +3,11 @@ package server
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"strconv"
@@ -24,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/testcert"
 	"github.com/flaked/flaked/node"
 )
 
@@ -476,7 +473,7 @@ func TestPanic_RecoveredOnItsConnection(t *testing.T) {
 }
 
 func TestTLS(t *testing.T) {
-	cert := selfSigned(t)
+	cert := testcert.SelfSigned(t)
 	ts := startServer(t, Options{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}})
 	pool := x509.NewCertPool()
 	pool.AddCert(cert.Leaf)
@@ -494,30 +491,4 @@ func TestTLS(t *testing.T) {
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func selfSigned(t *testing.T) tls.Certificate {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 }

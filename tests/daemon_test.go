@@ -2,18 +2,10 @@ package tests
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/testcert"
 )
 
 // End-to-end tests of the built daemon over real TCP with real clients.
@@ -310,35 +304,13 @@ func TestDaemon_SecondSignal_ExitsAtOnce(t *testing.T) {
 // --tls-cert / --tls-key: the listener speaks TLS (rediss://); a plain
 // client is refused.
 func TestDaemon_TLS(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "flaked test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cert := testcert.SelfSigned(t)
+	certFile, keyFile := testcert.WritePEM(t, cert, t.TempDir())
 	d := NewDaemon(t, "tls", "", "--tls-cert", certFile, "--tls-key", keyFile)
 	d.Args = d.Args[2:] // standalone: drop --redis ""
 	d.MustStart()
 	pool := x509.NewCertPool()
-	pool.AddCert(mustParse(t, der))
+	pool.AddCert(cert.Leaf)
 	c := redis.NewClient(&redis.Options{Addr: d.Addr(), TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"},
 		MaxRetries: -1, DisableIdentity: true})
 	defer c.Close()
@@ -349,13 +321,4 @@ func TestDaemon_TLS(t *testing.T) {
 	if _, err := plain.Do(ctxT(t), "NEXTID").Result(); err == nil {
 		t.Fatal("a plain-text client was served by the TLS listener")
 	}
-}
-
-func mustParse(t *testing.T, der []byte) *x509.Certificate {
-	t.Helper()
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
