@@ -1,9 +1,10 @@
 package coord
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +22,15 @@ type Lease struct {
 	granted    atomic.Int64
 
 	// DataLoss is set when the claim or a renewal found that Redis lost the
-	// registry this owner (or its state file) knew.
+	// registry this owner (or its state file) knew, or may have lost writes
+	// (it restarted or failed over).
 	DataLoss bool
+	// Clone is "host pid" of a live process that holds the state file's
+	// machine ID under the same node ID: it runs from a copy of this
+	// node's state file (or this node from a copy of its). "" when none.
+	Clone  string
+	lastOK int64  // Redis ms of the last successful claim or renewal
+	nodeID string // the state file's node ID, or ""
 
 	mu       sync.Mutex // serializes renew, reserve, release and state saves
 	mode     string
@@ -37,6 +45,7 @@ type Lease struct {
 	renews, renewFails, reasserts atomic.Uint64
 	lastRenew                     atomic.Int64 // unix ms of the last successful renewal
 	lastErr                       atomic.Pointer[error]
+	stateErr                      atomic.Pointer[error] // the last state-file write, when it failed
 
 	stopKeep context.CancelFunc
 	keepDone chan struct{}
@@ -88,6 +97,9 @@ type LeaseStats struct {
 	LastErr                       error
 	Lost                          bool
 	Granted                       int64
+	// StateErr is why the state file could not be written, while it
+	// cannot (disk full, read-only): IDs go on from Redis's reservations.
+	StateErr error
 }
 
 // Stats returns a snapshot.
@@ -104,6 +116,9 @@ func (l *Lease) Stats() LeaseStats {
 	}
 	if p := l.lastErr.Load(); p != nil {
 		s.LastErr = *p
+	}
+	if p := l.stateErr.Load(); p != nil {
+		s.StateErr = *p
 	}
 	return s
 }
@@ -133,11 +148,32 @@ func (l *Lease) Reserve(ctx context.Context, upTo int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := l.saveLocked(got, false); err != nil {
+	if err := l.saveLocked(got, false); err != nil && l.reg.opts.Private {
 		return 0, fmt.Errorf("reservation: %w", err)
 	}
 	l.granted.Store(max(l.granted.Load(), got))
 	return got, nil
+}
+
+// settle waits until the layout this lease's claim stored has settled
+// (Redis ms until), renewing meanwhile, then renews once more: that
+// renewal fails when an owner from before a data loss restored another
+// layout in the meantime (renew.lua), and nothing was issued.
+func (l *Lease) settle(ctx context.Context, until int64) error {
+	for {
+		wait := time.Duration(until-l.lastOK) * time.Millisecond
+		if err := l.Renew(ctx); err != nil {
+			return err
+		}
+		if wait <= 0 {
+			return nil
+		}
+		select {
+		case <-time.After(min(wait+time.Millisecond, l.reg.opts.LeaseTTL/3)):
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for the new registry's layout to settle: %w", ErrNoMachineID, ctx.Err())
+		}
+	}
 }
 
 // Renew extends the leases and writes a heartbeat without raising the
@@ -157,13 +193,16 @@ func (l *Lease) Renew(ctx context.Context) error {
 
 func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	r := l.reg
-	o := r.opts.Owner
+	o, lay := r.opts.Owner, r.opts.Layout
 	args := []any{r.keys.prefix, l.token, want, l.granted.Load(), r.opts.LeaseTTL.Milliseconds(),
-		r.opts.EventsMaxLen, l.mode, o.Host, o.PID, o.Addr, o.Version}
+		r.opts.EventsMaxLen, l.mode, o.Host, o.PID, o.Addr, o.Version,
+		lay.String(), l.generation, int64(r.opts.Horizon / lay.TimeUnit),
+		lay.StartTime.UnixMicro(), float64(lay.TimeUnit) / float64(time.Microsecond), l.nodeID, l.lastOK}
 	for _, id := range l.ids {
 		args = append(args, id)
 	}
-	v, err := renewScript.Run(ctx, r.rdb, []string{r.keys.reserved, r.keys.events, r.keys.machines, r.keys.meta}, args...).Slice()
+	keys := []string{r.keys.reserved, r.keys.events, r.keys.machines, r.keys.meta, r.keys.layout}
+	v, err := renewScript.Run(ctx, r.rdb, keys, args...).Slice()
 	if err != nil {
 		l.renewFails.Add(1)
 		err = fmt.Errorf("renew lease of machine IDs %v: %w", l.ids, err)
@@ -173,18 +212,22 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	if v[0] == "LOST" {
 		l.renewFails.Add(1)
 		err := fmt.Errorf("%w: machine ID %v: %v", ErrLeaseLost, v[1], v[2])
+		if strings.HasPrefix(fmt.Sprint(v[2]), "the fleet layout") {
+			err = fmt.Errorf("%w: %w: %v; start it with the fleet's layout flags", ErrLeaseLost, ErrLayoutMismatch, v[2])
+		}
+		if toInt64(v[4]) == 1 {
+			err = fmt.Errorf("%w: %w: machine ID %v taken over by %v pid %v", ErrLeaseLost, ErrFenced, v[1], v[5], v[6])
+		}
 		l.lastErr.Store(&err)
 		l.markLost(err)
 		return 0, err
 	}
 	got := toInt64(v[1])
-	if n := toInt64(v[2]); n > 0 {
-		l.reasserts.Add(uint64(n))
-		if toInt64(v[3]) == 1 && !l.DataLoss {
-			l.DataLoss = true
-			r.event(ctx, "dataloss", strconv.Itoa(l.ids[0]), "detail", "registry metadata missing at renewal; leases re-asserted")
-		}
+	l.reasserts.Add(uint64(toInt64(v[2])))
+	if how := fmt.Sprint(v[3]); how != "" {
+		l.DataLoss = true
 	}
+	l.lastOK = toInt64(v[4])
 	l.renews.Add(1)
 	l.lastRenew.Store(time.Now().UnixMilli())
 	l.lastErr.Store(nil)
@@ -270,12 +313,13 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 	l.released = true
 	lastTick = max(lastTick, l.floor)
 	r := l.reg
-	o := r.opts.Owner
-	args := []any{r.keys.prefix, l.token, lastTick, r.opts.EventsMaxLen, o.Host, o.PID, o.Addr}
+	o, lay := r.opts.Owner, r.opts.Layout
+	args := []any{r.keys.prefix, l.token, lastTick, r.opts.EventsMaxLen, o.Host, o.PID, o.Addr,
+		cmp.Or(l.generation, newToken()), lay.StartTime.UnixMicro(), float64(lay.TimeUnit) / float64(time.Microsecond)}
 	for _, id := range l.ids {
 		args = append(args, id)
 	}
-	err := releaseScript.Run(ctx, r.rdb, []string{r.keys.reserved, r.keys.events}, args...).Err()
+	err := releaseScript.Run(ctx, r.rdb, []string{r.keys.reserved, r.keys.events, r.keys.meta}, args...).Err()
 	if err != nil {
 		err = fmt.Errorf("release machine IDs %v: %w", l.ids, err)
 	}
@@ -287,12 +331,13 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 	return err
 }
 
-// saveLocked writes the state file, if the lease has one.
+// saveLocked writes the state file, if the lease has one, and records
+// whether it could.
 func (l *Lease) saveLocked(reservation int64, released bool) error {
 	if l.state == nil {
 		return nil
 	}
-	return l.state.Save(State{
+	err := l.state.Save(State{
 		Namespace:   l.reg.opts.Namespace,
 		Layout:      l.reg.opts.Layout.String(),
 		MachineIDs:  l.ids,
@@ -302,4 +347,10 @@ func (l *Lease) saveLocked(reservation int64, released bool) error {
 		Released:    released,
 		Updated:     time.Now(),
 	})
+	if err != nil {
+		l.stateErr.Store(&err)
+	} else {
+		l.stateErr.Store(nil)
+	}
+	return err
 }

@@ -60,6 +60,19 @@ type Options struct {
 	Owner Owner
 	// Now is the wall clock used for the clock guard; default time.Now.
 	Now func() time.Time
+	// LayoutSettle: a claim that stores the fleet layout in an empty
+	// registry (a new fleet, or Redis lost its data) issues nothing for
+	// this long, so owners from before a loss can restore their layout
+	// first and a misconfigured node is refused (renew.lua). 0..1m,
+	// default LeaseTTL/3 + 1s: one renewal period with slack.
+	LayoutSettle time.Duration
+	// Private says the Redis is this process's own embedded store (a
+	// standalone node): nobody else can have written it, so there is no
+	// horizon and no layout settling, and the state file is the only
+	// durable record, so a state file that cannot be written stops the
+	// lease from granting ticks. Otherwise Redis holds the reservations and
+	// such a failure is only reported (LeaseStats.StateErr).
+	Private bool
 }
 
 var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -115,6 +128,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.LayoutSettle == 0 {
+		o.LayoutSettle = o.LeaseTTL/3 + time.Second
+	}
+	if o.LayoutSettle < 0 || o.LayoutSettle > time.Minute {
+		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..1m", ErrInvalidOptions, o.LayoutSettle)
+	}
+	if o.Private {
+		o.Horizon, o.LayoutSettle = time.Nanosecond, time.Nanosecond
 	}
 	return o, nil
 }

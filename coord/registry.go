@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +23,10 @@ var (
 	ErrNoMachineID    = errors.New("no machine ID can be claimed")
 	ErrLeaseLost      = errors.New("lease lost")
 	ErrReleased       = errors.New("lease released")
+	// ErrFenced is wrapped by the ErrLeaseLost of a lease taken over by a
+	// process that presented this lease's token from a copy of the state
+	// file: two processes run from one state file.
+	ErrFenced = errors.New("fenced by a process started from a copy of this node's state file")
 )
 
 var (
@@ -73,8 +78,9 @@ type ClaimOptions struct {
 }
 
 // Claim leases machine IDs. It checks the clock against Redis TIME first,
-// then claims each ID with claim.lua. On failure, IDs already claimed are
-// released.
+// then claims each ID with claim.lua under a new owner token: the lease's
+// fencing identity, made here and never read from disk. On failure, IDs
+// already claimed are released.
 func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 	if co.Count == 0 {
 		co.Count = 1
@@ -83,8 +89,13 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 	if co.Count < 1 || co.Count > l.MaxMachineID()+1 {
 		return nil, fmt.Errorf("%w: %d machine IDs asked, valid range is 1..%d", ErrInvalidOptions, co.Count, l.MaxMachineID()+1)
 	}
+	lease := &Lease{reg: r, token: newToken(), floor: -1, mode: r.opts.Owner.Mode, lostCh: make(chan struct{}), lastOK: -1}
+	req := claimRequest{localFloor: -1}
 	var prefer []int
-	token, localFloor, generation := newToken(), int64(-1), ""
+	if co.State != nil {
+		req.node = co.State.Node()
+		lease.nodeID = req.node
+	}
 	if p := co.Previous; p != nil {
 		path := ""
 		if co.State != nil {
@@ -93,18 +104,19 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		if err := checkState(p, path, r.opts.Namespace, l.String()); err != nil {
 			return nil, err
 		}
-		prefer, token, localFloor, generation = p.MachineIDs, p.Token, p.Reservation, p.Generation
+		prefer, req.prevToken, req.localFloor = p.MachineIDs, p.Token, p.Reservation
 	}
 	if err := r.checkClock(ctx); err != nil {
 		return nil, err
 	}
-	lease := &Lease{reg: r, token: token, floor: -1, mode: r.opts.Owner.Mode, lostCh: make(chan struct{})}
+	var settle int64
 	for i := 0; i < co.Count; i++ {
-		p := -1
+		req.prefer = -1
 		if i < len(prefer) {
-			p = prefer[i]
+			req.prefer = prefer[i]
 		}
-		res, err := r.claimOne(ctx, token, p, localFloor, co.StartNow, lease.ids)
+		req.startNow, req.taken = co.StartNow, lease.ids
+		res, err := r.claimOne(ctx, lease.token, req)
 		if err != nil {
 			if len(lease.ids) > 0 {
 				_ = lease.release(context.WithoutCancel(ctx), lease.floor)
@@ -115,19 +127,30 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		lease.floor = max(lease.floor, res.floor)
 		lease.generation = res.generation
 		lease.events = append(lease.events, res.event)
-		if generation != "" && res.generation != generation && !lease.DataLoss {
+		lease.Clone = cmp.Or(lease.Clone, res.clone)
+		if lease.lastOK < 0 || res.redisMs < lease.lastOK {
+			lease.lastOK = res.redisMs
+		}
+		settle = max(settle, res.settle)
+		if p := co.Previous; p != nil && p.Generation != res.generation && !lease.DataLoss {
 			lease.DataLoss = true
-			r.event(ctx, "dataloss", strconv.Itoa(res.id), "previous_generation", generation, "generation", res.generation,
+			r.event(ctx, "dataloss", strconv.Itoa(res.id), "previous_generation", p.Generation, "generation", res.generation,
 				"detail", "registry generation differs from the state file's: Redis lost its data")
 		}
 	}
 	lease.granted.Store(lease.floor)
+	if settle > 0 {
+		if err := lease.settle(ctx, settle); err != nil {
+			_ = lease.release(context.WithoutCancel(ctx), lease.floor)
+			return nil, err
+		}
+	}
 	if co.State != nil {
 		lease.state = co.State
 		lease.mu.Lock()
 		err := lease.saveLocked(lease.floor, false)
 		lease.mu.Unlock()
-		if err != nil {
+		if err != nil && r.opts.Private {
 			lease.state = nil
 			_ = lease.release(context.WithoutCancel(ctx), lease.floor)
 			return nil, err
@@ -136,46 +159,67 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 	return lease, nil
 }
 
+// claimRequest is what one Claim asks of claim.lua besides the registry's
+// options.
+type claimRequest struct {
+	prefer     int    // the state file's machine ID for this slot, or -1
+	localFloor int64  // the state file's reservation, or -1
+	prevToken  string // the state file's token: its lease may be taken over
+	node       string // the state file's node ID
+	startNow   bool   // only IDs startable at once (the sonyflake hooks)
+	taken      []int  // IDs this Claim already holds
+}
+
 type claimResult struct {
 	id         int
 	floor      int64
 	generation string
 	event      string
+	clone      string // "host pid" of a live process run from a copy of our state file
+	redisMs    int64  // Redis TIME of the claim
+	settle     int64  // Redis ms until which the layout this claim stored is unsettled
 }
 
-func (r *Registry) claimOne(ctx context.Context, token string, prefer int, localFloor int64, startNow bool, taken []int) (claimResult, error) {
+// claimArgs are claim.lua's ARGV, in the order its header lists them.
+func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, req claimRequest) []any {
+	l, o := r.opts.Layout, r.opts.Owner
+	args := []any{
+		r.keys.prefix, token, l.String(), gen,
+		int64(r.opts.Horizon / l.TimeUnit), now, r.opts.LeaseTTL.Milliseconds(), r.opts.EventsMaxLen,
+		preferred, req.localFloor, maxWait,
+		l.StartTime.UnixMicro(), float64(l.TimeUnit) / float64(time.Microsecond), l.CounterMachineID(),
+		o.Host, o.PID, o.Addr, o.Version, o.Mode,
+		joinInts(req.taken), req.prevToken, req.node, r.opts.LayoutSettle.Milliseconds(),
+	}
+	for _, c := range candidates(req.prefer, l.MaxMachineID(), req.taken) {
+		args = append(args, c)
+	}
+	return args
+}
+
+func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest) (claimResult, error) {
 	l := r.opts.Layout
 	now := l.Tick(r.opts.Now())
 	maxWait := int64(r.opts.MaxWait / l.TimeUnit)
-	if startNow {
+	if req.startNow {
 		maxWait = -1
 	}
 	preferred := ""
-	if prefer >= 0 && prefer <= l.MaxMachineID() {
-		preferred = strconv.Itoa(prefer)
+	if req.prefer >= 0 && req.prefer <= l.MaxMachineID() {
+		preferred = strconv.Itoa(req.prefer)
 	}
 	gen := newToken()
 	for round := 0; round < 8; round++ {
-		args := []any{
-			r.keys.prefix, token, l.String(), gen,
-			int64(r.opts.Horizon / l.TimeUnit), now, r.opts.LeaseTTL.Milliseconds(), r.opts.EventsMaxLen,
-			preferred, localFloor, maxWait,
-			l.StartTime.UnixMicro(), float64(l.TimeUnit) / float64(time.Microsecond), l.CounterMachineID(),
-			r.opts.Owner.Host, r.opts.Owner.PID, r.opts.Owner.Addr, r.opts.Owner.Version, r.opts.Owner.Mode,
-			joinInts(taken),
-		}
-		for _, c := range candidates(prefer, l.MaxMachineID(), taken) {
-			args = append(args, c)
-		}
-		v, err := claimScript.Run(ctx, r.rdb, []string{r.keys.layout, r.keys.meta, r.keys.machines, r.keys.reserved, r.keys.events}, args...).Slice()
+		keys := []string{r.keys.layout, r.keys.meta, r.keys.machines, r.keys.reserved, r.keys.events}
+		v, err := claimScript.Run(ctx, r.rdb, keys, r.claimArgs(token, gen, preferred, now, maxWait, req)...).Slice()
 		if err != nil {
 			return claimResult{}, fmt.Errorf("claim machine ID: %w", err)
 		}
 		switch v[0] {
 		case "OK":
 			id, _ := strconv.Atoi(fmt.Sprint(v[1]))
-			floor := toInt64(v[2])
-			return claimResult{id: id, floor: floor, generation: fmt.Sprint(v[3]), event: fmt.Sprint(v[4])}, nil
+			return claimResult{id: id, floor: toInt64(v[2]), generation: fmt.Sprint(v[3]), event: fmt.Sprint(v[4]),
+				clone: fmt.Sprint(v[6]), redisMs: toInt64(v[7]), settle: toInt64(v[8])}, nil
 		case "NONE":
 			// Free IDs exist but start later than allowed: when the soonest
 			// is within MaxWait (a registry created a moment ago), wait for

@@ -406,19 +406,34 @@ func TestRedisFlushed_MidRun_NoDuplicate(t *testing.T) {
 		if _, err := a.Reserve(ctxT(t), now+300); !errors.Is(err, coord.ErrLeaseLost) {
 			t.Fatalf("A after B took its ID: %v, want ErrLeaseLost", err)
 		}
-		// The other order: the live owner re-asserts before anyone claims.
+		// The other order: the live owner renews before anyone claims. It
+		// cannot re-assert (a claim lost with the data may have been
+		// another owner's), so it loses the lease; but it restores the
+		// fleet's layout and {ns}:meta, and the next claim starts after
+		// everything it had reserved.
+		grantB, err := b.Reserve(ctxT(t), l.Tick(time.Now())+200)
+		if err != nil {
+			t.Fatal(err)
+		}
 		rdb.FlushAll(ctxT(t))
-		if err := b.Renew(ctxT(t)); err != nil {
-			t.Fatalf("re-assert after FLUSHALL: %v", err)
+		if err := b.Renew(ctxT(t)); !errors.Is(err, coord.ErrLeaseLost) {
+			t.Fatalf("renewal after FLUSHALL: %v, want ErrLeaseLost", err)
 		}
-		if st := b.Stats(); st.Reasserts == 0 || !b.DataLoss {
-			t.Fatalf("no re-assertion recorded: %+v dataloss=%v", st, b.DataLoss)
+		if got, _ := rdb.Get(ctxT(t), "{flaked}:layout").Result(); got != l.String() {
+			t.Fatalf("layout after the renewal = %q, want %q restored", got, l.String())
 		}
-		if _, err := regA.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrNoMachineID) {
-			t.Fatalf("claim of a re-asserted lease: %v", err)
+		if got, _ := rdb.HGet(ctxT(t), "{flaked}:meta", "generation").Result(); got != b.Generation() {
+			t.Fatalf("meta generation after the renewal = %q, want B's %q restored", got, b.Generation())
 		}
-		if got, _ := rdb.HGet(ctxT(t), "{flaked}:reserved", "0").Int64(); got < b.Floor() {
-			t.Fatalf("re-asserted reservation %d below B's floor %d", got, b.Floor())
+		if !hasEvent(t, rdb, "dataloss") || !hasEvent(t, rdb, "layout_restored") {
+			t.Fatal("no dataloss or layout_restored event")
+		}
+		c, err := regA.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Floor() < grantB {
+			t.Fatalf("claim after the loss starts after %d; B had reserved %d", c.Floor(), grantB)
 		}
 	})
 }

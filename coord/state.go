@@ -17,6 +17,9 @@ var (
 	ErrStateCorrupt  = errors.New("state file is corrupt")
 	ErrStateMismatch = errors.New("state file belongs to another fleet")
 	ErrStateLocked   = errors.New("state file is in use by another process")
+	// ErrStateIO wraps a failure to write the state file (disk full,
+	// read-only file system): a fault of the host, not of the input.
+	ErrStateIO = errors.New("state file cannot be written")
 )
 
 // stateVersion is the format of the state file.
@@ -25,22 +28,31 @@ const stateVersion = 1
 // State is what a node keeps on local disk so a restart reuses its machine
 // IDs and never goes below its reservation.
 type State struct {
-	Version     int       `json:"version"`
-	Namespace   string    `json:"namespace"`
-	Layout      string    `json:"layout"`
-	MachineIDs  []int     `json:"machine_ids"`
-	Reservation int64     `json:"reservation"` // highest tick this node may have used
-	Token       string    `json:"token"`
-	Generation  string    `json:"generation"` // of the Redis registry it was claimed in
-	Released    bool      `json:"released"`   // true after a clean shutdown
-	Updated     time.Time `json:"updated"`
-	Checksum    string    `json:"checksum"` // CRC-32C of the file with this field empty
+	Version     int    `json:"version"`
+	Namespace   string `json:"namespace"`
+	Layout      string `json:"layout"`
+	MachineIDs  []int  `json:"machine_ids"`
+	Reservation int64  `json:"reservation"` // highest tick this node may have used
+	// Token is the owner token of the lease that last wrote the file. A
+	// restart presents it to take that lease over (claim.lua), which fences
+	// the process holding it, should it still run: the token is never used
+	// to renew, so a copy of this file cannot act as its writer.
+	Token string `json:"token"`
+	// Node names this state file, and every copy of it: made once when the
+	// file is created and kept. Two live processes with one node ID run
+	// from copies of one file; claim.lua and audit verify report them.
+	Node       string    `json:"node,omitempty"`
+	Generation string    `json:"generation"` // of the Redis registry it was claimed in
+	Released   bool      `json:"released"`   // true after a clean shutdown
+	Updated    time.Time `json:"updated"`
+	Checksum   string    `json:"checksum"` // CRC-32C of the file with this field empty
 }
 
 // StateFile is an open, locked state file. The lock (flock on path.lock,
 // which survives the renames that replace the file) is held until Close.
 type StateFile struct {
 	path string
+	node string
 	lock *os.File
 }
 
@@ -50,22 +62,31 @@ type StateFile struct {
 // ErrStateCorrupt: it is never reused or overwritten silently.
 func OpenState(path string) (*StateFile, *State, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, nil, fmt.Errorf("state file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrStateIO, path, err)
 	}
 	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, nil, fmt.Errorf("state file %s: %w", path, err)
+		// A read-only file system: the lock still works on a descriptor
+		// opened for reading, and the node can go on from Redis while its
+		// saves fail (reported). Standalone refuses at the first save.
+		var rerr error
+		if lock, rerr = os.Open(path + ".lock"); rerr != nil {
+			return nil, nil, fmt.Errorf("%w: %s: %w", ErrStateIO, path, err)
+		}
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
 		return nil, nil, fmt.Errorf("%w: %s (lock %s.lock: %v); each node needs its own --state-file",
 			ErrStateLocked, path, path, err)
 	}
-	f := &StateFile{path: path, lock: lock}
+	f := &StateFile{path: path, lock: lock, node: newToken()[:16]}
 	st, err := readState(path)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
+	}
+	if st != nil && st.Node != "" {
+		f.node = st.Node
 	}
 	return f, st, nil
 }
@@ -104,11 +125,22 @@ func checksum(st *State) string {
 // Path returns the file's path.
 func (f *StateFile) Path() string { return f.path }
 
+// Node returns the file's node ID (new when the file is).
+func (f *StateFile) Node() string { return f.node }
+
 // Save writes st atomically: a temporary file, fsync, rename over the old
 // one, fsync of the directory. When Save returns nil the state survives a
 // crash or power loss.
 func (f *StateFile) Save(st State) error {
+	if err := f.save(st); err != nil {
+		return fmt.Errorf("%w: %w", ErrStateIO, err)
+	}
+	return nil
+}
+
+func (f *StateFile) save(st State) error {
 	st.Version = stateVersion
+	st.Node = f.node
 	st.Checksum = ""
 	st.Updated = st.Updated.UTC().Truncate(time.Millisecond)
 	st.Checksum = checksum(&st)

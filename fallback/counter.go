@@ -2,6 +2,8 @@ package fallback
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -75,13 +77,16 @@ type Counter struct {
 	key       string
 	layoutKey string
 	eventsKey string
-	shift     uint   // machine bits
-	machine   uint64 // the counter machine ID
-	seqBits   uint
-	leadTicks int64
-	epochUs   int64
-	unitUs    float64
-	maxValue  uint64 // value of (MaxTick, MaxSequence)
+	metaKey   string
+	// generation creates {ns}:meta if counter.lua finds it missing.
+	generation string
+	shift      uint   // machine bits
+	machine    uint64 // the counter machine ID
+	seqBits    uint
+	leadTicks  int64
+	epochUs    int64
+	unitUs     float64
+	maxValue   uint64 // value of (MaxTick, MaxSequence)
 
 	mu      sync.Mutex
 	next    *segment      // prefetched, not yet current
@@ -111,19 +116,21 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	}
 	l := o.Layout
 	c := &Counter{
-		rdb:       rdb,
-		opts:      o,
-		key:       "{" + o.Namespace + "}:counter",
-		layoutKey: "{" + o.Namespace + "}:layout",
-		eventsKey: "{" + o.Namespace + "}:events",
-		shift:     uint(l.BitsMachineID),
-		machine:   uint64(l.CounterMachineID()),
-		seqBits:   uint(l.BitsSequence),
-		leadTicks: int64(o.MaxLead / l.TimeUnit),
-		epochUs:   l.StartTime.UnixMicro(),
-		unitUs:    float64(l.TimeUnit) / float64(time.Microsecond),
-		maxValue:  uint64(l.MaxTick())<<l.BitsSequence | uint64(l.MaxSequence()),
-		size:      int64(o.MinSegment),
+		rdb:        rdb,
+		opts:       o,
+		key:        "{" + o.Namespace + "}:counter",
+		layoutKey:  "{" + o.Namespace + "}:layout",
+		eventsKey:  "{" + o.Namespace + "}:events",
+		metaKey:    "{" + o.Namespace + "}:meta",
+		generation: newGeneration(),
+		shift:      uint(l.BitsMachineID),
+		machine:    uint64(l.CounterMachineID()),
+		seqBits:    uint(l.BitsSequence),
+		leadTicks:  int64(o.MaxLead / l.TimeUnit),
+		epochUs:    l.StartTime.UnixMicro(),
+		unitUs:     float64(l.TimeUnit) / float64(time.Microsecond),
+		maxValue:   uint64(l.MaxTick())<<l.BitsSequence | uint64(l.MaxSequence()),
+		size:       int64(o.MinSegment),
 	}
 	empty := newSegment(0, 0)
 	empty.fetchAt.Store(-1)
@@ -378,9 +385,9 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		minValue := max(c.floor, c.high)
 		c.mu.Unlock()
 		start := time.Now()
-		res, err := counterScript.Run(c.ctx, c.rdb, []string{c.key, c.layoutKey, c.eventsKey},
+		res, err := counterScript.Run(c.ctx, c.rdb, []string{c.key, c.layoutKey, c.eventsKey, c.metaKey},
 			size, c.epochUs, c.unitUs, c.seqBits, c.leadTicks, strconv.FormatUint(minValue, 10),
-			c.opts.Layout.String(), c.opts.EventsMaxLen, c.machine, c.opts.Host, c.opts.PID).Slice()
+			c.opts.Layout.String(), c.opts.EventsMaxLen, c.machine, c.opts.Host, c.opts.PID, c.generation).Slice()
 		rtt := time.Since(start)
 		if err != nil {
 			if c.ctx.Err() != nil {
@@ -516,4 +523,10 @@ func (c *Counter) Close() error {
 	c.mu.Unlock()
 	c.wg.Wait()
 	return nil
+}
+
+func newGeneration() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

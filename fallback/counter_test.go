@@ -320,6 +320,9 @@ func TestCounter_FlooredToRedisTime(t *testing.T) {
 		if err := rdb.Set(ctx, key, "1000", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
+		if err := redistest.ForgetLoss(ctx, rdb, "flaked"); err != nil {
+			t.Fatal(err)
+		}
 		before = l.Tick(time.Now())
 		c2 := newCounter(t, rdb, fallback.Options{})
 		id, err = c2.NextID(ctx)
@@ -376,6 +379,9 @@ func TestCounter_SetFloor(t *testing.T) {
 
 		// Before the first fetch: the floor goes to Redis as the min value.
 		if err := rdb.Set(ctx, key, "1000", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.ForgetLoss(ctx, rdb, "flaked"); err != nil {
 			t.Fatal(err)
 		}
 		floorTick := l.Tick(time.Now()) + 20
@@ -632,6 +638,9 @@ func TestCounter_LargeValues_RoundTrip(t *testing.T) {
 				if err := rdb.Set(ctx, key, strconv.FormatUint(v0, 10), 0).Err(); err != nil {
 					t.Fatal(err)
 				}
+				if err := redistest.ForgetLoss(ctx, rdb, "flaked"); err != nil {
+					t.Fatal(err)
+				}
 				// Each layout is its own fleet: forget the previous one's.
 				if err := rdb.Del(ctx, "{flaked}:layout").Err(); err != nil {
 					t.Fatal(err)
@@ -687,7 +696,23 @@ func TestCounterScript_ExactValues(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := ctxT(t, 20*time.Second)
 		rng := rand.New(rand.NewPCG(1, 2))
+		keys := []string{key, "{flaked}:layout", "{flaked}:events", "{flaked}:meta"}
+		run := func(n int64, epochUs, bits, lead int64, minValue string) *redis.Cmd {
+			return script.Run(ctx, rdb, keys, n, epochUs, 1000, bits, lead, minValue,
+				fmt.Sprintf("test-%d", bits), 1000, 1<<bits-1, "h", 1, "g")
+		}
+		// The first run creates {ns}:meta, recording a possible loss now;
+		// moved back, so only the arithmetic is tested here.
+		if err := run(1, 0, 8, 0, "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, "{flaked}:meta", "loss_ms", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
 		for _, bits := range []int{1, 8, 16, 20, 24, 30} {
+			if err := rdb.Del(ctx, "{flaked}:layout").Err(); err != nil {
+				t.Fatal(err)
+			}
 			// Redis ticks near the top of what the value can hold.
 			base := min(int64(1)<<(62-bits)-1<<22, 1_000_000_000_000)
 			epochUs := time.Now().UnixMicro() - base*1000
@@ -708,7 +733,7 @@ func TestCounterScript_ExactValues(t *testing.T) {
 				if err := rdb.Set(ctx, key, strconv.FormatUint(v, 10), 0).Err(); err != nil {
 					t.Fatal(err)
 				}
-				res, err := script.Run(ctx, rdb, []string{key}, n, epochUs, 1000, bits, lead, strconv.FormatUint(minValue, 10)).Slice()
+				res, err := run(n, epochUs, int64(bits), lead, strconv.FormatUint(minValue, 10)).Slice()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -722,10 +747,13 @@ func TestCounterScript_ExactValues(t *testing.T) {
 			}
 		}
 		// Garbage in the key is an error, not a guess.
+		if err := rdb.Del(ctx, "{flaked}:layout").Err(); err != nil {
+			t.Fatal(err)
+		}
 		if err := rdb.Set(ctx, key, "12x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := script.Run(ctx, rdb, []string{key}, 1, 0, 1000, 8, 0, "0").Result(); err == nil || !strings.Contains(err.Error(), "not a counter value") {
+		if _, err := run(1, 0, 8, 0, "0").Result(); err == nil || !strings.Contains(err.Error(), "not a counter value") {
 			t.Fatalf("garbage counter: %v", err)
 		}
 	})

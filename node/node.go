@@ -115,24 +115,25 @@ type Node struct {
 
 	// mu serializes mode switches and lease changes; NextID takes it only
 	// to wait out a switch.
-	mu        sync.Mutex
-	lease     *coord.Lease
-	gen       *flake.Generator
-	ctr       *fallback.Counter
-	bound     int64 // highest tick any ID issued so far may have
-	closed    bool
-	reason    string    // why the current mode was entered
-	healthy   time.Time // counter mode: since when flake looks healthy
-	retryAt   time.Time // no claim attempt before this
-	skewAt    time.Time // next clock-guard check in auto mode
-	claimErr  error     // the last claim failure
-	pending   [][]any   // mode events not written yet (Redis away)
-	flushAt   time.Time // no attempt to write them before this
-	switches  atomic.Uint64
-	lastMode  atomic.Pointer[string]
-	kick      chan struct{}
-	stop      chan struct{}
-	monitorWG sync.WaitGroup
+	mu           sync.Mutex
+	lease        *coord.Lease
+	gen          *flake.Generator
+	ctr          *fallback.Counter
+	bound        int64 // highest tick any ID issued so far may have
+	closed       bool
+	reason       string    // why the current mode was entered
+	healthy      time.Time // counter mode: since when flake looks healthy
+	retryAt      time.Time // no claim attempt before this
+	skewAt       time.Time // next clock-guard check in auto mode
+	claimErr     error     // the last claim failure
+	stateFailing bool      // the state file could not be written, as last logged
+	pending      [][]any   // mode events not written yet (Redis away)
+	flushAt      time.Time // no attempt to write them before this
+	switches     atomic.Uint64
+	lastMode     atomic.Pointer[string]
+	kick         chan struct{}
+	stop         chan struct{}
+	monitorWG    sync.WaitGroup
 }
 
 var _ TryGenerator = (*Node)(nil)
@@ -217,7 +218,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		}
 		n.mini = mr
 		n.rdb = redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		ro.Horizon = time.Nanosecond
+		ro.Private = true
 	}
 	if ro.Layout.BitsTime == 0 {
 		ro.Layout = flake.DefaultLayout()
@@ -443,6 +444,7 @@ func (n *Node) monitor() {
 func (n *Node) checkLocked(ctx context.Context) {
 	now := time.Now()
 	cur := n.src.Load()
+	n.reportStateFileLocked()
 	if cur.ctr != nil {
 		cur.ctr.Warm() // a fetch now, not at the first caller's request
 	}
@@ -501,6 +503,29 @@ func (n *Node) checkLocked(ctx context.Context) {
 			n.log.Warn().Err(err).Msg("returning to flake mode failed; staying in counter mode")
 		}
 	}
+}
+
+// reportStateFileLocked logs when the state file starts or stops failing
+// to be written. With Redis the node goes on (Redis holds the
+// reservations; the state file is a second copy); standalone, the lease
+// grants nothing more until the file can be written.
+func (n *Node) reportStateFileLocked() {
+	if n.lease == nil {
+		return
+	}
+	err := n.lease.Stats().StateErr
+	switch {
+	case err != nil && !n.stateFailing:
+		ev := n.log.Error().Err(err).Str("state_file", n.opts.StateFile)
+		if n.Standalone() {
+			ev.Msg("state file cannot be written: standalone, it is the only record of the reservation, so no new ticks are reserved until it can")
+		} else {
+			ev.Msg("state file cannot be written: issuing on from Redis's reservations; a restart may take longer to reuse its machine IDs")
+		}
+	case err == nil && n.stateFailing:
+		n.log.Info().Str("state_file", n.opts.StateFile).Msg("state file written again")
+	}
+	n.stateFailing = err != nil
 }
 
 // flakeUnsafeLocked says why the flake source must not go on, or "".
@@ -579,6 +604,10 @@ func (n *Node) claimLocked(ctx context.Context) error {
 	}
 	n.lease = lease
 	n.claimErr = nil
+	if lease.Clone != "" {
+		n.log.Error().Str("holder", lease.Clone).Str("state_file", n.opts.StateFile).Ints("machine_ids", lease.MachineIDs()).
+			Msg("the state file's machine ID is held by a live process with the same state-file node ID: two processes run from copies of one state file; took other machine IDs")
+	}
 	lease.SetMode(n.modeName())
 	lease.KeepAlive(context.Background())
 	n.log.Info().Ints("machine_ids", lease.MachineIDs()).Strs("events", lease.ClaimEvents()).
@@ -592,7 +621,13 @@ func (n *Node) dropLeaseLocked(ctx context.Context) {
 	if n.lease == nil {
 		return
 	}
-	if err := n.lease.Err(); err != nil {
+	if err := n.lease.Err(); errors.Is(err, coord.ErrFenced) {
+		// Not a pause or a network fault: another process runs from a copy
+		// of this node's state file. The fencing kept the IDs apart; the
+		// operator must give one of them a state file of its own.
+		n.log.Error().Err(err).Ints("machine_ids", n.lease.MachineIDs()).Str("state_file", n.opts.StateFile).
+			Msg("lease fenced: two processes run from copies of one state file; claiming other machine IDs")
+	} else if err != nil {
 		n.log.Warn().Err(err).Ints("machine_ids", n.lease.MachineIDs()).Msg("lease lost")
 	}
 	// Releasing a lost lease touches nothing in Redis (the scripts check
@@ -877,6 +912,7 @@ func (n *Node) Info() [][2]string {
 	if n.lease != nil {
 		ls := n.lease.Stats()
 		out = append(out,
+			[2]string{"state_file_error", errText(ls.StateErr)},
 			[2]string{"lease_renewals", strconv.FormatUint(ls.Renews, 10)},
 			[2]string{"lease_renewal_failures", strconv.FormatUint(ls.RenewFails, 10)},
 			[2]string{"lease_lost", strconv.FormatBool(ls.Lost)},

@@ -276,9 +276,13 @@ func serve(c *cli.Context) error {
 }
 
 // isConfigError reports whether a start failure is the user's input (exit
-// status 2): options, layout, state file. Redis being away or no machine
-// ID being free are failures (1).
+// status 2): options, layout, a corrupt or foreign state file. Redis being
+// away, no machine ID being free, or a state file that cannot be written
+// are failures (1).
 func isConfigError(err error) bool {
+	if errors.Is(err, coord.ErrStateIO) {
+		return false // a full or read-only disk is the host's fault, not the flags'
+	}
 	for _, e := range []error{node.ErrInvalidOptions, coord.ErrInvalidOptions, coord.ErrLayoutMismatch,
 		coord.ErrStateCorrupt, coord.ErrStateMismatch, coord.ErrStateLocked} {
 		if errors.Is(err, e) {

@@ -1,15 +1,18 @@
--- counter.lua: hand out one segment of counter-mode values (INCRBY with floors).
+-- counter.lua: hand out one segment of counter-mode values (INCRBY with
+-- floors). guard.lua runs first.
 --
--- KEYS[1] {ns}:counter, optional: KEYS[2] {ns}:layout, KEYS[3] {ns}:events
+-- KEYS[1] {ns}:counter, KEYS[2] {ns}:layout, KEYS[3] {ns}:events,
+-- KEYS[4] {ns}:meta
 -- ARGV: 1 n, the segment size (1..2^24), 2 epoch (us since the Unix epoch),
 --   3 tick length (us), 4 bits of sequence (1..30), 5 lead (ticks, >= 0),
 --   6 min value: the caller's floor, a counter value the segment must not
 --      start below ("0" for none), in decimal;
---   with KEYS[2]: 7 the caller's canonical layout: a fleet layout that
---      differs is refused (counter IDs of another layout could equal flake
---      IDs), a missing one is set;
---   with KEYS[3]: 8 events maxlen, 9 counter machine ID, 10 host, 11 pid:
---      a counter (re)created from its floor writes a counter_init event.
+--   7 the caller's canonical layout: a fleet layout that differs is
+--      refused (counter IDs of another layout could equal flake IDs), a
+--      missing one is set;
+--   8 events maxlen, 9 counter machine ID, 10 host, 11 pid: a counter
+--      (re)created from its floor writes a counter_init event;
+--   12 generation to create {ns}:meta with, when it is missing.
 --
 -- A counter value v stands for (tick = v >> bits, seq = v & mask); the ID is
 -- v << machine bits | counter machine ID. The key holds the last value
@@ -19,7 +22,9 @@
 -- min value - 1), T being the tick of Redis TIME. When the key is missing
 -- (first use, or Redis lost its data) the floor is (T + lead + 1) << bits - 1
 -- instead: a counter that ran up to lead ticks ahead before the loss never
--- repeats. No value with a tick above T + lead is handed out: the segment is
+-- repeats. A key that is present may be older than what was handed out
+-- (Redis lost a suffix of its writes: guard.lua): it is floored the same
+-- way from the moment the loss was noticed, loss_ms in {ns}:meta. No value with a tick above T + lead is handed out: the segment is
 -- cut there, and when nothing is left the reply is AHEAD (the caller waits a
 -- tick; a missing key is still created at its floor, so one tick suffices).
 --
@@ -39,8 +44,11 @@ local P = 2 ^ bits
 local MASK = P - 1
 local MAXTICK = 2 ^ 53 / 10
 
-local t = redis.call('TIME')
-local T = math.floor((tonumber(t[1]) * 1e6 + tonumber(t[2]) - epochUs) / unitUs)
+local _, _, nowUs = redisNow()
+local T = math.floor((nowUs - epochUs) / unitUs)
+local _, lossMs = guard(KEYS[4], KEYS[3], ARGV[8], ARGV[12], {'created_tick', T},
+  {'host', ARGV[10], 'pid', ARGV[11]})
+local lossTick = tickOf(lossMs, epochUs, unitUs)
 
 -- parse splits a decimal counter value into {tick, seq}, or returns nil.
 local function parse(s)
@@ -89,13 +97,11 @@ local function pred(a)
   return {a[1] - 1, MASK}
 end
 
-if KEYS[2] then
-  local fleet = redis.call('GET', KEYS[2])
-  if fleet and fleet ~= ARGV[7] then
-    return redis.error_reply('ERR counter.lua: layout ' .. ARGV[7] .. ' differs from the fleet layout ' .. fleet)
-  end
-  if not fleet then redis.call('SET', KEYS[2], ARGV[7]) end
+local fleet = redis.call('GET', KEYS[2])
+if fleet and fleet ~= ARGV[7] then
+  return redis.error_reply('ERR counter.lua: layout ' .. ARGV[7] .. ' differs from the fleet layout ' .. fleet)
 end
+if not fleet then redis.call('SET', KEYS[2], ARGV[7]) end
 
 local minValue = parse(ARGV[6])
 if not minValue then
@@ -108,14 +114,14 @@ if stored then
   if not cur then
     return redis.error_reply('ERR ' .. KEYS[1] .. ' holds "' .. stored .. '", not a counter value (a decimal below 2^63)')
   end
-  cur = maxOf(cur, {T - 1, MASK})
+  cur = maxOf(maxOf(cur, {T - 1, MASK}), {lossTick + lead, MASK})
 else
   cur = {T + lead, MASK}
 end
 cur = maxOf(cur, pred(minValue))
 cur = maxOf(cur, {-1, MASK})
 
-if not stored and KEYS[3] then
+if not stored then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'type', 'counter_init', 'mid', ARGV[9],
     'host', ARGV[10], 'pid', ARGV[11], 'tick', T, 'value', format(cur),
     'detail', 'counter key missing (first use, or Redis lost its data): floored to Redis TIME + lead')

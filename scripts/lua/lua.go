@@ -1,34 +1,42 @@
 // Package lua holds flaked's Redis Lua scripts, one file each, embedded so
 // the binary carries them. Each script is atomic and touches only keys of
 // one namespace, which share a {hash tag}, so it runs on Redis Cluster.
+// The scripts that write the registry or the counter start with guard.lua,
+// which notices that Redis may have lost acknowledged writes.
 package lua
 
 import _ "embed"
 
+//go:embed guard.lua
+var guard string
+
+var (
+	//go:embed claim.lua
+	claim string
+	//go:embed renew.lua
+	renew string
+	//go:embed release.lua
+	release string
+	//go:embed counter.lua
+	counter string
+)
+
 // Claim atomically claims one machine ID (see claim.lua).
-//
-//go:embed claim.lua
-var Claim string
+var Claim = guard + claim
 
 // Renew extends leases and raises the reservation (see renew.lua).
-//
-//go:embed renew.lua
-var Renew string
+var Renew = guard + renew
 
 // Release gives leases back with the exact last tick (see release.lua).
-//
-//go:embed release.lua
-var Release string
+var Release = guard + release
+
+// Counter hands out a segment of counter-mode values (see counter.lua).
+var Counter = guard + counter
 
 // Check is sonyflake's CheckMachineID (see check.lua).
 //
 //go:embed check.lua
 var Check string
-
-// Counter hands out a segment of counter-mode values (see counter.lua).
-//
-//go:embed counter.lua
-var Counter string
 
 // Prune forgets released and expired machine IDs, keeping their
 // reservations (see prune.lua); flaked audit prune runs it.

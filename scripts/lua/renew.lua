@@ -1,51 +1,105 @@
 -- renew.lua: extend the leases of one owner and raise its reservation.
+-- guard.lua runs first.
 --
 -- KEYS[1] {ns}:reserved KEYS[2] {ns}:events KEYS[3] {ns}:machines
--- KEYS[4] {ns}:meta
+-- KEYS[4] {ns}:meta KEYS[5] {ns}:layout
 -- ARGV: 1 key prefix, 2 token, 3 reservation wanted (tick), 4 reservation
 --   the owner holds now (tick), 5 lease ttl (ms), 6 events maxlen,
---   7 mode, 8 host, 9 pid, 10 addr, 11 version, 12.. machine IDs.
+--   7 mode, 8 host, 9 pid, 10 addr, 11 version, 12 canonical layout,
+--   13 the registry generation the lease was claimed in, 14 horizon
+--   (ticks), 15 epoch (us), 16 tick length (us), 17 node ID, 18 Redis time
+--   (ms) of this owner's last successful claim or renewal, 19.. machine IDs.
 --
 -- For each ID: when the lease holds our token it is extended; when the
--- lease is gone (expired while we were paused, or Redis lost its data) it
--- is re-asserted, but only if nobody raised the reservation past ours in
--- the meantime (which would mean someone else used the ID). The
+-- lease is gone (expired while we were paused) it is re-asserted, but only
+-- if nobody raised the reservation past ours in the meantime (which would
+-- mean someone else used the ID), and only if this Redis cannot have lost
+-- writes since our last renewal (guard.lua): another owner's claim may be
+-- among them, and the reservation read here proves nothing then. The lease
+-- is lost instead, and the node claims again above the loss floor. The
 -- reservation is raised, never lowered, and only while holding the lease.
--- Returns {"OK", reservation, reasserted count, 1 if {ns}:meta is gone
--- (Redis lost its data) else 0} or
---         {"LOST", id, reason, holder}.
+--
+-- After Redis lost its data, the owners that re-assert their leases also
+-- restore the fleet's layout and {ns}:meta (with their generation), so a
+-- node with another layout is still refused. A claim that stored the
+-- layout itself on an empty registry (claim.lua) leaves it unsettled for a
+-- while, and the claimer issues nothing until it settles: an owner from
+-- before the loss with another layout overrides it then. After that a
+-- layout other than ours loses the lease.
+--
+-- Returns {"OK", reservation, reasserted count, data loss ("" | "created":
+-- {ns}:meta was gone | "server": Redis restarted or failed over), Redis
+-- time (ms)} or
+-- {"LOST", id, reason, holder, fenced (1 when the holder started from a
+-- copy of our state file), holder host, holder pid}.
 local prefix, token = ARGV[1], ARGV[2]
 local want, held, ttl, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local mode, host, pid, addr, version = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local t = redis.call('TIME')
-local nowMs = tostring(math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000))
+local layout, generation, horizon = ARGV[12], ARGV[13], ARGV[14]
+local epochUs, unitUs, node, lastOk = tonumber(ARGV[15]), tonumber(ARGV[16]), ARGV[17], tonumber(ARGV[18])
+local first = 19
+local nowText, nowNum, nowUs = redisNow()
+local who = {'token', token, 'host', host, 'pid', pid, 'addr', addr}
 
 local function event(kind, id, ...)
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', maxlen, '*', 'type', kind, 'mid', id,
     'token', token, 'host', host, 'pid', pid, 'addr', addr, ...)
 end
 
+local gen, lossMs, how = guard(KEYS[4], KEYS[2], maxlen, generation,
+  {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', horizon}, who)
+if how == 'created' then
+  event('dataloss', ARGV[first], 'generation', generation,
+    'detail', 'registry metadata missing at renewal: Redis lost its data; meta and layout restored by this owner')
+end
+local stored = redis.call('GET', KEYS[5])
+local settle = tonumber(redis.call('HGET', KEYS[4], 'layout_settle_ms') or 0)
+if not stored then
+  redis.call('SET', KEYS[5], layout)
+  event('layout_restored', ARGV[first], 'layout', layout, 'detail', 'fleet layout missing: restored by an owner holding leases')
+elseif stored ~= layout then
+  if settle > nowNum and gen ~= generation then
+    redis.call('SET', KEYS[5], layout)
+    redis.call('HDEL', KEYS[4], 'layout_settle_ms')
+    event('layout_restored', ARGV[first], 'layout', layout, 'refused', stored,
+      'detail', 'a claim stored another layout after Redis lost its data; restored by an owner holding leases from before')
+  else
+    event('renew_fail', ARGV[first], 'reason', 'layout', 'layout', layout, 'stored', stored)
+    return {'LOST', ARGV[first], 'the fleet layout is ' .. stored .. ', this owner runs ' .. layout, '', 0, '', ''}
+  end
+end
 -- Check every ID first, so a lost one changes nothing.
 local missing = {}
-for i = 12, #ARGV do
+for i = first, #ARGV do
   local id = ARGV[i]
   local holder = redis.call('GET', prefix .. 'lease:' .. id)
   if not holder then
     local r = tonumber(redis.call('HGET', KEYS[1], id) or -1)
     if r > held then
       event('renew_fail', id, 'reason', 'reservation moved', 'reserved', r, 'held', held)
-      return {'LOST', id, 'lease expired and reservation ' .. r .. ' moved past ours ' .. held, ''}
+      return {'LOST', id, 'lease expired and reservation ' .. r .. ' moved past ours ' .. held, '', 0, '', ''}
+    end
+    if lossMs >= lastOk then
+      event('renew_fail', id, 'reason', 'lease missing after possible data loss', 'loss_ms', lossMs, 'held', held)
+      return {'LOST', id, 'lease missing after Redis may have lost writes (restart or failover); claiming again', '', 0, '', ''}
     end
     missing[id] = true
   elseif holder ~= token then
+    local o = redis.call('HMGET', prefix .. 'owner:' .. id, 'from_token', 'host', 'pid')
+    if o[1] == token then
+      event('fenced', id, 'holder', holder, 'holder_host', o[2] or '', 'holder_pid', o[3] or '',
+        'detail', 'taken over by a process that started from a copy of this owner\'s state file')
+      return {'LOST', id, 'taken over by ' .. (o[2] or '?') .. ' pid ' .. (o[3] or '?') ..
+        ', which started from a copy of this node\'s state file', holder, 1, o[2] or '', o[3] or ''}
+    end
     event('renew_fail', id, 'reason', 'lease held by another owner', 'holder', holder)
-    return {'LOST', id, 'lease held by another owner', holder}
+    return {'LOST', id, 'lease held by another owner', holder, 0, '', ''}
   end
 end
 
 local reasserted = 0
 local granted = nil
-for i = 12, #ARGV do
+for i = first, #ARGV do
   local id = ARGV[i]
   local lease = prefix .. 'lease:' .. id
   local owner = prefix .. 'owner:' .. id
@@ -53,9 +107,9 @@ for i = 12, #ARGV do
     redis.call('SET', lease, token, 'PX', ttl)
     redis.call('SADD', KEYS[3], id)
     redis.call('HSET', owner, 'host', host, 'pid', pid, 'addr', addr, 'version', version,
-      'token', token, 'state', 'live', 'claimed', nowMs)
+      'token', token, 'state', 'live', 'claimed', nowText, 'node', node)
     if not redis.call('HGET', owner, 'first_claim') then
-      redis.call('HSET', owner, 'first_claim', nowMs, 'started', nowMs)
+      redis.call('HSET', owner, 'first_claim', nowText, 'started', nowText)
     end
     event('reassert', id, 'reserved', math.max(held, want))
     reasserted = reasserted + 1
@@ -65,13 +119,14 @@ for i = 12, #ARGV do
       -- The owner data went away under a live lease (deleted by hand, or
       -- lost with a Redis failover): write it whole, not a partial hash.
       redis.call('HSET', owner, 'host', host, 'pid', pid, 'addr', addr, 'version', version,
-        'token', token, 'state', 'live', 'claimed', nowMs, 'first_claim', nowMs, 'started', nowMs)
+        'token', token, 'state', 'live', 'claimed', nowText, 'first_claim', nowText, 'started', nowText,
+        'node', node)
     end
   end
   local r = tonumber(redis.call('HGET', KEYS[1], id) or -1)
-  local nr = math.max(r, want, held)
+  local nr = math.max(r, held, want)
   if nr > r then redis.call('HSET', KEYS[1], id, nr) end
-  redis.call('HSET', owner, 'heartbeat', nowMs, 'mode', mode)
+  redis.call('HSET', owner, 'heartbeat', nowText, 'mode', mode)
   if granted == nil or nr < granted then granted = nr end
 end
-return {'OK', granted, reasserted, redis.call('EXISTS', KEYS[4]) == 0 and 1 or 0}
+return {'OK', granted, reasserted, how, nowText}
