@@ -161,10 +161,10 @@ func (l *Lease) Reserve(ctx context.Context, upTo int64) (int64, error) {
 // layout in the meantime (renew.lua), and nothing was issued.
 func (l *Lease) settle(ctx context.Context, until int64) error {
 	for {
-		wait := time.Duration(until-l.lastOK) * time.Millisecond
 		if err := l.Renew(ctx); err != nil {
 			return err
 		}
+		wait := time.Duration(until-l.lastOK) * time.Millisecond // lastOK: that renewal's Redis TIME
 		if wait <= 0 {
 			return nil
 		}

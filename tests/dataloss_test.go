@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/faultproxy"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -276,4 +277,77 @@ func layoutOf(t *testing.T, seq, machine int) flake.Layout {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// 15. The Redis master is lost, and a replica that missed its last
+// seconds of writes is promoted: its replication link was cut through a
+// proxy (a paused replica would still read what the kernel buffered), so
+// it holds older reservations, leases and counter than the nodes were
+// granted. The flake node and the counter node die with the master (their
+// memory of what they issued is gone) and restart; the auto node reaches
+// the new master seconds after the others, through its own proxy. One
+// machine bit leaves one leasable ID, so the restarted flake node must take
+// the very ID it held, at whatever floor the promoted replica says.
+func TestDataLoss_ReplicaMissedWritesPromoted(t *testing.T) {
+	redistest.Require(t)
+	master := redistest.Start(t, redistest.Options{})
+	link := faultproxy.Start(t, master.Addr())
+	replica := redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
+	rc := replica.Client(t)
+	eventually(t, 20*time.Second, "the replica in sync", func() bool {
+		info, _ := rc.Info(ctxT(t), "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	l := layoutOf(t, 8, 1)
+	var ds []*Daemon
+	var proxies []*faultproxy.Proxy
+	for i, mode := range []string{"flake", "auto", "counter"} {
+		p := faultproxy.Start(t, master.Addr())
+		d := NewDaemon(t, "node"+strconv.Itoa(i+1)+"-"+mode, "redis://"+p.Addr(),
+			"--mode", mode, "--bits-machine", "1", "--lease-ttl", "1s")
+		d.MustStart()
+		d.WaitReady(t, 30*time.Second)
+		ds, proxies = append(ds, d), append(proxies, p)
+	}
+	load := StartLoad(ds, connsPerDaemon, batch)
+	load.WaitFor(t, int64(scale(30_000)), time.Minute, "warm-up")
+	for range repeats() {
+		link.Cut() // from here the replica misses every write
+		load.WaitFor(t, int64(scale(20_000)), time.Minute, "writes the replica misses")
+		time.Sleep(2 * time.Second)
+		ds[0].Kill()
+		ds[2].Kill()
+		master.Kill()
+		if err := rc.SlaveOf(ctxT(t), "NO", "ONE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		// The nodes learn of the new master at different moments.
+		proxies[0].Redirect(replica.Addr())
+		proxies[2].Redirect(replica.Addr())
+		ds[0].MustStart()
+		ds[2].MustStart()
+		time.Sleep(2 * time.Second)
+		proxies[1].Redirect(replica.Addr())
+		load.WaitFor(t, int64(scale(60_000)), 2*time.Minute, "after the promotion")
+		// The next round: the old master comes back as the new one's
+		// replica, through the link.
+		master.Restart(t)
+		mc := master.Client(t)
+		link.Redirect(replica.Addr())
+		link.Heal()
+		if err := mc.SlaveOf(ctxT(t), "127.0.0.1", strconv.Itoa(link.Port())).Err(); err != nil {
+			t.Fatal(err)
+		}
+		master, replica = replica, master
+		rc = replica.Client(t)
+		eventually(t, 20*time.Second, "the old master in sync as a replica", func() bool {
+			info, _ := rc.Info(ctxT(t), "replication").Result()
+			return strings.Contains(info, "master_link_status:up")
+		})
+	}
+	load.Stop()
+	load.Check(t, l)
+	if ev := eventTypes(t, "redis://"+master.Addr()); ev["dataloss"] == 0 {
+		t.Errorf("no dataloss event after the promotion: %v", ev)
+	}
 }
