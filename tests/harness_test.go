@@ -439,9 +439,16 @@ func (l *Load) Check(t testing.TB, layout flake.Layout) int {
 	}
 	var all []uint64
 	var from []origin
-	last := map[[2]int64]uint64{}
+	// Loads merged into one (Absorb) number their connections alike: the
+	// daemon's name tells them apart.
+	type stream struct {
+		daemon string
+		conn   int
+		inc    int64
+	}
+	last := map[stream]uint64{}
 	for ri, r := range l.recs {
-		key := [2]int64{int64(r.conn), r.inc}
+		key := stream{r.daemon, r.conn, r.inc}
 		for i, id := range r.ids {
 			if r.inc != 0 {
 				if p, ok := last[key]; ok && id <= p {
