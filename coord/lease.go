@@ -31,6 +31,9 @@ type Lease struct {
 	Clone  string
 	lastOK int64  // Redis ms of the last successful claim or renewal
 	nodeID string // the state file's node ID, or ""
+	// horizon is the fleet's (ticks): the longer of ours and {ns}:meta's
+	// at the claim. A renewal restores it if Redis lost it.
+	horizon int64
 
 	mu       sync.Mutex // serializes renew, reserve, release and state saves
 	mode     string
@@ -158,7 +161,9 @@ func (l *Lease) Reserve(ctx context.Context, upTo int64) (int64, error) {
 // settle waits until the layout this lease's claim stored has settled
 // (Redis ms until), renewing meanwhile, then renews once more: that
 // renewal fails when an owner from before a data loss restored another
-// layout in the meantime (renew.lua), and nothing was issued.
+// layout in the meantime (renew.lua), and nothing was issued. Such an
+// owner may also have restored a longer fleet horizon: the lease then
+// starts above loss + that horizon.
 func (l *Lease) settle(ctx context.Context, until int64) error {
 	for {
 		if err := l.Renew(ctx); err != nil {
@@ -166,7 +171,7 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 		}
 		wait := time.Duration(until-l.lastOK) * time.Millisecond // lastOK: that renewal's Redis TIME
 		if wait <= 0 {
-			return nil
+			break
 		}
 		select {
 		case <-time.After(min(wait+time.Millisecond, l.reg.opts.LeaseTTL/3)):
@@ -174,6 +179,21 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 			return fmt.Errorf("%w: waiting for the new registry's layout to settle: %w", ErrNoMachineID, ctx.Err())
 		}
 	}
+	r := l.reg
+	m, err := r.rdb.HMGet(ctx, r.keys.meta, "horizon", "loss_ms").Result()
+	if err != nil {
+		return fmt.Errorf("read registry metadata: %w", err)
+	}
+	h, loss := toInt64(m[0]), toInt64(m[1])
+	lay := r.opts.Layout
+	floor := lay.Tick(time.UnixMilli(loss)) + max(h, int64(r.opts.Horizon/lay.TimeUnit))
+	if floor > l.floor {
+		if _, err := l.Reserve(ctx, floor); err != nil {
+			return err
+		}
+		l.floor = floor
+	}
+	return nil
 }
 
 // Renew extends the leases and writes a heartbeat without raising the
@@ -197,7 +217,8 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	args := []any{r.keys.prefix, l.token, want, l.granted.Load(), r.opts.LeaseTTL.Milliseconds(),
 		r.opts.EventsMaxLen, l.mode, o.Host, o.PID, o.Addr, o.Version,
 		lay.String(), l.generation, int64(r.opts.Horizon / lay.TimeUnit),
-		lay.StartTime.UnixMicro(), float64(lay.TimeUnit) / float64(time.Microsecond), l.nodeID, l.lastOK}
+		lay.StartTime.UnixMicro(), float64(lay.TimeUnit) / float64(time.Microsecond), l.nodeID, l.lastOK,
+		l.horizon}
 	for _, id := range l.ids {
 		args = append(args, id)
 	}

@@ -132,6 +132,7 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 			lease.lastOK = res.redisMs
 		}
 		settle = max(settle, res.settle)
+		lease.horizon = max(lease.horizon, res.horizon, int64(r.opts.Horizon/l.TimeUnit))
 		if p := co.Previous; p != nil && p.Generation != res.generation && !lease.DataLoss {
 			lease.DataLoss = true
 			r.event(ctx, "dataloss", strconv.Itoa(res.id), "previous_generation", p.Generation, "generation", res.generation,
@@ -178,6 +179,7 @@ type claimResult struct {
 	clone      string // "host pid" of a live process run from a copy of our state file
 	redisMs    int64  // Redis TIME of the claim
 	settle     int64  // Redis ms until which the layout this claim stored is unsettled
+	horizon    int64  // the fleet's horizon in {ns}:meta (ticks)
 }
 
 // claimArgs are claim.lua's ARGV, in the order its header lists them.
@@ -219,7 +221,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 		case "OK":
 			id, _ := strconv.Atoi(fmt.Sprint(v[1]))
 			return claimResult{id: id, floor: toInt64(v[2]), generation: fmt.Sprint(v[3]), event: fmt.Sprint(v[4]),
-				clone: fmt.Sprint(v[6]), redisMs: toInt64(v[7]), settle: toInt64(v[8])}, nil
+				clone: fmt.Sprint(v[6]), redisMs: toInt64(v[7]), settle: toInt64(v[8]), horizon: toInt64(v[9])}, nil
 		case "NONE":
 			// Free IDs exist but start later than allowed: when the soonest
 			// is within MaxWait (a registry created a moment ago), wait for

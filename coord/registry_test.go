@@ -1,6 +1,7 @@
 package coord_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +57,14 @@ func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 func newReg(t *testing.T, rdb redis.UniversalClient, o coord.Options) *coord.Registry {
 	t.Helper()
 	if o.Horizon == 0 {
-		o.Horizon = time.Millisecond // most tests are not about data loss
+		// Most tests are not about data loss: the registry looks as if this
+		// server had always held it, so claims do not wait for a loss floor,
+		// and the horizon (the reach of any reservation) is the default.
+		o.Horizon = coord.DefaultHorizon
+		ns := cmp.Or(o.Namespace, coord.DefaultNamespace)
+		if err := redistest.ForgetLoss(context.Background(), rdb, ns); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r, err := coord.NewRegistry(rdb, o)
 	if err != nil {

@@ -72,7 +72,8 @@ func TestSentinel_Failover_KeepsMachineIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := newReg(t, rdb, coord.Options{Layout: l})
+	// A failover is a possible loss: claims after it wait for the loss floor.
+	reg := newReg(t, rdb, coord.Options{Layout: l, MaxWait: time.Minute})
 	a, err := reg.Claim(ctxT(t), coord.ClaimOptions{Count: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -387,7 +387,8 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		start := time.Now()
 		res, err := counterScript.Run(c.ctx, c.rdb, []string{c.key, c.layoutKey, c.eventsKey, c.metaKey},
 			size, c.epochUs, c.unitUs, c.seqBits, c.leadTicks, strconv.FormatUint(minValue, 10),
-			c.opts.Layout.String(), c.opts.EventsMaxLen, c.machine, c.opts.Host, c.opts.PID, c.generation).Slice()
+			c.opts.Layout.String(), c.opts.EventsMaxLen, c.machine, c.opts.Host, c.opts.PID, c.generation,
+			c.opts.LayoutSettle.Milliseconds()).Slice()
 		rtt := time.Since(start)
 		if err != nil {
 			if c.ctx.Err() != nil {
@@ -406,6 +407,20 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 					c.key, last, c.opts.Layout, last>>c.seqBits, c.opts.Layout.MaxTick())
 			}
 			return newSegment(first, int64(last-first+1)), rtt, nil
+		}
+		if len(res) == 3 && res[0] == "SETTLE" {
+			// The layout was just stored on an empty registry: wait for it
+			// to settle (counter.lua), on Redis's clock.
+			now, _ := res[1].(int64)
+			until, _ := res[2].(int64)
+			timer := time.NewTimer(time.Duration(min(max(until-now, 1), int64(time.Minute/unit))) * unit)
+			select {
+			case <-timer.C:
+			case <-c.ctx.Done():
+				timer.Stop()
+				return nil, 0, ErrClosed
+			}
+			continue
 		}
 		if len(res) != 3 || res[0] != "AHEAD" {
 			return nil, 0, fmt.Errorf("counter.lua on %s: unexpected reply %v", c.key, res)

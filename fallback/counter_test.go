@@ -699,7 +699,7 @@ func TestCounterScript_ExactValues(t *testing.T) {
 		keys := []string{key, "{flaked}:layout", "{flaked}:events", "{flaked}:meta"}
 		run := func(n int64, epochUs, bits, lead int64, minValue string) *redis.Cmd {
 			return script.Run(ctx, rdb, keys, n, epochUs, 1000, bits, lead, minValue,
-				fmt.Sprintf("test-%d", bits), 1000, 1<<bits-1, "h", 1, "g")
+				fmt.Sprintf("test-%d", bits), 1000, 1<<bits-1, "h", 1, "g", 0)
 		}
 		// The first run creates {ns}:meta, recording a possible loss now;
 		// moved back, so only the arithmetic is tested here.
@@ -707,6 +707,9 @@ func TestCounterScript_ExactValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := rdb.HSet(ctx, "{flaked}:meta", "loss_ms", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HDel(ctx, "{flaked}:meta", "counter_lead").Err(); err != nil { // the next run's lead
 			t.Fatal(err)
 		}
 		for _, bits := range []int{1, 8, 16, 20, 24, 30} {

@@ -55,6 +55,11 @@ type Options struct {
 	// os.Hostname() and os.Getpid().
 	Host string
 	PID  int
+	// LayoutSettle: a fetch that stores the fleet layout in an empty
+	// registry hands nothing out for this long, so lease owners from
+	// before a data loss can restore theirs (coord.Options.LayoutSettle,
+	// which a node passes here). 0..1m, 0 means none.
+	LayoutSettle time.Duration
 }
 
 var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -68,6 +73,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.LayoutSettle < 0 || o.LayoutSettle > time.Minute {
+		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..1m", ErrInvalidOptions, o.LayoutSettle)
 	}
 	if o.EventsMaxLen == 0 {
 		o.EventsMaxLen = 100000

@@ -399,15 +399,23 @@ func logs(servers ...*Server) string {
 // floors do not move what they check.
 func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error {
 	id := ""
-	server, err1 := rdb.Info(ctx, "server").Result()
-	repl, err2 := rdb.Info(ctx, "replication").Result()
+	meta := "{" + ns + "}:meta"
+	node := rdb
+	if cc, ok := rdb.(*redis.ClusterClient); ok { // INFO of the master holding the keys
+		m, err := cc.MasterForKey(ctx, meta)
+		if err != nil {
+			return err
+		}
+		node = m
+	}
+	server, err1 := node.Info(ctx, "server").Result()
+	repl, err2 := node.Info(ctx, "replication").Result()
 	if err1 == nil && err2 == nil {
 		run, rid := infoValue(server, "run_id"), infoValue(repl, "master_replid")
 		if run != "" && rid != "" {
 			id = run + ":" + rid
 		}
 	}
-	meta := "{" + ns + "}:meta"
 	if err := rdb.HSetNX(ctx, meta, "generation", "test").Err(); err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@
 -- (ms), settle} (clone: "" or "host pid" of a live process holding the
 -- preferred ID under the same node ID: two processes started from copies
 -- of one state file; settle: until when (ms) the layout is unsettled, the
--- claimer issuing nothing before, or 0) |
+-- claimer issuing nothing before, or 0; the fleet's horizon) |
 -- {"LAYOUT", stored layout} | {"NONE", lowest floor seen or -1}.
 -- The cost is bounded by the candidates passed plus 8 random members of
 -- the registry: it never scans the machine-ID space.
@@ -65,7 +65,14 @@ if not stored then
     redis.call('HSET', KEYS[2], 'layout_settle_ms', tostring(nowNum + settleMs))
   end
 end
-local metaHorizon = tonumber(redis.call('HGET', KEYS[2], 'horizon') or horizon)
+-- The fleet's horizon is fixed when {ns}:meta is made (renew.lua caps
+-- every grant at Redis TIME + it), so a loss of later writes cannot hide a
+-- longer reach; a claimer whose own is longer waits for that.
+local metaHorizon = tonumber(redis.call('HGET', KEYS[2], 'horizon') or -1)
+if metaHorizon < 0 then
+  redis.call('HSET', KEYS[2], 'horizon', horizon)
+  metaHorizon = horizon
+end
 local lossFloor = tickOf(lossMs, epochUs, unitUs) + math.max(horizon, metaHorizon)
 
 local function floorOf(id)
@@ -141,4 +148,4 @@ event(kind, id, 'floor', floor, 'prev_host', prev[1] or '', 'prev_pid', prev[2] 
   'node', node, 'loss_floor', lossFloor)
 local settle = tonumber(redis.call('HGET', KEYS[2], 'layout_settle_ms') or 0)
 if settle <= nowNum then settle = 0 end
-return {'OK', id, floor, gen, kind, how == 'created' and 1 or 0, clone, nowText, tostring(settle)}
+return {'OK', id, floor, gen, kind, how == 'created' and 1 or 0, clone, nowText, tostring(settle), metaHorizon}

@@ -12,7 +12,15 @@
 --      missing one is set;
 --   8 events maxlen, 9 counter machine ID, 10 host, 11 pid: a counter
 --      (re)created from its floor writes a counter_init event;
---   12 generation to create {ns}:meta with, when it is missing.
+--   12 generation to create {ns}:meta with, when it is missing,
+--   13 layout settle (ms): when this call stores the fleet layout, nothing
+--      is handed out for this long (see renew.lua: an owner from before a
+--      loss may restore another layout meanwhile).
+--
+-- The lead is fleet-wide: the first counter stores it in {ns}:meta; no
+-- value runs more than the smaller of it and ours ahead of TIME, and after
+-- a loss values start above the larger, so a counter configured with
+-- another lead cannot repeat what one with a longer lead handed out.
 --
 -- A counter value v stands for (tick = v >> bits, seq = v & mask); the ID is
 -- v << machine bits | counter machine ID. The key holds the last value
@@ -37,7 +45,8 @@
 -- ticks; a stored value whose tick is larger is refused as corrupt.
 --
 -- Returns {"OK", first, last, T} (first and last decimal strings, both
--- inclusive) or {"AHEAD", T, tick of the next value}.
+-- inclusive) or {"AHEAD", T, tick of the next value} or {"SETTLE", T, tick
+-- when the layout has settled}.
 local n, epochUs, unitUs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local bits, lead = tonumber(ARGV[4]), tonumber(ARGV[5])
 local P = 2 ^ bits
@@ -101,7 +110,23 @@ local fleet = redis.call('GET', KEYS[2])
 if fleet and fleet ~= ARGV[7] then
   return redis.error_reply('ERR counter.lua: layout ' .. ARGV[7] .. ' differs from the fleet layout ' .. fleet)
 end
-if not fleet then redis.call('SET', KEYS[2], ARGV[7]) end
+if not fleet then
+  redis.call('SET', KEYS[2], ARGV[7])
+  local settleMs = tonumber(ARGV[13])
+  if settleMs > 0 then
+    redis.call('HSET', KEYS[4], 'layout_settle_ms', tostring(math.floor(nowUs / 1000) + settleMs))
+  end
+end
+local settle = tonumber(redis.call('HGET', KEYS[4], 'layout_settle_ms') or 0)
+if settle * 1000 > nowUs then
+  return {'SETTLE', T, math.floor((settle * 1000 - epochUs) / unitUs) + 1}
+end
+local fleetLead = tonumber(redis.call('HGET', KEYS[4], 'counter_lead') or -1)
+if fleetLead < 0 then
+  fleetLead = lead
+  redis.call('HSET', KEYS[4], 'counter_lead', lead)
+end
+local reach, lossLead = math.min(lead, fleetLead), math.max(lead, fleetLead)
 
 local minValue = parse(ARGV[6])
 if not minValue then
@@ -114,9 +139,9 @@ if stored then
   if not cur then
     return redis.error_reply('ERR ' .. KEYS[1] .. ' holds "' .. stored .. '", not a counter value (a decimal below 2^63)')
   end
-  cur = maxOf(maxOf(cur, {T - 1, MASK}), {lossTick + lead, MASK})
+  cur = maxOf(maxOf(cur, {T - 1, MASK}), {lossTick + lossLead, MASK})
 else
-  cur = {T + lead, MASK}
+  cur = {math.max(T, lossTick) + lossLead, MASK}
 end
 cur = maxOf(cur, pred(minValue))
 cur = maxOf(cur, {-1, MASK})
@@ -129,7 +154,7 @@ end
 
 local first = {cur[1], cur[2] + 1}
 if first[2] > MASK then first = {first[1] + 1, 0} end
-local limit = T + lead
+local limit = T + reach
 if first[1] > limit then
   if not stored and cur[1] >= 0 then redis.call('SET', KEYS[1], format(cur)) end
   return {'AHEAD', T, first[1]}

@@ -8,7 +8,15 @@
 --   7 mode, 8 host, 9 pid, 10 addr, 11 version, 12 canonical layout,
 --   13 the registry generation the lease was claimed in, 14 horizon
 --   (ticks), 15 epoch (us), 16 tick length (us), 17 node ID, 18 Redis time
---   (ms) of this owner's last successful claim or renewal, 19.. machine IDs.
+--   (ms) of this owner's last successful claim or renewal, 19 the fleet
+--   horizon this owner knew at its claim, 20.. machine IDs.
+--
+-- No reservation reaches past Redis TIME + the fleet's horizon ({ns}:meta,
+-- fixed when it is made): that is what lets a claim after a loss start at
+-- loss + horizon whatever each node was configured with. While a layout
+-- stored by a claim after a loss settles, an owner from before restores
+-- its own (longer) fleet horizon too, and the settling claim starts above
+-- it (Registry.Claim).
 --
 -- For each ID: when the lease holds our token it is extended; when the
 -- lease is gone (expired while we were paused) it is re-asserted, but only
@@ -37,7 +45,8 @@ local want, held, ttl, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], A
 local mode, host, pid, addr, version = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local layout, generation, horizon = ARGV[12], ARGV[13], ARGV[14]
 local epochUs, unitUs, node, lastOk = tonumber(ARGV[15]), tonumber(ARGV[16]), ARGV[17], tonumber(ARGV[18])
-local first = 19
+local knownHorizon = tonumber(ARGV[19])
+local first = 20
 local nowText, nowNum, nowUs = redisNow()
 local who = {'token', token, 'host', host, 'pid', pid, 'addr', addr}
 
@@ -68,6 +77,17 @@ elseif stored ~= layout then
     return {'LOST', ARGV[first], 'the fleet layout is ' .. stored .. ', this owner runs ' .. layout, '', 0, '', ''}
   end
 end
+local metaHorizon = tonumber(redis.call('HGET', KEYS[4], 'horizon') or -1)
+if metaHorizon < 0 then
+  metaHorizon = tonumber(horizon)
+  redis.call('HSET', KEYS[4], 'horizon', metaHorizon)
+end
+if settle > nowNum and gen ~= generation and knownHorizon > metaHorizon then
+  metaHorizon = knownHorizon
+  redis.call('HSET', KEYS[4], 'horizon', metaHorizon)
+end
+local cap = math.floor((nowUs - epochUs) / unitUs) + metaHorizon
+
 -- Check every ID first, so a lost one changes nothing.
 local missing = {}
 for i = first, #ARGV do
@@ -124,7 +144,7 @@ for i = first, #ARGV do
     end
   end
   local r = tonumber(redis.call('HGET', KEYS[1], id) or -1)
-  local nr = math.max(r, held, want)
+  local nr = math.max(r, held, math.min(want, cap))
   if nr > r then redis.call('HSET', KEYS[1], id, nr) end
   redis.call('HSET', owner, 'heartbeat', nowText, 'mode', mode)
   if granted == nil or nr < granted then granted = nr end

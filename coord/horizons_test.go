@@ -1,0 +1,56 @@
+package coord_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/internal/redistest"
+)
+
+// Nodes configured with different horizons (say --max-lead 4s where the
+// fleet was created by nodes with the default 1s). {ns}:meta fixes the
+// fleet's horizon when it is made and renew.lua caps every grant at Redis
+// TIME + it, so after Redis loses a suffix of writes a default node's claim
+// (loss + that horizon) still starts above every tick the large-horizon
+// node was granted. Without the cap it started below them.
+func TestGuard_MixedHorizons_LossFloorAboveGrants(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := tinyLayout(t)
+		small := newGuardReg(t, rdb, coord.Options{Layout: l, Horizon: time.Second, MaxWait: time.Minute})
+		big := newGuardReg(t, rdb, coord.Options{Layout: l, Horizon: 5 * time.Second, MaxWait: time.Minute})
+		// The fleet is created by a default node: {ns}:meta horizon = 1 s.
+		first, err := small.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Release(ctxT(t), first.Floor()); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.ForgetLoss(ctxT(t), rdb, "flaked"); err != nil {
+			t.Fatal(err)
+		}
+		// A node with a 5 s horizon reserves 4.5 s ahead, within it.
+		b, err := big.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := b.MachineIDs()[0]
+		now := redisNowTick(t, rdb, l)
+		grant, err := b.Reserve(ctxT(t), now+450)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rollBack(t, rdb, id, now-1) // a failover loses the reservation and the lease
+		c, err := small.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.MachineIDs()[0] == id && c.Floor() < grant {
+			t.Fatalf("after the loss, a default node claims ID %d from tick %d; the 5s-horizon node was granted up to %d: %d ticks issued twice",
+				id, c.Floor()+1, grant, grant-c.Floor())
+		}
+	})
+}
