@@ -68,7 +68,8 @@ type Options struct {
 	LayoutSettle time.Duration
 	// Private says the Redis is this process's own embedded store (a
 	// standalone node): nobody else can have written it, so there is no
-	// horizon and no layout settling, and the state file is the only
+	// layout settling and no loss to guard against (PrepareFresh marks it
+	// so before the first claim), and the state file is the only
 	// durable record, so a state file that cannot be written stops the
 	// lease from granting ticks. Otherwise Redis holds the reservations and
 	// such a failure is only reported (LeaseStats.StateErr).
@@ -136,7 +137,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..1m", ErrInvalidOptions, o.LayoutSettle)
 	}
 	if o.Private {
-		o.Horizon, o.LayoutSettle = time.Nanosecond, time.Nanosecond
+		o.LayoutSettle = time.Nanosecond
 	}
 	return o, nil
 }

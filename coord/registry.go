@@ -62,6 +62,19 @@ func (r *Registry) Client() redis.UniversalClient { return r.rdb }
 // Layout returns the fleet layout this registry enforces.
 func (r *Registry) Layout() flake.Layout { return r.opts.Layout }
 
+// PrepareFresh marks an empty, private store (Options.Private: a
+// standalone node's embedded one, made a moment ago) as a registry that has
+// lost nothing, so the first claim does not wait out a loss floor: nobody
+// but this process can have been granted a tick in it, and the state file
+// carries this node's own reservation.
+func (r *Registry) PrepareFresh(ctx context.Context) error {
+	if !r.opts.Private {
+		return fmt.Errorf("%w: PrepareFresh is only for a private store", ErrInvalidOptions)
+	}
+	return r.rdb.HSet(ctx, r.keys.meta, "generation", newToken(), "server", "", "loss_ms", 0,
+		"created_ms", r.opts.Now().UnixMilli(), "horizon", int64(r.opts.Horizon/r.opts.Layout.TimeUnit)).Err()
+}
+
 // ClaimOptions tune one Claim.
 type ClaimOptions struct {
 	// Count is how many machine IDs to lease (default 1).

@@ -245,6 +245,12 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.reg = reg
+	if n.mini != nil {
+		if err := reg.PrepareFresh(ctx); err != nil {
+			n.cleanup()
+			return nil, fmt.Errorf("standalone store: %w", err)
+		}
+	}
 	n.maxW = int64(reg.Options().MaxWait / reg.Layout().TimeUnit)
 	co := opts.Counter
 	co.Namespace, co.Layout, co.Now = reg.Options().Namespace, reg.Layout(), opts.Clock.Now
