@@ -14,8 +14,10 @@ import (
 
 // Event is one entry of the {ns}:events stream. The scripts and nodes
 // write: claim, reclaim, takeover (floor, prev_host, prev_pid, prev_addr,
-// prev_token, mode), release (last, reserved), reassert (reserved),
-// renew_fail (reason, ...), mode (from, to, reason, at_ms), dataloss,
+// prev_token, mode, fenced, node, loss_floor), release (last, reserved),
+// reassert (reserved), renew_fail (reason, ...), mode (from, to, reason,
+// at_ms), dataloss (server, previous_server or generation, detail),
+// fenced and clone (holder, holder_host, holder_pid), layout_restored,
 // clock_skew, layout_mismatch, counter_init; audit prune writes prune.
 type Event struct {
 	ID        string    // stream entry ID, "<ms>-<seq>"
@@ -158,7 +160,7 @@ func (o Owner) String() string {
 }
 
 // tokenFields hold owner tokens; reports show only their first 8 digits.
-var tokenFields = map[string]bool{"token": true, "prev_token": true, "holder": true}
+var tokenFields = map[string]bool{"token": true, "prev_token": true, "holder": true, "fenced": true, "from_token": true}
 
 func shortToken(t string) string {
 	if len(t) > 8 {
@@ -234,6 +236,19 @@ func (e Event) detailText(s *Snapshot) string {
 			if at := time.UnixMilli(ms).UTC(); at.Before(e.Time.Add(-time.Second)) {
 				parts = append(parts, "happened "+fmtTimeMs(at))
 			}
+		}
+	case "fenced", "clone":
+		// fenced: this owner's lease was taken over by a process that
+		// presented its token from a copy of its state file; clone: a
+		// claim found its state file's ID held under the same node ID.
+		h := Owner{Host: d["holder_host"], PID: atoi(d["holder_pid"]), Token: d["holder"]}
+		label := "taken over by "
+		if e.Type == "clone" {
+			label = "held by "
+		}
+		parts = append(parts, label+h.String()+", which runs from a copy of the same state file")
+		for _, k := range []string{"holder_host", "holder_pid", "holder", "detail"} {
+			delete(d, k)
 		}
 	case "prune":
 		if p, ok := e.PrevOwner(); ok {

@@ -146,9 +146,10 @@ func Build(s *Snapshot) *Report {
 		rep.Summary.Counts[st] = 0
 	}
 	lb, back := issuedBounds(s)
+	clones := cloneProblems(s)
 	named := 0
 	for _, r := range s.sortedRecords() {
-		problems := recordProblems(s, r, lb[r.MachineID], back[r.MachineID])
+		problems := recordProblems(s, r, lb[r.MachineID], append(back[r.MachineID], clones[r.MachineID]...))
 		for _, p := range problems {
 			id := r.MachineID
 			rep.Findings = append(rep.Findings, Finding{MachineID: &id, Check: p.check, Message: p.msg})
