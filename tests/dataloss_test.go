@@ -58,14 +58,14 @@ func (d *Daemon) Pid() int {
 	return d.cmd.Process.Pid
 }
 
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
+func copyFile(tb testing.TB, src, dst string) {
+	tb.Helper()
 	b, err := os.ReadFile(src)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := os.WriteFile(dst, b, 0o644); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 }
 

@@ -56,7 +56,7 @@ func BenchmarkFirstID(b *testing.B) {
 				switch {
 				case tc.name == "copy-of-a-live-node":
 					target = NewDaemon(b, "copy", srv.URL())
-					copyFileTB(b, d.StateFile, target.StateFile)
+					copyFile(b, d.StateFile, target.StateFile)
 				case tc.crash:
 					d.Kill()
 				default:
@@ -85,16 +85,5 @@ func BenchmarkFirstID(b *testing.B) {
 			b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
 			b.ReportMetric(0, "ns/op")
 		})
-	}
-}
-
-func copyFileTB(tb testing.TB, src, dst string) {
-	tb.Helper()
-	data, err := os.ReadFile(src)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(dst, data, 0o644); err != nil {
-		tb.Fatal(err)
 	}
 }
