@@ -2,7 +2,10 @@ package audit_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/audit"
+	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -341,5 +345,180 @@ func TestRead_ManyIDs_AllRead(t *testing.T) {
 		if m.MachineID != i || m.Owner.PID != i || *m.ReservedTick != l.Tick(now)+int64(i) {
 			t.Fatalf("machine %d: %+v", i, m)
 		}
+	}
+}
+
+// TestFleet_Clone_StateFileCopied: a node's state file is copied while it
+// runs, and a second process starts from the copy: it takes the machine
+// ID over (fencing the original), the original's renewal is refused, and
+// it claims another ID from its own file, under the same node ID. verify
+// then names both processes and their IDs, in one finding, and the
+// history tells the takeover, the fencing and the clone.
+func TestFleet_Clone_StateFileCopied(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := client(t, srv.URL())
+	ctx := ctxT(t)
+	const ns = "copies"
+	if err := redistest.ForgetLoss(ctx, rdb, ns); err != nil { // no claim waits a loss floor
+		t.Fatal(err)
+	}
+	reg := func(host string, pid int) *coord.Registry {
+		r, err := coord.NewRegistry(rdb, coord.Options{Namespace: ns, Layout: fleetLayout(3), LayoutSettle: time.Millisecond,
+			Owner: coord.Owner{Host: host, PID: pid, Addr: host + ":7379"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	open := func(path string) (*coord.StateFile, *coord.State) {
+		sf, st, err := coord.OpenState(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sf.Close() })
+		return sf, st
+	}
+	// A node reserves ahead at once; without a reservation the audit
+	// reports the lease.
+	reserve := func(l *coord.Lease) {
+		if _, err := l.Reserve(ctx, fleetLayout(3).Tick(time.Now())+10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	orig, cp := dir+"/orig.state", dir+"/copy.state"
+	regA, regB := reg("orig", 1111), reg("copy", 2222)
+
+	sfA, _ := open(orig)
+	a, err := regA.Claim(ctx, coord.ClaimOptions{State: sfA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Release(context.Background(), a.Floor()) })
+	reserve(a)
+	data, err := os.ReadFile(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sfB, prevB := open(cp)
+	b, err := regB.Claim(ctx, coord.ClaimOptions{State: sfB, Previous: prevB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Release(context.Background(), b.Floor()) })
+	reserve(b)
+	taken := a.MachineIDs()[0]
+	if b.MachineIDs()[0] != taken {
+		t.Fatalf("the copy claimed %v, want %d taken over", b.MachineIDs(), taken)
+	}
+	// The original still thinks it holds the ID, but one live lease is
+	// all Redis has: no clone yet.
+	if _, rep := report(t, rdb, ns); !rep.Consistent() {
+		t.Fatalf("after the takeover: %v", rep.Findings)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, coord.ErrFenced) {
+		t.Fatalf("the original's renewal: %v, want fenced", err)
+	}
+	a2, err := regA.Claim(ctx, coord.ClaimOptions{State: sfA}) // what node.Node does next
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a2.Release(context.Background(), a2.Floor()) })
+	reserve(a2)
+	other := a2.MachineIDs()[0]
+
+	s, rep := report(t, rdb, ns)
+	if len(rep.Findings) != 1 || rep.Findings[0].Check != audit.CheckClone {
+		t.Fatalf("findings %v, want one clone", rep.Findings)
+	}
+	ids := []int{taken, other}
+	slices.Sort(ids)
+	f := rep.Findings[0]
+	if !slices.Equal(f.MachineIDs, ids) || !strings.Contains(f.Message, "node "+sfA.Node()) ||
+		!strings.Contains(f.Message, "orig pid 1111 addr orig:7379 token "+a2.Token()[:8]+" (machine ID "+strconv.Itoa(other)+")") ||
+		!strings.Contains(f.Message, "copy pid 2222 addr copy:7379 token "+b.Token()[:8]+" (machine ID "+strconv.Itoa(taken)+")") {
+		t.Errorf("finding %s\nwant IDs %v, node %s, both processes", f, ids, sfA.Node())
+	}
+	for _, id := range ids {
+		if m := row(t, rep, id); m.State != audit.Conflict || m.Owner.Node != sfA.Node() {
+			t.Errorf("machine ID %d: %s, owner %+v; want conflict, node %s", id, m.State, m.Owner, sfA.Node())
+		}
+	}
+	var kinds []string
+	h := audit.HistoryOf(s, taken)
+	for _, e := range h.Events {
+		kinds = append(kinds, e.Type)
+	}
+	if !slices.Equal(kinds, []string{"claim", "reclaim", "fenced"}) || h.Events[1].Fields["fenced"] != a.Token()[:8] ||
+		!strings.Contains(h.Events[2].Detail, "taken over by copy pid 2222 token "+b.Token()[:8]+", which started from a copy") {
+		t.Errorf("history of %d: %v\n%+v", taken, kinds, h.Events)
+	}
+	if s.Meta.Server == "" || !s.Meta.LossAt.IsZero() || rep.DataLoss != nil {
+		t.Errorf("meta %+v, data loss %+v: want this server's identity and no loss (ForgetLoss)", s.Meta, rep.DataLoss)
+	}
+
+	// The copy gets a state file of its own: the clone is gone.
+	if err := b.Release(ctx, b.Floor()); err != nil {
+		t.Fatal(err)
+	}
+	if _, rep := report(t, rdb, ns); !rep.Consistent() {
+		t.Errorf("after the copy stopped: %v", rep.Findings)
+	}
+}
+
+// TestRead_OwnerNodeAndMeta_HandWritten: the owner hash's node and
+// from_token and {ns}:meta's server and loss_ms are read in the
+// snapshot's transaction; two live leases under one node ID and two
+// tokens are a clone, the same keys with one token are not.
+func TestRead_OwnerNodeAndMeta_HandWritten(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client(t)
+	ctx := ctxT(t)
+	l := fleetLayout(4)
+	now := time.Now()
+	loss := now.Add(-time.Hour).UnixMilli()
+	p := rdb.TxPipeline()
+	p.Set(ctx, "{hand}:layout", l.String(), 0)
+	p.HSet(ctx, "{hand}:meta", "generation", "g", "created_ms", now.Add(-48*time.Hour).UnixMilli(), "created_tick", l.Tick(now.Add(-48*time.Hour)),
+		"horizon", 500, "server", "run1:repl1", "loss_ms", loss)
+	for id, tok := range map[string]string{"3": "aaaa0000aaaa0000", "7": "bbbb0000bbbb0000"} {
+		p.SAdd(ctx, "{hand}:machines", id)
+		p.HSet(ctx, "{hand}:reserved", id, l.Tick(now)+100)
+		p.Set(ctx, "{hand}:lease:"+id, tok, 30*time.Second)
+		p.HSet(ctx, "{hand}:owner:"+id, "host", "host-"+id, "pid", id, "addr", "10.0.0."+id+":7379", "token", tok, "state", "live",
+			"node", "0123abcd4567ef89", "from_token", "")
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := audit.Read(ctx, rdb, "hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Records[3]; r == nil || r.Owner["node"] != "0123abcd4567ef89" || r.Lease != "aaaa0000aaaa0000" {
+		t.Fatalf("record 3: %+v", r)
+	}
+	if s.Meta.Server != "run1:repl1" || s.Meta.LossAt.UnixMilli() != loss || s.Meta.LossCause() != audit.LossServer {
+		t.Fatalf("meta %+v", s.Meta)
+	}
+	rep := audit.Build(s)
+	if len(rep.Findings) != 1 || !strings.HasPrefix(rep.Findings[0].String(), "machine IDs 3 and 7: held by two live processes") ||
+		!strings.Contains(rep.Findings[0].Message, "host-3 pid 3 addr 10.0.0.3:7379") || !strings.Contains(rep.Findings[0].Message, "host-7 pid 7 addr 10.0.0.7:7379") {
+		t.Fatalf("findings %v", rep.Findings)
+	}
+	// One process with both IDs: one token.
+	if err := rdb.Set(ctx, "{hand}:lease:7", "aaaa0000aaaa0000", 30*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, "{hand}:owner:7", "token", "aaaa0000aaaa0000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, rep := report(t, rdb, "hand"); !rep.Consistent() {
+		t.Fatalf("one process with two IDs: %v", rep.Findings)
 	}
 }

@@ -16,9 +16,11 @@ import (
 // write: claim, reclaim, takeover (floor, prev_host, prev_pid, prev_addr,
 // prev_token, mode, fenced, node, loss_floor), release (last, reserved),
 // reassert (reserved), renew_fail (reason, ...), mode (from, to, reason,
-// at_ms), dataloss (server, previous_server or generation, detail),
-// fenced and clone (holder, holder_host, holder_pid), layout_restored,
-// clock_skew, layout_mismatch, counter_init; audit prune writes prune.
+// at_ms), clone (holder, node, holder_host, holder_pid, detail), fenced
+// (holder, holder_host, holder_pid, detail), layout_restored (layout,
+// refused, detail), dataloss (server, previous_server, detail: no machine
+// ID; or generation, previous_generation, detail), clock_skew,
+// layout_mismatch, counter_init; audit prune writes prune.
 type Event struct {
 	ID        string    // stream entry ID, "<ms>-<seq>"
 	Time      time.Time // when Redis wrote it (the ID's milliseconds)
@@ -133,13 +135,18 @@ type Owner struct {
 	// Token is the first 8 hex digits of the owner token: enough to tell
 	// two owners on one host apart, not enough to act as the owner.
 	Token string `json:"token,omitempty"`
+	// Node is the node ID of the owner's state file, shared by every copy
+	// of that file ("" without one). It grants nothing (the token is the
+	// lease's identity), so it is shown whole: it is what to look for in
+	// the state files of the hosts.
+	Node string `json:"node,omitempty"`
 }
 
 func ownerOf(h map[string]string) *Owner {
 	if h == nil {
 		return nil
 	}
-	return &Owner{Host: h["host"], PID: atoi(h["pid"]), Addr: h["addr"], Version: h["version"], Token: shortToken(h["token"])}
+	return &Owner{Host: h["host"], PID: atoi(h["pid"]), Addr: h["addr"], Version: h["version"], Token: shortToken(h["token"]), Node: h["node"]}
 }
 
 // String is "host pid 123 addr 10.0.0.1:7379 token 1a2b3c4d", leaving out
@@ -160,6 +167,8 @@ func (o Owner) String() string {
 }
 
 // tokenFields hold owner tokens; reports show only their first 8 digits.
+// A whole token is a credential: a claim that presents a live lease's
+// token takes that lease over (claim.lua).
 var tokenFields = map[string]bool{"token": true, "prev_token": true, "holder": true, "fenced": true, "from_token": true}
 
 func shortToken(t string) string {
@@ -212,13 +221,27 @@ func (e Event) detailText(s *Snapshot) string {
 	switch e.Type {
 	case "claim", "reclaim", "takeover":
 		tick("floor", "floor ")
+		// Every claim records its loss floor; it is news only where it
+		// set the floor (a claim after a restart, failover or creation).
+		if lf, ok := e.Int("loss_floor"); ok {
+			delete(d, "loss_floor")
+			if f, ok := e.Int("floor"); ok && lf >= f {
+				parts = append(parts, "the loss floor (a horizon after Redis may have lost writes)")
+			}
+		}
 		if p, ok := e.PrevOwner(); ok {
 			parts = append(parts, "previous owner "+p.String())
 		}
 		for _, k := range []string{"prev_host", "prev_pid", "prev_addr", "prev_token"} {
 			delete(d, k)
 		}
+		if v := d["fenced"]; v != "" {
+			parts = append(parts, "fenced the live lease token "+v+
+				" its state file named (its previous process, or a copy of it still running)")
+		}
+		delete(d, "fenced")
 		take("mode", "mode ")
+		take("node", "node ")
 	case "release":
 		tick("last", "last tick ")
 		tick("reserved", "reservation was ")
@@ -237,19 +260,41 @@ func (e Event) detailText(s *Snapshot) string {
 				parts = append(parts, "happened "+fmtTimeMs(at))
 			}
 		}
-	case "fenced", "clone":
-		// fenced: this owner's lease was taken over by a process that
-		// presented its token from a copy of its state file; clone: a
-		// claim found its state file's ID held under the same node ID.
-		h := Owner{Host: d["holder_host"], PID: atoi(d["holder_pid"]), Token: d["holder"]}
-		label := "taken over by "
-		if e.Type == "clone" {
-			label = "held by "
+	case "clone":
+		parts = append(parts, fmt.Sprintf("not taken: held by %s, a live process started from a copy of the same state file (node %s)",
+			holderOf(d), orDash(d["node"])))
+		drop(d, "holder", "holder_host", "holder_pid", "node", "detail")
+	case "fenced":
+		parts = append(parts, fmt.Sprintf("taken over by %s, which started from a copy of this owner's state file", holderOf(d)))
+		drop(d, "holder", "holder_host", "holder_pid", "detail")
+	case "layout_restored":
+		if v := d["refused"]; v != "" {
+			parts = append(parts, fmt.Sprintf("restored layout %s over %s, which a claim stored after Redis lost its data", orDash(d["layout"]), v))
+		} else {
+			parts = append(parts, fmt.Sprintf("restored layout %s: the fleet's layout was missing (Redis lost it)", orDash(d["layout"])))
 		}
-		parts = append(parts, label+h.String()+", which runs from a copy of the same state file")
-		for _, k := range []string{"holder_host", "holder_pid", "holder", "detail"} {
-			delete(d, k)
+		drop(d, "layout", "refused", "detail")
+	case "dataloss":
+		take("detail", "")
+		if v, ok := d["server"]; ok {
+			parts = append(parts, fmt.Sprintf("server %s, was %s", orDash(shortServer(v)), orDash(shortServer(d["previous_server"]))))
+			drop(d, "server", "previous_server")
 		}
+		take("previous_generation", "generation was ")
+		take("generation", "generation ")
+	case "renew_fail":
+		take("reason", "reason: ")
+		if l, st := d["layout"], d["stored"]; l != "" || st != "" {
+			parts = append(parts, fmt.Sprintf("this owner runs %s, the fleet's is %s", orDash(l), orDash(st)))
+			drop(d, "layout", "stored")
+		}
+		if t, ok := msTime(d["loss_ms"]); ok {
+			parts = append(parts, "possible data loss at "+fmtTimeMs(t))
+			delete(d, "loss_ms")
+		}
+		tick("held", "held reservation ")
+		tick("reserved", "reservation ")
+		take("holder", "lease token ")
 	case "prune":
 		if p, ok := e.PrevOwner(); ok {
 			parts = append(parts, "forgot owner "+p.String())
@@ -266,6 +311,27 @@ func (e Event) detailText(s *Snapshot) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// holderOf is the process a clone or fenced event names.
+func holderOf(d map[string]string) Owner {
+	return Owner{Host: d["holder_host"], PID: atoi(d["holder_pid"]), Token: d["holder"]}
+}
+
+// shortServer shortens a Redis server identity, run_id:master_replid (40
+// hex digits each), to 8 digits of each: enough to tell servers apart.
+func shortServer(id string) string {
+	run, repl, ok := strings.Cut(id, ":")
+	if !ok {
+		return shortToken(id)
+	}
+	return shortToken(run) + ":" + shortToken(repl)
+}
+
+func drop(d map[string]string, keys ...string) {
+	for _, k := range keys {
+		delete(d, k)
+	}
 }
 
 func atoi(s string) int {

@@ -31,7 +31,8 @@ type HistoryEvent struct {
 	Detail  string            `json:"detail"`
 }
 
-// HistoryOf returns the events of machine ID id, oldest first.
+// HistoryOf returns the events of machine ID id, and the possible data
+// losses of the registry, oldest first.
 func HistoryOf(s *Snapshot, id int) *History {
 	h := &History{Namespace: s.Namespace, MachineID: id, Stream: historyInfo(s), Events: []HistoryEvent{}}
 	rep := Build(s)
@@ -43,7 +44,14 @@ func HistoryOf(s *Snapshot, id int) *History {
 	if r := s.Records[id]; h.Current == nil && r != nil && r.HasReserved {
 		h.Reserved = &r.Reserved
 	}
-	for _, e := range s.eventsOf(id) {
+	for _, e := range s.Events {
+		// A data loss is the registry's, whichever script noticed it
+		// (a change of Redis server names no machine ID at all): every
+		// ID's reservation may have lost writes with it, and the claims
+		// after it start at its loss floor, so each history shows it.
+		if e.MachineID != id && e.Type != "dataloss" {
+			continue
+		}
 		h.Events = append(h.Events, HistoryEvent{
 			EventID: e.ID, Time: e.Time, Type: e.Type, Owner: e.Owner(),
 			Fields: e.details(), Detail: e.detailText(s),

@@ -67,6 +67,20 @@ type Report struct {
 	Findings []Finding `json:"findings"`
 	// History says how far back the event stream reaches.
 	History HistoryInfo `json:"history"`
+	// Server is the identity (run_id:master_replid) of the Redis server
+	// that last wrote the registry ({ns}:meta).
+	Server string `json:"server,omitempty"`
+	// DataLoss is the last moment Redis may have lost acknowledged writes
+	// (nil when it recorded none): claims started after it wait a horizon.
+	DataLoss *DataLoss `json:"last_possible_data_loss,omitempty"`
+}
+
+// DataLoss is a moment Redis may have lost acknowledged writes.
+type DataLoss struct {
+	At time.Time `json:"at"`
+	// Cause is LossServer (Redis restarted or failed over) or LossCreated
+	// (the registry was made anew).
+	Cause string `json:"cause"`
 }
 
 // Machine is one row of the audit table.
@@ -117,18 +131,25 @@ type HistoryInfo struct {
 
 // Finding is one inconsistency.
 type Finding struct {
-	// MachineID is the ID it is about; nil for the registry as a whole.
-	MachineID *int   `json:"machine_id,omitempty"`
-	Check     string `json:"check"`
-	Message   string `json:"message"`
+	// MachineID is the ID it is about; nil for the registry as a whole,
+	// and for a finding about several IDs at once (MachineIDs).
+	MachineID *int `json:"machine_id,omitempty"`
+	// MachineIDs are the IDs of a finding about several of them together
+	// (CheckClone: every ID the processes of one state file hold).
+	MachineIDs []int  `json:"machine_ids,omitempty"`
+	Check      string `json:"check"`
+	Message    string `json:"message"`
 }
 
 // String is the finding as one line.
 func (f Finding) String() string {
-	if f.MachineID == nil {
-		return "registry: " + f.Message
+	switch {
+	case f.MachineID != nil:
+		return fmt.Sprintf("machine ID %d: %s", *f.MachineID, f.Message)
+	case len(f.MachineIDs) > 0:
+		return fmt.Sprintf("machine IDs %s: %s", joinAnd(f.MachineIDs), f.Message)
 	}
-	return fmt.Sprintf("machine ID %d: %s", *f.MachineID, f.Message)
+	return "registry: " + f.Message
 }
 
 // Build turns a snapshot into a report, measuring ages from s.Now.
@@ -141,19 +162,32 @@ func Build(s *Snapshot) *Report {
 		Machines:  []Machine{},
 		History:   historyInfo(s),
 		Summary:   Summary{Counts: map[State]int{}},
+		Server:    s.Meta.Server,
+	}
+	if c := s.Meta.LossCause(); c != "" {
+		rep.DataLoss = &DataLoss{At: s.Meta.LossAt, Cause: c}
 	}
 	for _, st := range States {
 		rep.Summary.Counts[st] = 0
 	}
 	lb, back := issuedBounds(s)
-	clones := cloneProblems(s)
+	// A clone is one finding naming all its machine IDs, and each of
+	// those IDs is in conflict.
+	cl := clones(s)
+	inClone := map[int][]problem{}
+	for _, c := range cl {
+		for _, id := range c.ids() {
+			inClone[id] = append(inClone[id], problem{CheckClone, c.message()})
+		}
+	}
 	named := 0
 	for _, r := range s.sortedRecords() {
-		problems := recordProblems(s, r, lb[r.MachineID], append(back[r.MachineID], clones[r.MachineID]...))
+		problems := recordProblems(s, r, lb[r.MachineID], back[r.MachineID])
 		for _, p := range problems {
 			id := r.MachineID
 			rep.Findings = append(rep.Findings, Finding{MachineID: &id, Check: p.check, Message: p.msg})
 		}
+		problems = append(problems, inClone[r.MachineID]...)
 		if s.Layout.BitsTime != 0 && r.MachineID <= s.Layout.MaxMachineID() {
 			named++
 			if r.Lease != "" {
@@ -175,6 +209,9 @@ func Build(s *Snapshot) *Report {
 				rep.Findings = append(rep.Findings, Finding{MachineID: &id, Check: p.check, Message: p.msg})
 			}
 		}
+	}
+	for _, c := range cl {
+		rep.Findings = append(rep.Findings, Finding{MachineIDs: c.ids(), Check: CheckClone, Message: c.message()})
 	}
 	rep.Findings = append(rep.Findings, registryProblems(s, rep.Summary.Listed)...)
 	if s.Layout.BitsTime != 0 {

@@ -75,6 +75,11 @@ func TestWriteTable_Golden(t *testing.T) {
 		{"fleet", func() *Snapshot { return fleetFixture().s }, nil},
 		{"fleet_live_expired", func() *Snapshot { return fleetFixture().s }, []State{Live, Expired}},
 		{"empty", func() *Snapshot { return newFixture().s }, nil},
+		{"fleet_loss", func() *Snapshot {
+			f := fleetFixture()
+			f.s.Meta.Server, f.s.Meta.LossAt = serverNew, fixtureNow.Add(-3*time.Hour)
+			return f.s
+		}, nil},
 		{"no_layout", func() *Snapshot {
 			f := fleetFixture()
 			f.s.LayoutText, f.s.Layout = "", flake.Layout{}
@@ -151,6 +156,68 @@ func TestReport_JSON_Fields(t *testing.T) {
 	}
 	if strings.Contains(b.String(), tokA) {
 		t.Error("JSON holds a whole owner token; want only its first 8 digits")
+	}
+}
+
+// The header names a possible data loss of the last 24 hours of Redis
+// TIME, and its cause; JSON always carries the last one.
+func TestWriteTable_LossNote(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ago     time.Duration
+		created bool
+		want    string // "" for no note
+	}{
+		{"failover 3h ago", 3 * time.Hour, false, "  last possible data loss 2026-11-01 07:00:00.000 (3h0m ago: Redis restarted or failed over)"},
+		{"created 20m ago", 20 * time.Minute, true, "  last possible data loss 2026-11-01 09:40:00.000 (20m0s ago: registry created: a new fleet, or Redis lost everything)"},
+		{"just within a day", 24*time.Hour - time.Millisecond, false, "  last possible data loss 2026-10-31 10:00:00.001"},
+		{"a day ago", 24 * time.Hour, false, ""},
+		{"a month ago", 30 * 24 * time.Hour, false, ""},
+		{"a new master's clock behind the old one's", -2 * time.Second, false, "(in 2.0s: Redis restarted or failed over)"},
+		{"none", 0, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fleetFixture()
+			if tc.ago != 0 {
+				f.s.Meta.LossAt = fixtureNow.Add(-tc.ago)
+			}
+			if tc.created {
+				f.s.Meta.Created = f.s.Meta.LossAt
+			}
+			rep := Build(f.s)
+			var b bytes.Buffer
+			if err := WriteTable(&b, rep); err != nil {
+				t.Fatal(err)
+			}
+			header, _, _ := strings.Cut(b.String(), "\n")
+			const base = "namespace flaked  layout time=39,seq=8,machine=16,tick=10ms,epoch=2025-01-01T00:00:00Z  at 2026-11-01 10:00:00.000 UTC (Redis TIME)"
+			if !strings.HasPrefix(header, base) || (tc.want == "" && header != base) || !strings.Contains(header, tc.want) {
+				t.Errorf("header\n%s\nwant %q after the Redis TIME", header, tc.want)
+			}
+			switch {
+			case tc.ago == 0 && rep.DataLoss != nil:
+				t.Errorf("data loss %+v without loss_ms", rep.DataLoss)
+			case tc.ago != 0 && (rep.DataLoss == nil || !rep.DataLoss.At.Equal(f.s.Meta.LossAt) ||
+				rep.DataLoss.Cause != map[bool]string{true: LossCreated, false: LossServer}[tc.created]):
+				t.Errorf("data loss %+v", rep.DataLoss)
+			}
+		})
+	}
+}
+
+func TestParseMeta_ServerAndLoss(t *testing.T) {
+	m := parseMeta(map[string]string{"generation": "g", "created_ms": "1790000000000", "created_tick": "5", "horizon": "500",
+		"server": serverNew, "loss_ms": "1790000360000", "layout_settle_ms": "1790000361000"})
+	if m.Server != serverNew || !m.LossAt.Equal(time.UnixMilli(1790000360000)) || m.LossCause() != LossServer || m.Horizon != 500 {
+		t.Errorf("meta %+v, cause %q", m, m.LossCause())
+	}
+	// The scripts make {ns}:meta with loss_ms = created_ms.
+	if m := parseMeta(map[string]string{"generation": "g", "created_ms": "1790000000000", "loss_ms": "1790000000000"}); m.LossCause() != LossCreated {
+		t.Errorf("created: %+v, cause %q", m, m.LossCause())
+	}
+	// loss_ms 0: a store that lost nothing (coord.PrepareFresh, redistest.ForgetLoss).
+	if m := parseMeta(map[string]string{"generation": "g", "created_ms": "1790000000000", "server": "", "loss_ms": "0"}); !m.LossAt.IsZero() || m.LossCause() != "" {
+		t.Errorf("no loss: %+v, cause %q", m, m.LossCause())
 	}
 }
 

@@ -45,16 +45,56 @@ type Meta struct {
 	Created     time.Time // when the registry was (re)created
 	CreatedTick int64
 	Horizon     int64 // ticks
+	// Server is the identity (run_id:master_replid) of the Redis server
+	// that last wrote the registry: the scripts compare it to their own
+	// to notice a restart or failover (guard.lua). "" when the server
+	// does not tell, or the store is a standalone node's own.
+	Server string
+	// LossAt is the last moment Redis may have lost acknowledged writes
+	// (loss_ms, Redis TIME): a restart or failover, or the registry
+	// (re)created. Claims start a horizon after it. Zero when the registry
+	// has recorded none.
+	LossAt time.Time
+}
+
+// Causes of a possible data loss (Meta.LossCause).
+const (
+	// LossCreated: {ns}:meta was missing, so the registry was made anew: a
+	// new fleet, or Redis lost everything.
+	LossCreated = "created"
+	// LossServer: the Redis server's identity changed (a restart, or a
+	// failover to a replica that may have missed writes).
+	LossServer = "server"
+)
+
+// LossCause says what LossAt records, "" when there is no loss. The
+// scripts set loss_ms to created_ms when they make {ns}:meta, and raise it
+// on a change of server.
+func (m Meta) LossCause() string {
+	switch {
+	case m.LossAt.IsZero():
+		return ""
+	case !m.LossAt.After(m.Created):
+		return LossCreated
+	}
+	return LossServer
 }
 
 // UnknownFloor is the floor a claim gives a machine ID without a
-// reservation record: registry creation + horizon (claim.lua), or -1 when
-// {ns}:meta is missing.
-func (m Meta) UnknownFloor() int64 {
+// reservation record under layout l: the loss floor, the last possible
+// data loss + horizon (claim.lua), at least registry creation + horizon
+// (the scripts record a loss when they make {ns}:meta), or -1 when
+// {ns}:meta is missing. A reservation lost with Redis's data is covered
+// by the loss floor, not by the creation.
+func (m Meta) UnknownFloor(l flake.Layout) int64 {
 	if !m.Present {
 		return -1
 	}
-	return m.CreatedTick + m.Horizon
+	f := m.CreatedTick + m.Horizon
+	if !m.LossAt.IsZero() && l.BitsTime != 0 {
+		f = max(f, l.Tick(m.LossAt)+m.Horizon)
+	}
+	return f
 }
 
 // Record is what the registry holds about one machine ID.
@@ -67,7 +107,10 @@ type Record struct {
 	LeaseTTL time.Duration
 	// Owner is {ns}:owner:<id> (nil when missing): host, pid, addr,
 	// version, started, heartbeat, mode, token, state, claimed,
-	// first_claim, floor, released.
+	// first_claim, floor, released, node (the state-file node ID, "" for
+	// a process without a state file) and from_token (the token the
+	// claimer's state file held). HGETALL reads every field, in the same
+	// transaction as the lease.
 	Owner       map[string]string
 	Reserved    int64 // {ns}:reserved field, valid when HasReserved
 	HasReserved bool
@@ -341,6 +384,11 @@ func parseMeta(h map[string]string) Meta {
 	}
 	m.CreatedTick, _ = strconv.ParseInt(h["created_tick"], 10, 64)
 	m.Horizon, _ = strconv.ParseInt(h["horizon"], 10, 64)
+	m.Server = h["server"]
+	// loss_ms 0 is a store that lost nothing (coord.PrepareFresh).
+	if t, ok := msTime(h["loss_ms"]); ok {
+		m.LossAt = t
+	}
 	return m
 }
 

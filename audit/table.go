@@ -14,7 +14,7 @@ import (
 // the findings, one a line. Times are UTC.
 func WriteTable(w io.Writer, r *Report) error {
 	ew := &errWriter{w: w}
-	fmt.Fprintf(ew, "namespace %s  layout %s  at %s UTC (Redis TIME)\n", r.Namespace, orDash(r.Layout), fmtTimeMs(r.Now))
+	fmt.Fprintf(ew, "namespace %s  layout %s  at %s UTC (Redis TIME)%s\n", r.Namespace, orDash(r.Layout), fmtTimeMs(r.Now), lossNote(r))
 	if len(r.Machines) > 0 {
 		tw := tabwriter.NewWriter(ew, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "MID\tSTATE\tHOST\tPID\tADDR\tVERSION\tMODE\tTTL\tHEARTBEAT\tRESERVED\tRESERVED AT\tFIRST CLAIM\tLAST CLAIM")
@@ -57,6 +57,25 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintln(ew, f.String())
 	}
 	return ew.err
+}
+
+// recentLoss is how long a possible data loss is named in the table's
+// header: long enough to explain claims that waited out a loss floor, or
+// IDs that went missing, the day it happened.
+const recentLoss = 24 * time.Hour
+
+// lossNote is "  last possible data loss <when> (<age>: <cause>)" when
+// Redis may have lost writes within recentLoss of its TIME, else "".
+func lossNote(r *Report) string {
+	d := r.DataLoss
+	if d == nil || !d.At.After(r.Now.Add(-recentLoss)) {
+		return ""
+	}
+	cause := "Redis restarted or failed over"
+	if d.Cause == LossCreated {
+		cause = "registry created: a new fleet, or Redis lost everything"
+	}
+	return fmt.Sprintf("  last possible data loss %s (%s: %s)", fmtTimeMs(d.At), fmtAge(r.Now.Sub(d.At)), cause)
 }
 
 // summaryLine is "4 machine IDs: 1 live, ...; 3 of 5 leasable IDs free, 1

@@ -139,10 +139,10 @@ func recordProblems(s *Snapshot, r *Record, lb bound, back []problem) []problem 
 		case r.HasReserved && r.Reserved < lb.tick:
 			add(CheckReservationBelowUsed, "reservation %d is below tick %d, %s: a new owner could issue ticks already used",
 				r.Reserved, lb.tick, what)
-		case !r.HasReserved && r.Lease == "" && s.Meta.UnknownFloor() < lb.tick:
+		case !r.HasReserved && r.Lease == "" && s.Meta.UnknownFloor(s.Layout) < lb.tick:
 			// (A leased ID without a reservation is reported above.)
 			add(CheckReservationBelowUsed, "has no reservation, but tick %d was used, %s: a new owner would start after tick %d",
-				lb.tick, what, s.Meta.UnknownFloor())
+				lb.tick, what, s.Meta.UnknownFloor(s.Layout))
 		}
 	}
 	return out

@@ -113,3 +113,27 @@ func TestPlanPrune_NeverLiveNeverConflict_OnlyOld(t *testing.T) {
 		t.Errorf("older than 40 days pruned %v", res.Pruned)
 	}
 }
+
+// A machine ID whose reservation was lost with Redis's data is covered by
+// the loss floor: a claim starts a horizon after the loss (claim.lua), not
+// after the registry's creation.
+func TestVerify_NoReservation_LossFloorCovers(t *testing.T) {
+	f := fleetFixture()
+	delete(f.s.Records, 3)
+	delete(f.s.Records, 7)
+	f.s.Records[2].HasReserved = false // used up to tick(3h ago)
+	if rep := Build(f.s); len(rep.Findings) != 1 || rep.Findings[0].Check != CheckReservationBelowUsed {
+		t.Fatalf("without a loss: %v", rep.Findings)
+	}
+	f.s.Meta.LossAt = fixtureNow.Add(-time.Hour)
+	if rep := Build(f.s); !rep.Consistent() {
+		t.Fatalf("a loss an hour ago covers the ticks of 3 h ago: %v", rep.Findings)
+	}
+	if got, want := f.s.Meta.UnknownFloor(f.s.Layout), f.tick(time.Hour)+f.s.Meta.Horizon; got != want {
+		t.Errorf("unknown floor %d, want %d", got, want)
+	}
+	f.s.Meta.LossAt = fixtureNow.Add(-4 * time.Hour)
+	if rep := Build(f.s); len(rep.Findings) != 1 || !strings.Contains(rep.Findings[0].Message, "a new owner would start after tick 5782320401") {
+		t.Fatalf("a loss before the ticks were used: %v", rep.Findings)
+	}
+}

@@ -61,7 +61,9 @@ func auditCommand() *cli.Command {
 		Usage: "table of every registered machine ID: state, owner, lease, reservation",
 		Description: "States: live (leased), expired (the owner stopped renewing: crashed, killed or cut off),\n" +
 			"released (stopped cleanly), orphan (registered without owner data), conflict (inconsistent:\n" +
-			"the lines under the table say why). Times are UTC; ages are measured by Redis TIME.",
+			"the lines under the table say why). Times are UTC; ages are measured by Redis TIME. The\n" +
+			"header names the last possible data loss (a Redis restart or failover, or the registry made\n" +
+			"anew) when it was within a day.",
 		Flags: append(auditFlags(),
 			&cli.StringFlag{Name: "state", EnvVars: envVars("state"),
 				Usage: "show only these states, comma-separated: live, expired, released, orphan, conflict"}),
@@ -94,7 +96,7 @@ func auditCommand() *cli.Command {
 func auditHistoryCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "history",
-		Usage:     "the events of one machine ID, oldest first, with their owners",
+		Usage:     "the events of one machine ID and the registry's possible data losses, oldest first, with their owners",
 		ArgsUsage: "<machine-id>",
 		Flags:     auditFlags(),
 		Action: func(c *cli.Context) error {
@@ -136,7 +138,9 @@ func auditVerifyCommand() *cli.Command {
 		Description: "Checks: a lease whose machine ID is not registered, a lease without owner data or with\n" +
 			"another token, a lease without expiry, a live lease without a reservation, a reservation\n" +
 			"below a tick already used under its ID (from the events), machine IDs registered while\n" +
-			"{ns}:layout or {ns}:meta is missing, machine IDs outside the layout or leasing the counter's.\n" +
+			"{ns}:layout or {ns}:meta is missing, machine IDs outside the layout or leasing the counter's,\n" +
+			"live leases of two or more processes started from copies of one state file (clone: the same\n" +
+			"state-file node ID under different tokens; one line per node ID, naming every process).\n" +
 			"Each finding is one line.",
 		Flags: auditFlags(),
 		Action: func(c *cli.Context) error {
@@ -163,8 +167,10 @@ func auditVerifyCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if !rep.Consistent() {
-				return fmt.Errorf("%d inconsistencies in namespace %s", len(rep.Findings), rep.Namespace)
+			if n := len(rep.Findings); n == 1 {
+				return fmt.Errorf("1 inconsistency in namespace %s", rep.Namespace)
+			} else if n > 1 {
+				return fmt.Errorf("%d inconsistencies in namespace %s", n, rep.Namespace)
 			}
 			return nil
 		},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -319,4 +320,86 @@ func tableRow(t *testing.T, table string, mid int) string {
 	}
 	t.Fatalf("no row for machine ID %d:\n%s", mid, table)
 	return ""
+}
+
+// TestAudit_Verify_Clone_Exit1: two live leases whose owner data carries
+// one state-file node ID under two tokens (written by hand, as claim.lua
+// writes them) are one finding naming both processes and their machine
+// IDs; verify exits 1 while it lasts, the table shows the IDs in
+// conflict, history says why. With one token it is one process: no
+// finding.
+func TestAudit_Verify_Clone_Exit1(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb, err := coord.NewClient(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	ctx := context.Background()
+	l, _ := flake.NewLayout(8, 3, 10*time.Millisecond, flake.DefaultStartTime)
+	now := time.Now()
+	const node = "0123abcd4567ef89"
+	p := rdb.TxPipeline()
+	p.Set(ctx, "{clone}:layout", l.String(), 0)
+	p.HSet(ctx, "{clone}:meta", "generation", "g", "created_ms", now.Add(-time.Hour).UnixMilli(),
+		"created_tick", l.Tick(now.Add(-time.Hour)), "horizon", 500, "server", "", "loss_ms", 0)
+	owners := []struct{ id, host, pid, addr, token string }{
+		{"3", "host-a", "101", "10.0.0.1:7379", "aaaa1111aaaa1111aaaa1111aaaa1111"},
+		{"5", "host-a", "101", "10.0.0.1:7379", "aaaa1111aaaa1111aaaa1111aaaa1111"},
+		{"6", "host-b", "202", "10.0.0.2:7379", "bbbb2222bbbb2222bbbb2222bbbb2222"},
+	}
+	for _, o := range owners {
+		p.SAdd(ctx, "{clone}:machines", o.id)
+		p.HSet(ctx, "{clone}:reserved", o.id, l.Tick(now)+100)
+		p.Set(ctx, "{clone}:lease:"+o.id, o.token, time.Minute)
+		p.HSet(ctx, "{clone}:owner:"+o.id, "host", o.host, "pid", o.pid, "addr", o.addr, "version", "v1", "mode", "flake",
+			"token", o.token, "state", "live", "heartbeat", now.UnixMilli(), "claimed", now.UnixMilli(), "node", node, "from_token", "")
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	args := func(cmd ...string) []string { return append(cmd, "--redis", srv.URL(), "--namespace", "clone") }
+	want := "machine IDs 3, 5 and 6: held by two live processes started from copies of one state file (node " + node + "): " +
+		"host-a pid 101 addr 10.0.0.1:7379 token aaaa1111 (machine IDs 3 and 5) and host-b pid 202 addr 10.0.0.2:7379 token bbbb2222 (machine ID 6); " +
+		"give one of them a state file of its own"
+
+	code, out, errs := runT(t, nil, args("audit", "verify")...)
+	if code != exitFailure || out != want+"\n" || !strings.Contains(errs, "1 inconsistency in namespace clone") {
+		t.Fatalf("verify: exit %d, stdout:\n%s\nstderr %q\nwant exit 1 and the line\n%s", code, out, errs, want)
+	}
+	code, out, _ = runT(t, nil, args("audit", "verify", "--json")...)
+	var v struct {
+		Consistent bool
+		Findings   []struct {
+			MachineIDs []int `json:"machine_ids"`
+			Check      string
+			Message    string
+		}
+	}
+	if code != exitFailure || json.Unmarshal([]byte(out), &v) != nil || v.Consistent || len(v.Findings) != 1 ||
+		v.Findings[0].Check != "clone" || fmt.Sprint(v.Findings[0].MachineIDs) != "[3 5 6]" || !strings.Contains(want, v.Findings[0].Message) {
+		t.Errorf("verify --json: exit %d:\n%s", code, out)
+	}
+	code, out, _ = runT(t, nil, args("audit")...)
+	for _, mid := range []int{3, 5, 6} {
+		if !strings.Contains(tableRow(t, out, mid), " conflict ") {
+			t.Errorf("row of %d not in conflict:\n%s", mid, out)
+		}
+	}
+	if code != exitOK || !strings.Contains(out, "3 conflict; 4 of 7 leasable IDs free") || !strings.HasSuffix(out, "1 inconsistency:\n"+want+"\n") {
+		t.Errorf("table: exit %d:\n%s", code, out)
+	}
+	code, out, _ = runT(t, nil, append(args("audit", "history"), "6")...) // flags before the argument
+	if code != exitOK || !strings.Contains(out, "now: conflict, owner host-b pid 202") || !strings.Contains(out, "problem: held by two live processes") {
+		t.Errorf("history: exit %d:\n%s", code, out)
+	}
+
+	// host-b was started with a state file of its own (and claimed anew).
+	if err := rdb.HSet(ctx, "{clone}:owner:6", "node", "fedc0987ba654321").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runT(t, nil, args("audit", "verify")...); code != exitOK || !strings.HasPrefix(out, "consistent: namespace clone, 3 machine IDs") {
+		t.Errorf("verify after the fix: exit %d:\n%s%s", code, out, errs)
+	}
 }

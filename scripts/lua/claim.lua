@@ -136,7 +136,9 @@ elseif prev[4] and prev[5] == 'live' then
 end
 redis.call('SET', prefix .. 'lease:' .. id, token, 'PX', ttl)
 redis.call('SADD', KEYS[3], id)
-local r = tonumber(redis.call('HGET', KEYS[4], id) or -1)
+-- Always recorded, also a floor of -1 (a registry that lost nothing):
+-- audit reads a live lease without a reservation as inconsistent.
+local r = tonumber(redis.call('HGET', KEYS[4], id) or -2)
 if floor > r then redis.call('HSET', KEYS[4], id, floor) end
 local firstClaim = redis.call('HGET', ownerKey, 'first_claim') or nowText
 redis.call('HSET', ownerKey, 'host', host, 'pid', pid, 'addr', addr, 'version', version,
