@@ -30,7 +30,7 @@ func BenchmarkClaim(b *testing.B) {
 			rdb := srv.Client(b)
 			ctx := context.Background()
 			fill(b, rdb, registered)
-			reg, err := coord.NewRegistry(rdb, coord.Options{Horizon: time.Millisecond})
+			reg, err := coord.NewRegistry(rdb, coord.Options{Horizon: time.Millisecond, LayoutSettle: time.Millisecond})
 			if err != nil {
 				b.Fatal(err)
 			}
