@@ -7,7 +7,7 @@ import (
 	"github.com/flaked/flaked/coord"
 )
 
-// keys are the Redis keys of one namespace (DESIGN.md, Redis keys).
+// keys are the Redis keys of one namespace (docs/design.md, Redis keys).
 type keys struct {
 	ns       string
 	prefix   string // "{ns}:"

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Checks of a registry. Each finding names one; DESIGN.md's registry
+// Checks of a registry. Each finding names one; docs/design.md's registry
 // invariants are what they test.
 const (
 	CheckLeaseNotRegistered   = "lease-not-registered"

@@ -9,7 +9,7 @@ import (
 )
 
 // envVars is a flag's environment variable, FLAKED_<NAME> with dashes as
-// underscores. Every flag has one (DESIGN.md, CLI).
+// underscores. Every flag has one (README, CLI).
 func envVars(flag string) []string {
 	return []string{"FLAKED_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
 }
