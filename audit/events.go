@@ -117,11 +117,22 @@ func entryTime(id string) (time.Time, error) {
 
 // eventsOf returns the events naming machine ID id, oldest first.
 func (s *Snapshot) eventsOf(id int) []Event {
-	var out []Event
-	for _, e := range s.Events {
-		if e.MachineID == id {
-			out = append(out, e)
+	// Indexed once per snapshot: scanning the stream for every machine ID
+	// made a report of 60,000 IDs and 100,000 events quadratic (15 s).
+	if s.byID == nil || s.indexed != len(s.Events) {
+		s.byID = map[int][]int32{}
+		for i, e := range s.Events {
+			s.byID[e.MachineID] = append(s.byID[e.MachineID], int32(i))
 		}
+		s.indexed = len(s.Events)
+	}
+	at := s.byID[id]
+	if len(at) == 0 {
+		return nil
+	}
+	out := make([]Event, len(at))
+	for i, j := range at {
+		out[i] = s.Events[j]
 	}
 	return out
 }

@@ -36,6 +36,9 @@ type Snapshot struct {
 	// first.
 	Events []Event
 	Stream Stream
+
+	byID    map[int][]int32 // positions in Events by machine ID (eventsOf)
+	indexed int             // len(Events) when byID was built
 }
 
 // Meta is {ns}:meta, the registry's generation record.
