@@ -18,6 +18,9 @@ const (
 	DefaultHorizon      = 5 * time.Second
 	DefaultMaxWait      = 2 * time.Second
 	DefaultEventsMaxLen = 100_000
+	// MaxLayoutSettle is the longest LayoutSettle: the default for the
+	// longest lease TTL (10m/3 + 1s) fits.
+	MaxLayoutSettle = 5 * time.Minute
 )
 
 // ErrInvalidOptions is wrapped by option errors.
@@ -63,7 +66,7 @@ type Options struct {
 	// LayoutSettle: a claim that stores the fleet layout in an empty
 	// registry (a new fleet, or Redis lost its data) issues nothing for
 	// this long, so owners from before a loss can restore their layout
-	// first and a misconfigured node is refused (renew.lua). 0..1m,
+	// first and a misconfigured node is refused (renew.lua). 0..5m,
 	// default LeaseTTL/3 + 1s: one renewal period with slack.
 	LayoutSettle time.Duration
 	// Private says the Redis is this process's own embedded store (a
@@ -133,8 +136,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.LayoutSettle == 0 {
 		o.LayoutSettle = o.LeaseTTL/3 + time.Second
 	}
-	if o.LayoutSettle < 0 || o.LayoutSettle > time.Minute {
-		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..1m", ErrInvalidOptions, o.LayoutSettle)
+	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
+		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
 	}
 	if o.Private {
 		o.LayoutSettle = time.Nanosecond

@@ -18,6 +18,8 @@ const (
 	DefaultMaxLead    = time.Second
 	// SegmentLimit is the largest segment size counter.lua accepts.
 	SegmentLimit = 1 << 24
+	// MaxLayoutSettle is the longest LayoutSettle (coord's limit).
+	MaxLayoutSettle = 5 * time.Minute
 	// MaxLeadLimit is the largest MaxLead.
 	MaxLeadLimit = time.Hour
 )
@@ -58,7 +60,7 @@ type Options struct {
 	// LayoutSettle: a fetch that stores the fleet layout in an empty
 	// registry hands nothing out for this long, so lease owners from
 	// before a data loss can restore theirs (coord.Options.LayoutSettle,
-	// which a node passes here). 0..1m, 0 means none.
+	// which a node passes here). 0..5m, 0 means none.
 	LayoutSettle time.Duration
 }
 
@@ -74,8 +76,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.LayoutSettle < 0 || o.LayoutSettle > time.Minute {
-		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..1m", ErrInvalidOptions, o.LayoutSettle)
+	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
+		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
 	}
 	if o.EventsMaxLen == 0 {
 		o.EventsMaxLen = 100000
