@@ -504,7 +504,8 @@ func TestGuard_TotalLoss_OtherLayoutClaimsFirst_OwnerWinsDuringSettle(t *testing
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		x, y := flake.DefaultLayout(), otherLayout(t)
 		regX := newGuardReg(t, rdb, coord.Options{Layout: x})
-		regY := newReg(t, rdb, coord.Options{Layout: y, LeaseTTL: time.Second}) // settles for 1.33 s
+		// Settles for 1.33 s; waits for the loss floor like a node (MaxWait).
+		regY := newReg(t, rdb, coord.Options{Layout: y, LeaseTTL: time.Second, MaxWait: time.Minute})
 		if regY.Options().LayoutSettle <= 0 {
 			t.Fatal("no layout settle")
 		}

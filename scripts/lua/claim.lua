@@ -59,12 +59,6 @@ if stored and stored ~= layout then
   event('layout_mismatch', '', 'layout', layout, 'stored', stored)
   return {'LAYOUT', stored}
 end
-if not stored then
-  redis.call('SET', KEYS[1], layout)
-  if settleMs > 0 then
-    redis.call('HSET', KEYS[2], 'layout_settle_ms', tostring(nowNum + settleMs))
-  end
-end
 -- The fleet's horizon is fixed when {ns}:meta is made (renew.lua caps
 -- every grant at Redis TIME + it), so a loss of later writes cannot hide a
 -- longer reach; a claimer whose own is longer waits for that.
@@ -125,6 +119,14 @@ if not best then
   return {'NONE', soonest}
 end
 
+-- The layout is stored only by a claim that takes an ID: a node that gets
+-- none leaves no layout behind to settle.
+if not stored then
+  redis.call('SET', KEYS[1], layout)
+  if settleMs > 0 then
+    redis.call('HSET', KEYS[2], 'layout_settle_ms', tostring(nowNum + settleMs))
+  end
+end
 local id, floor = best, bestFloor
 local ownerKey = prefix .. 'owner:' .. id
 local prev = redis.call('HMGET', ownerKey, 'host', 'pid', 'addr', 'token', 'state')
