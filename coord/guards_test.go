@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
@@ -633,5 +634,42 @@ func TestGuard_ReleaseAfterServerChange_ExactLastTick(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// Fault: a failover to a master whose clock is behind the old one's. The
+// owner renewed at the old master's time T; the new master notices the
+// loss at its own T - 500 ms, earlier than the owner's last renewal by the
+// clocks. An owner that compared times would take its missing lease back
+// over a claim that may have been lost with the data; the loss ID
+// (guard.lua) does not depend on the clocks, so the owner loses the lease
+// and claims again above the loss floor.
+func TestGuard_FailoverToClockBehind_NoReassert(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	now := time.Now()
+	mr.SetTime(now) // miniredis's clock stands still from here
+	reg := newGuardReg(t, rdb, coord.Options{})
+	// A fleet's registry: its layout stored, so the claim has nothing to
+	// settle (settling waits for Redis TIME to move).
+	if err := rdb.Set(ctxT(t), "{flaked}:layout", reg.Layout().String(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr.SetTime(now.Add(time.Second))
+	if err := a.Renew(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	rollBack(t, rdb, a.MachineIDs()[0], -1)
+	mr.SetTime(now.Add(500 * time.Millisecond)) // the new master's clock
+	if err := a.Renew(ctxT(t)); !errors.Is(err, coord.ErrLeaseLost) {
+		t.Fatalf("renewal of a lease missing after a failover to a clock 500 ms behind: %v, want ErrLeaseLost", err)
+	}
+	if ev := events(t, rdb, "reassert"); len(ev) != 0 {
+		t.Fatalf("the lease was re-asserted after a possible loss: %v", ev)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +28,11 @@ type Lease struct {
 	// machine ID under the same node ID: it runs from a copy of this
 	// node's state file (or this node from a copy of its). "" when none.
 	Clone  string
-	lastOK int64  // Redis ms of the last successful claim or renewal
+	lastOK int64 // Redis ms of the last successful claim or renewal
+	// lossID is guard.lua's name of the last possible data loss, as of the
+	// last successful claim or renewal: a lease missing under another one
+	// is not re-asserted (renew.lua).
+	lossID string
 	nodeID string // the state file's node ID, or ""
 	// horizon is the fleet's (ticks): the longer of ours and {ns}:meta's
 	// at the claim. A renewal restores it if Redis lost it.
@@ -186,7 +189,7 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 	}
 	h, loss := toInt64(m[0]), toInt64(m[1])
 	lay := r.opts.Layout
-	floor := lay.Tick(time.UnixMilli(loss)) + max(h, int64(r.opts.Horizon/lay.TimeUnit))
+	floor := lay.Tick(time.UnixMilli(loss)) + max(h, r.horizonTicks())
 	if floor > l.floor {
 		if _, err := l.Reserve(ctx, floor); err != nil {
 			return err
@@ -216,8 +219,8 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	o, lay := r.opts.Owner, r.opts.Layout
 	args := []any{r.keys.prefix, l.token, want, l.granted.Load(), r.opts.LeaseTTL.Milliseconds(),
 		r.opts.EventsMaxLen, l.mode, o.Host, o.PID, o.Addr, o.Version,
-		lay.String(), l.generation, int64(r.opts.Horizon / lay.TimeUnit),
-		lay.StartTime.UnixMicro(), float64(lay.TimeUnit) / float64(time.Microsecond), l.nodeID, l.lastOK,
+		lay.String(), l.generation, r.horizonTicks(),
+		lay.StartTime.UnixMicro(), tickMicros(lay), l.nodeID, l.lossID,
 		l.horizon}
 	for _, id := range l.ids {
 		args = append(args, id)
@@ -232,12 +235,14 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	}
 	if v[0] == "LOST" {
 		l.renewFails.Add(1)
-		err := fmt.Errorf("%w: machine ID %v: %v", ErrLeaseLost, v[1], v[2])
-		if strings.HasPrefix(fmt.Sprint(v[2]), "the fleet layout") {
+		var err error
+		switch v[4] {
+		case "layout":
 			err = fmt.Errorf("%w: %w: %v; start it with the fleet's layout flags", ErrLeaseLost, ErrLayoutMismatch, v[2])
-		}
-		if toInt64(v[4]) == 1 {
+		case "fenced":
 			err = fmt.Errorf("%w: %w: machine ID %v taken over by %v pid %v", ErrLeaseLost, ErrFenced, v[1], v[5], v[6])
+		default:
+			err = fmt.Errorf("%w: machine ID %v: %v", ErrLeaseLost, v[1], v[2])
 		}
 		l.lastErr.Store(&err)
 		l.markLost(err)
@@ -248,7 +253,7 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	if how := fmt.Sprint(v[3]); how != "" {
 		l.DataLoss = true
 	}
-	l.lastOK = toInt64(v[4])
+	l.lastOK, l.lossID = toInt64(v[4]), fmt.Sprint(v[5])
 	l.renews.Add(1)
 	l.lastRenew.Store(time.Now().UnixMilli())
 	l.lastErr.Store(nil)
@@ -336,7 +341,7 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 	r := l.reg
 	o, lay := r.opts.Owner, r.opts.Layout
 	args := []any{r.keys.prefix, l.token, lastTick, r.opts.EventsMaxLen, o.Host, o.PID, o.Addr,
-		cmp.Or(l.generation, newToken()), lay.StartTime.UnixMicro(), float64(lay.TimeUnit) / float64(time.Microsecond)}
+		cmp.Or(l.generation, newToken()), lay.StartTime.UnixMicro(), tickMicros(lay)}
 	for _, id := range l.ids {
 		args = append(args, id)
 	}

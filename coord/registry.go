@@ -72,8 +72,16 @@ func (r *Registry) PrepareFresh(ctx context.Context) error {
 		return fmt.Errorf("%w: PrepareFresh is only for a private store", ErrInvalidOptions)
 	}
 	return r.rdb.HSet(ctx, r.keys.meta, "generation", newToken(), "server", "", "loss_ms", 0,
-		"created_ms", r.opts.Now().UnixMilli(), "horizon", int64(r.opts.Horizon/r.opts.Layout.TimeUnit)).Err()
+		"created_ms", r.opts.Now().UnixMilli(), "horizon", r.horizonTicks()).Err()
 }
+
+// horizonTicks is Options.Horizon in ticks of the layout, as the scripts
+// take it.
+func (r *Registry) horizonTicks() int64 { return int64(r.opts.Horizon / r.opts.Layout.TimeUnit) }
+
+// tickMicros is the length of a tick in microseconds, as the scripts take
+// it (with the epoch in microseconds) to turn Redis TIME into ticks.
+func tickMicros(l flake.Layout) float64 { return float64(l.TimeUnit) / float64(time.Microsecond) }
 
 // ClaimOptions tune one Claim.
 type ClaimOptions struct {
@@ -144,9 +152,14 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		if lease.lastOK < 0 || res.redisMs < lease.lastOK {
 			lease.lastOK = res.redisMs
 		}
+		if i == 0 {
+			lease.lossID = res.lossID
+		} else if res.lossID != lease.lossID {
+			lease.lossID = "changed during the claim" // matches no loss ID: never re-asserted
+		}
 		settle = max(settle, res.settle)
-		lease.horizon = max(lease.horizon, res.horizon, int64(r.opts.Horizon/l.TimeUnit))
-		if p := co.Previous; p != nil && p.Generation != res.generation && !lease.DataLoss {
+		lease.horizon = max(lease.horizon, res.horizon, r.horizonTicks())
+		if p := co.Previous; p != nil && p.Generation != "" && p.Generation != res.generation && !lease.DataLoss {
 			lease.DataLoss = true
 			r.event(ctx, "dataloss", strconv.Itoa(res.id), "previous_generation", p.Generation, "generation", res.generation,
 				"detail", "registry generation differs from the state file's: Redis lost its data")
@@ -193,6 +206,7 @@ type claimResult struct {
 	redisMs    int64  // Redis TIME of the claim
 	settle     int64  // Redis ms until which the layout this claim stored is unsettled
 	horizon    int64  // the fleet's horizon in {ns}:meta (ticks)
+	lossID     string // guard.lua's name of the last possible data loss
 }
 
 // claimArgs are claim.lua's ARGV, in the order its header lists them.
@@ -200,9 +214,9 @@ func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, r
 	l, o := r.opts.Layout, r.opts.Owner
 	args := []any{
 		r.keys.prefix, token, l.String(), gen,
-		int64(r.opts.Horizon / l.TimeUnit), now, r.opts.LeaseTTL.Milliseconds(), r.opts.EventsMaxLen,
+		r.horizonTicks(), now, r.opts.LeaseTTL.Milliseconds(), r.opts.EventsMaxLen,
 		preferred, req.localFloor, maxWait,
-		l.StartTime.UnixMicro(), float64(l.TimeUnit) / float64(time.Microsecond), l.CounterMachineID(),
+		l.StartTime.UnixMicro(), tickMicros(l), l.CounterMachineID(),
 		o.Host, o.PID, o.Addr, o.Version, o.Mode,
 		joinInts(req.taken), req.prevToken, req.node, r.opts.LayoutSettle.Milliseconds(),
 	}
@@ -234,7 +248,8 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 		case "OK":
 			id, _ := strconv.Atoi(fmt.Sprint(v[1]))
 			return claimResult{id: id, floor: toInt64(v[2]), generation: fmt.Sprint(v[3]), event: fmt.Sprint(v[4]),
-				clone: fmt.Sprint(v[6]), redisMs: toInt64(v[7]), settle: toInt64(v[8]), horizon: toInt64(v[9])}, nil
+				clone: fmt.Sprint(v[6]), redisMs: toInt64(v[7]), settle: toInt64(v[8]), horizon: toInt64(v[9]),
+				lossID: fmt.Sprint(v[10])}, nil
 		case "NONE":
 			// Free IDs exist but start later than allowed: when the soonest
 			// is within MaxWait (a registry created a moment ago), wait for

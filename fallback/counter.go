@@ -413,11 +413,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 			// to settle (counter.lua), on Redis's clock.
 			now, _ := res[1].(int64)
 			until, _ := res[2].(int64)
-			timer := time.NewTimer(time.Duration(min(max(until-now, 1), int64(time.Minute/unit))) * unit)
-			select {
-			case <-timer.C:
-			case <-c.ctx.Done():
-				timer.Stop()
+			if !c.waitTicks(min(until-now, int64(time.Minute/unit))) {
 				return nil, 0, ErrClosed
 			}
 			continue
@@ -433,13 +429,22 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 				c.key, want, want-now, now, c.opts.MaxLead, c.leadTicks)
 		}
 		// Wait for the tick to pass on Redis's clock, re-reading it then.
-		timer := time.NewTimer(time.Duration(max(ahead, 1)) * unit)
-		select {
-		case <-timer.C:
-		case <-c.ctx.Done():
-			timer.Stop()
+		if !c.waitTicks(ahead) {
 			return nil, 0, ErrClosed
 		}
+	}
+}
+
+// waitTicks waits n ticks (at least one), or until the counter closes:
+// then it reports false.
+func (c *Counter) waitTicks(n int64) bool {
+	timer := time.NewTimer(time.Duration(max(n, 1)) * c.opts.Layout.TimeUnit)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-c.ctx.Done():
+		return false
 	}
 }
 

@@ -254,9 +254,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	n.maxW = int64(reg.Options().MaxWait / reg.Layout().TimeUnit)
 	co := opts.Counter
 	co.Namespace, co.Layout, co.Now = reg.Options().Namespace, reg.Layout(), opts.Clock.Now
-	if !ro.Private {
-		co.LayoutSettle = reg.Options().LayoutSettle
-	}
+	co.LayoutSettle = reg.Options().LayoutSettle // none when private
 	if co.Host == "" {
 		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
 	}

@@ -32,7 +32,8 @@
 -- (ms), settle} (clone: "" or "host pid" of a live process holding the
 -- preferred ID under the same node ID: two processes started from copies
 -- of one state file; settle: until when (ms) the layout is unsettled, the
--- claimer issuing nothing before, or 0; the fleet's horizon) |
+-- claimer issuing nothing before, or 0; the fleet's horizon; the loss ID
+-- of guard.lua) |
 -- {"LAYOUT", stored layout} | {"NONE", lowest floor seen or -1}.
 -- The cost is bounded by the candidates passed plus 8 random members of
 -- the registry: it never scans the machine-ID space.
@@ -52,7 +53,7 @@ local function event(kind, id, ...)
     'token', token, 'host', host, 'pid', pid, 'addr', addr, ...)
 end
 
-local gen, lossMs, how = guard(KEYS[2], KEYS[5], maxlen, ARGV[4],
+local gen, lossMs, how, lossID = guard(KEYS[2], KEYS[5], maxlen, ARGV[4],
   {'created_tick', redisTick, 'horizon', horizon}, who)
 local stored = redis.call('GET', KEYS[1])
 if stored and stored ~= layout then
@@ -152,4 +153,4 @@ event(kind, id, 'floor', floor, 'prev_host', prev[1] or '', 'prev_pid', prev[2] 
   'node', node, 'loss_floor', lossFloor)
 local settle = tonumber(redis.call('HGET', KEYS[2], 'layout_settle_ms') or 0)
 if settle <= nowNum then settle = 0 end
-return {'OK', id, floor, gen, kind, how == 'created' and 1 or 0, clone, nowText, tostring(settle), metaHorizon}
+return {'OK', id, floor, gen, kind, how == 'created' and 1 or 0, clone, nowText, tostring(settle), metaHorizon, lossID}

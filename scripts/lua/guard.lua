@@ -43,27 +43,32 @@ end
 -- guard checks {ns}:meta against this server. meta, events: keys; gen:
 -- the generation to create {ns}:meta with when it is missing; created: its
 -- other fields then (a flat list); ev: the writer's event fields.
--- Returns generation, loss_ms (number), how ('' | 'created' | 'server').
+-- Returns generation, loss_ms (number), how ('' | 'created' | 'server'),
+-- loss_id. loss_id names the last possible loss (this server's identity
+-- and the time): an owner that saw another one at its last renewal knows
+-- Redis may have lost writes since, whatever the clocks of the two
+-- servers say (renew.lua).
 local function guard(meta, events, maxlen, gen, created, ev)
   local nowText, nowMs = redisNow()
   local id = serverIdentity()
-  local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms')
+  local lossID = id .. '@' .. nowText
+  local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms', 'loss_id')
   if not m[1] then
     redis.call('HSET', meta, 'generation', gen, 'created_ms', nowText, 'server', id,
-      'loss_ms', nowText, unpack(created))
-    return gen, nowMs, 'created'
+      'loss_ms', nowText, 'loss_id', lossID, unpack(created))
+    return gen, nowMs, 'created', lossID
   end
   if m[2] == id then
-    return m[1], tonumber(m[3] or 0), ''
+    return m[1], tonumber(m[3] or 0), '', m[4] or ''
   end
   -- Never lower loss_ms: a new master's clock may be behind the old one's.
   local lossMs = math.max(tonumber(m[3] or 0), nowMs)
-  redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs))
+  redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs), 'loss_id', lossID)
   local detail = 'Redis server changed (restart or failover): writes acknowledged before may be lost; '
     .. 'claims start a horizon later and the counter a lead later'
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', 'dataloss', 'mid', '',
     'server', id, 'previous_server', m[2] or '', 'detail', detail, unpack(ev))
-  return m[1], lossMs, 'server'
+  return m[1], lossMs, 'server', lossID
 end
 
 -- tickOf converts Redis milliseconds to a tick of the layout.

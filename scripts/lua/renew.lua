@@ -7,8 +7,8 @@
 --   the owner holds now (tick), 5 lease ttl (ms), 6 events maxlen,
 --   7 mode, 8 host, 9 pid, 10 addr, 11 version, 12 canonical layout,
 --   13 the registry generation the lease was claimed in, 14 horizon
---   (ticks), 15 epoch (us), 16 tick length (us), 17 node ID, 18 Redis time
---   (ms) of this owner's last successful claim or renewal, 19 the fleet
+--   (ticks), 15 epoch (us), 16 tick length (us), 17 node ID, 18 the loss
+--   ID (guard.lua) this owner saw at its last claim or renewal, 19 the fleet
 --   horizon this owner knew at its claim, 20.. machine IDs.
 --
 -- No reservation reaches past Redis TIME + the fleet's horizon ({ns}:meta,
@@ -37,14 +37,15 @@
 --
 -- Returns {"OK", reservation, reasserted count, data loss ("" | "created":
 -- {ns}:meta was gone | "server": Redis restarted or failed over), Redis
--- time (ms)} or
--- {"LOST", id, reason, holder, fenced (1 when the holder started from a
--- copy of our state file), holder host, holder pid}.
+-- time (ms), loss ID} or
+-- {"LOST", id, reason, holder, kind ("fenced": the holder started from a
+-- copy of our state file; "layout": the fleet runs another layout; or ""),
+-- holder host, holder pid}.
 local prefix, token = ARGV[1], ARGV[2]
 local want, held, ttl, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local mode, host, pid, addr, version = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local layout, generation, horizon = ARGV[12], ARGV[13], ARGV[14]
-local epochUs, unitUs, node, lastOk = tonumber(ARGV[15]), tonumber(ARGV[16]), ARGV[17], tonumber(ARGV[18])
+local epochUs, unitUs, node, knownLoss = tonumber(ARGV[15]), tonumber(ARGV[16]), ARGV[17], ARGV[18]
 local knownHorizon = tonumber(ARGV[19])
 local first = 20
 local nowText, nowNum, nowUs = redisNow()
@@ -55,7 +56,7 @@ local function event(kind, id, ...)
     'token', token, 'host', host, 'pid', pid, 'addr', addr, ...)
 end
 
-local gen, lossMs, how = guard(KEYS[4], KEYS[2], maxlen, generation,
+local gen, lossMs, how, lossID = guard(KEYS[4], KEYS[2], maxlen, generation,
   {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', horizon}, who)
 if how == 'created' then
   event('dataloss', ARGV[first], 'generation', generation,
@@ -74,7 +75,7 @@ elseif stored ~= layout then
       'detail', 'a claim stored another layout after Redis lost its data; restored by an owner holding leases from before')
   else
     event('renew_fail', ARGV[first], 'reason', 'layout', 'layout', layout, 'stored', stored)
-    return {'LOST', ARGV[first], 'the fleet layout is ' .. stored .. ', this owner runs ' .. layout, '', 0, '', ''}
+    return {'LOST', ARGV[first], 'the fleet layout is ' .. stored .. ', this owner runs ' .. layout, '', 'layout', '', ''}
   end
 end
 local metaHorizon = tonumber(redis.call('HGET', KEYS[4], 'horizon') or -1)
@@ -97,11 +98,11 @@ for i = first, #ARGV do
     local r = tonumber(redis.call('HGET', KEYS[1], id) or -1)
     if r > held then
       event('renew_fail', id, 'reason', 'reservation moved', 'reserved', r, 'held', held)
-      return {'LOST', id, 'lease expired and reservation ' .. r .. ' moved past ours ' .. held, '', 0, '', ''}
+      return {'LOST', id, 'lease expired and reservation ' .. r .. ' moved past ours ' .. held, '', '', '', ''}
     end
-    if lossMs >= lastOk then
+    if lossID ~= knownLoss then
       event('renew_fail', id, 'reason', 'lease missing after possible data loss', 'loss_ms', lossMs, 'held', held)
-      return {'LOST', id, 'lease missing after Redis may have lost writes (restart or failover); claiming again', '', 0, '', ''}
+      return {'LOST', id, 'lease missing after Redis may have lost writes (restart or failover); claiming again', '', '', '', ''}
     end
     missing[id] = true
   elseif holder ~= token then
@@ -110,10 +111,10 @@ for i = first, #ARGV do
       event('fenced', id, 'holder', holder, 'holder_host', o[2] or '', 'holder_pid', o[3] or '',
         'detail', 'taken over by a process that started from a copy of this owner\'s state file')
       return {'LOST', id, 'taken over by ' .. (o[2] or '?') .. ' pid ' .. (o[3] or '?') ..
-        ', which started from a copy of this node\'s state file', holder, 1, o[2] or '', o[3] or ''}
+        ', which started from a copy of this node\'s state file', holder, 'fenced', o[2] or '', o[3] or ''}
     end
     event('renew_fail', id, 'reason', 'lease held by another owner', 'holder', holder)
-    return {'LOST', id, 'lease held by another owner', holder, 0, '', ''}
+    return {'LOST', id, 'lease held by another owner', holder, '', '', ''}
   end
 end
 
@@ -149,4 +150,4 @@ for i = first, #ARGV do
   redis.call('HSET', owner, 'heartbeat', nowText, 'mode', mode)
   if granted == nil or nr < granted then granted = nr end
 end
-return {'OK', granted, reasserted, how, nowText}
+return {'OK', granted, reasserted, how, nowText, lossID}
