@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flaked/flaked/flake"
 )
 
 // Lease is a set of machine IDs held under one owner token. Its Reserve
@@ -47,14 +49,14 @@ type Lease struct {
 	lostOnce sync.Once
 	lostCh   chan struct{}
 	lostErr  error
+	onLost   func()
 
 	renews, renewFails, reasserts atomic.Uint64
 	lastRenew                     atomic.Int64 // unix ms of the last successful renewal
 	lastErr                       atomic.Pointer[error]
 	stateErr                      atomic.Pointer[error] // the last state-file write, when it failed
 
-	stopKeep context.CancelFunc
-	keepDone chan struct{}
+	keep *flake.Ticker // KeepAlive's renewals
 }
 
 // MachineIDs returns the leased machine IDs, in claim order.
@@ -129,12 +131,29 @@ func (l *Lease) Stats() LeaseStats {
 	return s
 }
 
+// markLost records why the lease is lost; l.mu is held.
 func (l *Lease) markLost(err error) {
 	l.lostOnce.Do(func() {
 		l.lostErr = err
 		l.lost.Store(true)
 		close(l.lostCh)
+		if l.onLost != nil {
+			l.onLost()
+		}
 	})
+}
+
+// OnLost has f called once when the lease is lost, in the goroutine that
+// finds out (at once if it is lost already), so a node reacts at once
+// rather than at its next health check. f must not block or call back
+// into the lease.
+func (l *Lease) OnLost(f func()) {
+	l.mu.Lock()
+	l.onLost = f
+	l.mu.Unlock()
+	if l.lost.Load() {
+		f()
+	}
 }
 
 // Reserve raises the reservation of every leased ID to upTo in Redis, then
@@ -176,10 +195,8 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 		if wait <= 0 {
 			break
 		}
-		select {
-		case <-time.After(min(wait+time.Millisecond, l.reg.opts.LeaseTTL/3)):
-		case <-ctx.Done():
-			return fmt.Errorf("%w: waiting for the new registry's layout to settle: %w", ErrNoMachineID, ctx.Err())
+		if err := flake.Sleep(ctx, l.reg.opts.Clock, min(wait+time.Millisecond, l.reg.opts.LeaseTTL/3)); err != nil {
+			return fmt.Errorf("%w: waiting for the new registry's layout to settle: %w", ErrNoMachineID, err)
 		}
 	}
 	r := l.reg
@@ -255,40 +272,30 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	}
 	l.lastOK, l.lossID = toInt64(v[4]), fmt.Sprint(v[5])
 	l.renews.Add(1)
-	l.lastRenew.Store(time.Now().UnixMilli())
+	l.lastRenew.Store(r.opts.Clock.Now().UnixMilli())
 	l.lastErr.Store(nil)
 	return got, nil
 }
 
-// KeepAlive renews the lease every LeaseTTL/3 until Release, the lease is
-// lost, or ctx ends. Failures are counted and retried; they never extend
-// what the generator may issue.
-func (l *Lease) KeepAlive(ctx context.Context) {
+// KeepAlive renews the lease every LeaseTTL/3 on the registry's clock
+// until Release or Abandon, or the lease is lost. Failures are counted and
+// retried; they never extend what the generator may issue.
+func (l *Lease) KeepAlive() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.stopKeep != nil || l.released {
+	if l.keep != nil || l.released {
 		return
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	l.stopKeep = cancel
-	l.keepDone = make(chan struct{})
-	go func() {
-		defer close(l.keepDone)
-		t := time.NewTicker(l.reg.opts.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-l.lostCh:
-				return
-			case <-t.C:
-				rctx, rcancel := context.WithTimeout(ctx, l.reg.opts.LeaseTTL/3)
-				_ = l.Renew(rctx)
-				rcancel()
-			}
+	period := l.reg.opts.LeaseTTL / 3
+	l.keep = flake.Every(l.reg.opts.Clock, period, func() {
+		if l.lost.Load() {
+			l.stopKeepAlive()
+			return
 		}
-	}()
+		ctx, cancel := context.WithTimeout(context.Background(), period)
+		_ = l.Renew(ctx)
+		cancel()
+	})
 }
 
 // Abandon stops renewing without releasing: the lease expires after its
@@ -296,13 +303,14 @@ func (l *Lease) KeepAlive(ctx context.Context) {
 // to the fleet; fault tests use it.
 func (l *Lease) Abandon() { l.stopKeepAlive() }
 
+// stopKeepAlive stops the renewals; one in flight finishes (it holds l.mu,
+// so a release after it waits for it).
 func (l *Lease) stopKeepAlive() {
 	l.mu.Lock()
-	stop, done := l.stopKeep, l.keepDone
+	keep := l.keep
 	l.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
+	if keep != nil {
+		keep.Stop()
 	}
 }
 
@@ -341,7 +349,7 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 	r := l.reg
 	o, lay := r.opts.Owner, r.opts.Layout
 	args := []any{r.keys.prefix, l.token, lastTick, r.opts.EventsMaxLen, o.Host, o.PID, o.Addr,
-		cmp.Or(l.generation, newToken()), lay.StartTime.UnixMicro(), tickMicros(lay)}
+		cmp.Or(l.generation, newToken(r.opts.Rand)), lay.StartTime.UnixMicro(), tickMicros(lay)}
 	for _, id := range l.ids {
 		args = append(args, id)
 	}
@@ -371,7 +379,7 @@ func (l *Lease) saveLocked(reservation int64, released bool) error {
 		Token:       l.token,
 		Generation:  l.generation,
 		Released:    released,
-		Updated:     time.Now(),
+		Updated:     l.reg.opts.Clock.Now(),
 	})
 	if err != nil {
 		l.stateErr.Store(&err)

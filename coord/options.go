@@ -1,6 +1,8 @@
 package coord
 
 import (
+	"crypto/rand"
+	"io"
 	"errors"
 	"fmt"
 	"os"
@@ -61,8 +63,14 @@ type Options struct {
 	EventsMaxLen int64
 	// Owner describes this process.
 	Owner Owner
-	// Now is the wall clock used for the clock guard; default time.Now.
-	Now func() time.Time
+	// Clock is the clock of the clock guard, lease renewals and waits;
+	// nil means flake.SystemClock(). The simulator (package sim) sets its
+	// virtual one.
+	Clock flake.Clock
+	// Rand is the source of owner tokens, generations and the machine IDs a
+	// claim tries; nil means crypto/rand. The simulator sets a seeded one,
+	// so a run is a function of its seed.
+	Rand io.Reader
 	// LayoutSettle: a claim that stores the fleet layout in an empty
 	// registry (a new fleet, or Redis lost its data) issues nothing for
 	// this long, so owners from before a loss can restore their layout
@@ -130,8 +138,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Owner.Mode == "" {
 		o.Owner.Mode = "flake"
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = flake.SystemClock()
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Reader
 	}
 	if o.LayoutSettle == 0 {
 		o.LayoutSettle = o.LeaseTTL/3 + time.Second

@@ -3,7 +3,8 @@ package coord
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
+	"encoding/binary"
+	"io"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -71,8 +72,8 @@ func (r *Registry) PrepareFresh(ctx context.Context) error {
 	if !r.opts.Private {
 		return fmt.Errorf("%w: PrepareFresh is only for a private store", ErrInvalidOptions)
 	}
-	return r.rdb.HSet(ctx, r.keys.meta, "generation", newToken(), "server", "", "loss_ms", 0,
-		"created_ms", r.opts.Now().UnixMilli(), "horizon", r.horizonTicks()).Err()
+	return r.rdb.HSet(ctx, r.keys.meta, "generation", newToken(r.opts.Rand), "server", "", "loss_ms", 0,
+		"created_ms", r.opts.Clock.Now().UnixMilli(), "horizon", r.horizonTicks()).Err()
 }
 
 // horizonTicks is Options.Horizon in ticks of the layout, as the scripts
@@ -110,7 +111,7 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 	if co.Count < 1 || co.Count > l.MaxMachineID()+1 {
 		return nil, fmt.Errorf("%w: %d machine IDs asked, valid range is 1..%d", ErrInvalidOptions, co.Count, l.MaxMachineID()+1)
 	}
-	lease := &Lease{reg: r, token: newToken(), floor: -1, mode: r.opts.Owner.Mode, lostCh: make(chan struct{}), lastOK: -1}
+	lease := &Lease{reg: r, token: newToken(r.opts.Rand), floor: -1, mode: r.opts.Owner.Mode, lostCh: make(chan struct{}), lastOK: -1}
 	req := claimRequest{localFloor: -1}
 	var prefer []int
 	if co.State != nil {
@@ -220,7 +221,7 @@ func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, r
 		o.Host, o.PID, o.Addr, o.Version, o.Mode,
 		joinInts(req.taken), req.prevToken, req.node, r.opts.LayoutSettle.Milliseconds(),
 	}
-	for _, c := range candidates(req.prefer, l.MaxMachineID(), req.taken) {
+	for _, c := range candidates(r.opts.Rand, req.prefer, l.MaxMachineID(), req.taken) {
 		args = append(args, c)
 	}
 	return args
@@ -228,7 +229,7 @@ func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, r
 
 func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest) (claimResult, error) {
 	l := r.opts.Layout
-	now := l.Tick(r.opts.Now())
+	now := l.Tick(r.opts.Clock.Now())
 	maxWait := int64(r.opts.MaxWait / l.TimeUnit)
 	if req.startNow {
 		maxWait = -1
@@ -237,7 +238,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 	if req.prefer >= 0 && req.prefer <= l.MaxMachineID() {
 		preferred = strconv.Itoa(req.prefer)
 	}
-	gen := newToken()
+	gen := newToken(r.opts.Rand)
 	for round := 0; round < 8; round++ {
 		keys := []string{r.keys.layout, r.keys.meta, r.keys.machines, r.keys.reserved, r.keys.events}
 		v, err := claimScript.Run(ctx, r.rdb, keys, r.claimArgs(token, gen, preferred, now, maxWait, req)...).Slice()
@@ -256,13 +257,11 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 			// it rather than fail.
 			soonest := toInt64(v[1])
 			if soonest >= 0 && time.Duration(soonest+1-now)*l.TimeUnit <= r.opts.MaxWait {
-				wait := l.TickTime(soonest + 1).Sub(r.opts.Now())
-				select {
-				case <-time.After(max(wait, l.TimeUnit)):
-				case <-ctx.Done():
-					return claimResult{}, fmt.Errorf("%w: waiting for tick %d: %w", ErrNoMachineID, soonest+1, ctx.Err())
+				wait := l.TickTime(soonest + 1).Sub(r.opts.Clock.Now())
+				if err := flake.Sleep(ctx, r.opts.Clock, max(wait, l.TimeUnit)); err != nil {
+					return claimResult{}, fmt.Errorf("%w: waiting for tick %d: %w", ErrNoMachineID, soonest+1, err)
 				}
-				now = l.Tick(r.opts.Now())
+				now = l.Tick(r.opts.Clock.Now())
 				continue
 			}
 		case "LAYOUT":
@@ -279,13 +278,13 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 // random ones (all of them, shuffled, when the space is small). The script
 // adds random members of the registry, which finds released IDs when the
 // space is crowded.
-func candidates(prefer, maxID int, taken []int) []int {
+func candidates(rnd io.Reader, prefer, maxID int, taken []int) []int {
 	var out []int
 	if prefer >= 0 && !containsInt(taken, prefer) {
 		out = append(out, prefer)
 	}
 	if maxID < 64 {
-		for _, i := range randPerm(maxID + 1) {
+		for _, i := range randPerm(rnd, maxID+1) {
 			if i != prefer && !containsInt(taken, i) {
 				out = append(out, i)
 			}
@@ -293,7 +292,7 @@ func candidates(prefer, maxID int, taken []int) []int {
 		return out
 	}
 	for len(out) < 16 {
-		c := randIntn(maxID + 1)
+		c := randIntn(rnd, maxID+1)
 		if !containsInt(taken, c) && !containsInt(out, c) {
 			out = append(out, c)
 		}
@@ -308,12 +307,12 @@ func candidates(prefer, maxID int, taken []int) []int {
 func (r *Registry) CheckClock(ctx context.Context) error { return r.checkClock(ctx) }
 
 func (r *Registry) checkClock(ctx context.Context) error {
-	before := r.opts.Now()
+	before := r.opts.Clock.Now()
 	rt, err := r.rdb.Time(ctx).Result()
 	if err != nil {
 		return fmt.Errorf("redis TIME: %w", err)
 	}
-	after := r.opts.Now()
+	after := r.opts.Clock.Now()
 	rtt := after.Sub(before)
 	local := before.Add(rtt / 2)
 	skew := local.Sub(rt)
@@ -339,26 +338,23 @@ func (r *Registry) Event(ctx context.Context, kind string, machineID int, kv ...
 	return r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: r.keys.events, MaxLen: r.opts.EventsMaxLen, Approx: true, Values: vals}).Err()
 }
 
-func newToken() string {
+// newToken is a random 128-bit hex string from r.
+func newToken(r io.Reader) string {
 	b := make([]byte, 16)
-	_, _ = rand.Read(b)
+	_, _ = io.ReadFull(r, b)
 	return hex.EncodeToString(b)
 }
 
-func randIntn(n int) int {
+func randIntn(r io.Reader, n int) int {
 	var b [8]byte
-	_, _ = rand.Read(b[:])
-	v := uint64(0)
-	for _, x := range b {
-		v = v<<8 | uint64(x)
-	}
-	return int(v % uint64(n))
+	_, _ = io.ReadFull(r, b[:])
+	return int(binary.BigEndian.Uint64(b[:]) % uint64(n))
 }
 
-func randPerm(n int) []int {
+func randPerm(r io.Reader, n int) []int {
 	p := make([]int, n)
 	for i := range p {
-		j := randIntn(i + 1)
+		j := randIntn(r, i+1)
 		p[i] = p[j]
 		p[j] = i
 	}

@@ -479,7 +479,7 @@ func hasEvent(t *testing.T, rdb redis.UniversalClient, kind string) bool {
 func TestClockGuard_RefusesSkew(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		reg := newReg(t, rdb, coord.Options{MaxSkew: 500 * time.Millisecond,
-			Now: func() time.Time { return time.Now().Add(3 * time.Second) }})
+			Clock: flake.NewOffsetClock(3 * time.Second)})
 		_, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
 		if !errors.Is(err, coord.ErrClockSkew) || !strings.Contains(err.Error(), "max skew 500ms") {
 			t.Fatalf("err = %v, want ErrClockSkew naming the limit", err)

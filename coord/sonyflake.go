@@ -54,7 +54,7 @@ func (s *Sonyflake) MachineID() (int, error) {
 	}
 	ttl := s.reg.opts.LeaseTTL
 	ahead := int64(ttl / s.reg.opts.Layout.TimeUnit)
-	now := func() int64 { return s.reg.opts.Layout.Tick(s.reg.opts.Now()) }
+	now := func() int64 { return s.reg.opts.Layout.Tick(s.reg.opts.Clock.Now()) }
 	if _, err := lease.Reserve(ctx, now()+ahead); err != nil {
 		_ = lease.Release(context.WithoutCancel(ctx), lease.Floor())
 		return 0, err
@@ -129,5 +129,5 @@ func (s *Sonyflake) Close(ctx context.Context) error {
 	}
 	cancel()
 	<-done
-	return lease.Release(ctx, s.reg.opts.Layout.Tick(s.reg.opts.Now()))
+	return lease.Release(ctx, s.reg.opts.Layout.Tick(s.reg.opts.Clock.Now()))
 }

@@ -2,13 +2,13 @@ package coord
 
 import (
 	"bytes"
+	"crypto/rand"
+	"io"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
-	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -48,39 +48,36 @@ type State struct {
 	Checksum   string    `json:"checksum"` // CRC-32C of the file with this field empty
 }
 
-// StateFile is an open, locked state file. The lock (flock on path.lock,
-// which survives the renames that replace the file) is held until Close.
+// StateFile is an open, locked state file. The lock is held until Close.
 type StateFile struct {
+	fs   StateFS
 	path string
 	node string
-	lock *os.File
+	lock io.Closer
 }
 
-// OpenState locks and reads the state file at path. It returns a nil
-// *State when the file does not exist yet. A file that cannot be read,
-// fails its checksum, or is not valid is an error wrapping
-// ErrStateCorrupt: it is never reused or overwritten silently.
-func OpenState(path string) (*StateFile, *State, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrStateIO, path, err)
+// OpenState locks and reads the state file at path on the operating
+// system's file system: OpenStateFS(OSFS, path, nil).
+func OpenState(path string) (*StateFile, *State, error) { return OpenStateFS(OSFS, path, nil) }
+
+// OpenStateFS locks and reads the state file at path on fs. It returns a
+// nil *State when the file does not exist yet; a new file gets a node ID
+// from rnd (nil: crypto/rand). A nil fs is OSFS. A file that cannot be read, fails its
+// checksum, or is not valid is an error wrapping ErrStateCorrupt: it is
+// never reused or overwritten silently.
+func OpenStateFS(fs StateFS, path string, rnd io.Reader) (*StateFile, *State, error) {
+	if fs == nil {
+		fs = OSFS
 	}
-	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if rnd == nil {
+		rnd = rand.Reader
+	}
+	lock, err := fs.Lock(path)
 	if err != nil {
-		// A read-only file system: the lock still works on a descriptor
-		// opened for reading, and the node can go on from Redis while its
-		// saves fail (reported). Standalone refuses at the first save.
-		var rerr error
-		if lock, rerr = os.Open(path + ".lock"); rerr != nil {
-			return nil, nil, fmt.Errorf("%w: %s: %w", ErrStateIO, path, err)
-		}
+		return nil, nil, err
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, nil, fmt.Errorf("%w: %s (lock %s.lock: %v); each node needs its own --state-file",
-			ErrStateLocked, path, path, err)
-	}
-	f := &StateFile{path: path, lock: lock, node: newToken()[:16]}
-	st, err := readState(path)
+	f := &StateFile{fs: fs, path: path, lock: lock, node: newToken(rnd)[:16]}
+	st, err := readState(fs, path)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
@@ -91,8 +88,8 @@ func OpenState(path string) (*StateFile, *State, error) {
 	return f, st, nil
 }
 
-func readState(path string) (*State, error) {
-	data, err := os.ReadFile(path)
+func readState(fs StateFS, path string) (*State, error) {
+	data, err := fs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -149,34 +146,7 @@ func (f *StateFile) save(st State) error {
 		return err
 	}
 	data = append(data, '\n')
-	tmp, err := os.CreateTemp(filepath.Dir(f.path), filepath.Base(f.path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("state file %s: %w", f.path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("state file %s: %w", f.path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("state file %s: fsync: %w", f.path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("state file %s: %w", f.path, err)
-	}
-	if err := os.Rename(tmp.Name(), f.path); err != nil {
-		return fmt.Errorf("state file %s: %w", f.path, err)
-	}
-	dir, err := os.Open(filepath.Dir(f.path))
-	if err != nil {
-		return fmt.Errorf("state file %s: %w", f.path, err)
-	}
-	defer dir.Close()
-	if err := dir.Sync(); err != nil {
-		return fmt.Errorf("state file %s: fsync dir: %w", f.path, err)
-	}
-	return nil
+	return f.fs.WriteFile(f.path, data)
 }
 
 // Close releases the lock.
@@ -184,7 +154,7 @@ func (f *StateFile) Close() error {
 	if f == nil || f.lock == nil {
 		return nil
 	}
-	err := f.lock.Close() // closing the descriptor drops the flock
+	err := f.lock.Close()
 	f.lock = nil
 	return err
 }

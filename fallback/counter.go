@@ -2,10 +2,10 @@ package fallback
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -60,10 +61,11 @@ func (s *segment) skipTo(i int64) {
 
 func (s *segment) left() int64 { return max(0, s.n-s.next.Load()) }
 
-// fetchRun is one trip (or a few, while Redis says AHEAD) to counter.lua.
+// fetchRun is one trip (or a few, while Redis says AHEAD) to counter.lua,
+// run in the background on the clock.
 type fetchRun struct {
-	done chan struct{}
-	err  error // set before done is closed
+	task *flake.Task
+	err  error // set before the task is done
 }
 
 // Counter issues counter-mode IDs: values of the Redis counter
@@ -99,7 +101,6 @@ type Counter struct {
 	closed  bool
 	ctx     context.Context
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
 
 	fetched, fetchErrs, waits atomic.Uint64
 }
@@ -122,7 +123,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 		layoutKey:  "{" + o.Namespace + "}:layout",
 		eventsKey:  "{" + o.Namespace + "}:events",
 		metaKey:    "{" + o.Namespace + "}:meta",
-		generation: newGeneration(),
+		generation: newGeneration(o.Rand),
 		shift:      uint(l.BitsMachineID),
 		machine:    uint64(l.CounterMachineID()),
 		seqBits:    uint(l.BitsSequence),
@@ -265,10 +266,8 @@ func (c *Counter) await(ctx context.Context, s *segment) error {
 	run := c.startFetchLocked()
 	c.mu.Unlock()
 	c.waits.Add(1)
-	select {
-	case <-run.done:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w", ErrUnavailable, c.key, ctx.Err())
+	if err := run.task.Wait(ctx); err != nil {
+		return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w", ErrUnavailable, c.key, err)
 	}
 	if run.err != nil {
 		if errors.Is(run.err, ErrClosed) {
@@ -288,7 +287,7 @@ func (c *Counter) await(ctx context.Context, s *segment) error {
 // The prefetch starts when 20% of seg is left, or earlier when, at the
 // rate the old one was used, less would not outlast 4 round trips.
 func (c *Counter) installLocked(seg *segment) {
-	now := c.opts.Now()
+	now := c.opts.Clock.Now()
 	if prev := c.cur.Load(); prev.n > 0 && c.latency > 0 {
 		if el := now.Sub(prev.installed); el > 0 {
 			need := int64(float64(prev.n) * float64(4*c.latency) / float64(el))
@@ -306,11 +305,11 @@ func (c *Counter) startFetchLocked() *fetchRun {
 	if c.run != nil {
 		return c.run
 	}
-	r := &fetchRun{done: make(chan struct{})}
+	r := &fetchRun{}
 	c.run = r
 	c.size = c.nextSizeLocked()
-	c.wg.Add(1)
-	go c.fetch(r, c.size)
+	size := c.size
+	r.task = flake.Go(c.opts.Clock, func() { c.fetch(r, size) })
 	return r
 }
 
@@ -325,7 +324,7 @@ func (c *Counter) nextSizeLocked() int64 {
 		used := min(cur.next.Load(), cur.n)
 		if cur.left() == 0 {
 			size *= 2
-		} else if el := c.opts.Now().Sub(cur.installed); el <= 0 {
+		} else if el := c.opts.Clock.Now().Sub(cur.installed); el <= 0 {
 			size = hi
 		} else if used > 0 {
 			size = int64(float64(used) * float64(segmentTarget) / float64(el))
@@ -336,7 +335,6 @@ func (c *Counter) nextSizeLocked() int64 {
 
 // fetch runs one fetch and hands its segment over.
 func (c *Counter) fetch(r *fetchRun, size int64) {
-	defer c.wg.Done()
 	seg, rtt, err := c.fetchSegment(size)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -371,7 +369,6 @@ func (c *Counter) fetch(r *fetchRun, size int64) {
 		}
 	}
 	r.err = err
-	close(r.done)
 }
 
 // fetchSegment runs counter.lua until it hands out a segment: while Redis
@@ -384,12 +381,12 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		c.mu.Lock()
 		minValue := max(c.floor, c.high)
 		c.mu.Unlock()
-		start := time.Now()
+		start := c.opts.Clock.Monotonic()
 		res, err := counterScript.Run(c.ctx, c.rdb, []string{c.key, c.layoutKey, c.eventsKey, c.metaKey},
 			size, c.epochUs, c.unitUs, c.seqBits, c.leadTicks, strconv.FormatUint(minValue, 10),
 			c.opts.Layout.String(), c.opts.EventsMaxLen, c.machine, c.opts.Host, c.opts.PID, c.generation,
 			c.opts.LayoutSettle.Milliseconds()).Slice()
-		rtt := time.Since(start)
+		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return nil, 0, ErrClosed
@@ -438,14 +435,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 // waitTicks waits n ticks (at least one), or until the counter closes:
 // then it reports false.
 func (c *Counter) waitTicks(n int64) bool {
-	timer := time.NewTimer(time.Duration(max(n, 1)) * c.opts.Layout.TimeUnit)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-c.ctx.Done():
-		return false
-	}
+	return flake.Sleep(c.ctx, c.opts.Clock, time.Duration(max(n, 1))*c.opts.Layout.TimeUnit) == nil
 }
 
 func parseValue(v any) (uint64, error) {
@@ -540,13 +530,16 @@ func (c *Counter) Close() error {
 		cur.skipTo(cur.n)
 		c.next = nil
 	}
+	run := c.run
 	c.mu.Unlock()
-	c.wg.Wait()
+	if run != nil {
+		run.task.Stop()
+	}
 	return nil
 }
 
-func newGeneration() string {
+func newGeneration(r io.Reader) string {
 	b := make([]byte, 16)
-	_, _ = rand.Read(b)
+	_, _ = io.ReadFull(r, b)
 	return hex.EncodeToString(b)
 }

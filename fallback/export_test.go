@@ -6,7 +6,7 @@ func (c *Counter) FetchDone() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.run != nil {
-		return c.run.done
+		return c.run.task.Done()
 	}
 	ch := make(chan struct{})
 	close(ch)

@@ -1,6 +1,8 @@
 package fallback
 
 import (
+	"crypto/rand"
+	"io"
 	"errors"
 	"fmt"
 	"os"
@@ -46,9 +48,13 @@ type Options struct {
 	// Less than one tick means it never runs ahead. After Redis loses the
 	// counter, it restarts this far ahead of Redis TIME (plus one tick).
 	MaxLead time.Duration
-	// Now is the wall clock, used to measure the rate and to check the
-	// epoch; default time.Now.
-	Now func() time.Time
+	// Clock measures the rate, checks the epoch and runs fetches and
+	// waits; nil means flake.SystemClock(). The simulator (package sim)
+	// sets its virtual one.
+	Clock flake.Clock
+	// Rand makes the registry generation a fetch creates {ns}:meta with
+	// when it finds none; nil means crypto/rand.
+	Rand io.Reader
 	// EventsMaxLen caps the audit stream {ns}:events (XADD MAXLEN ~),
 	// where a counter (re)created from its floor is recorded: >= 100,
 	// default 100000.
@@ -73,8 +79,11 @@ func (o Options) withDefaults() (Options, error) {
 	if !namespaceRE.MatchString(o.Namespace) {
 		return o, fmt.Errorf("%w: namespace %q: want 1..64 of A-Z a-z 0-9 . _ -", ErrInvalidOptions, o.Namespace)
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = flake.SystemClock()
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Reader
 	}
 	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
 		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
@@ -104,7 +113,7 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		o.Layout = l
 	}
-	if tick := o.Layout.Tick(o.Now()); tick < 0 || tick > o.Layout.MaxTick() {
+	if tick := o.Layout.Tick(o.Clock.Now()); tick < 0 || tick > o.Layout.MaxTick() {
 		return o, fmt.Errorf("%w: layout %v: now is tick %d, valid range is 0..%d (epoch ahead of now, or the time bits are used up)",
 			ErrInvalidOptions, o.Layout, tick, o.Layout.MaxTick())
 	}

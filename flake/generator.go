@@ -110,13 +110,13 @@ type Generator struct {
 	sinceEpoch time.Duration // wall time since epoch at New
 	mono0      time.Duration
 
-	mu       sync.Mutex // guards timer, tickCh, lastErr; not on the hot path
+	mu       sync.Mutex // guards timer, tickCh, lastErr, prefetch; not on the hot path
 	timer    Timer
 	tickCh   chan struct{} // closed whenever the tick moves
 	lastErr  error
 	sem      chan struct{} // one Reserve at a time
 	fetching atomic.Bool
-	wg       sync.WaitGroup
+	prefetch *Task // the latest background Reserve
 	ctx      context.Context
 	cancel   context.CancelFunc
 
@@ -384,13 +384,27 @@ func (g *Generator) slow(ctx context.Context) error {
 			return nil
 		}
 		g.waits.Add(1)
-		select {
-		case <-ch:
-		case <-ctx.Done():
+		if err := g.waitTick(ctx, ch, need-g.leadTicks); err != nil {
 			return fmt.Errorf("%w: next tick %d is %v ahead of the clock, max lead is %v: %w",
 				ErrMaxLead, need, time.Duration(need-now)*g.layout.TimeUnit,
-				time.Duration(g.leadTicks)*g.layout.TimeUnit, ctx.Err())
+				time.Duration(g.leadTicks)*g.layout.TimeUnit, err)
 		}
+	}
+}
+
+// waitTick waits until the tick moves (ch is closed) or ctx ends. On a
+// Stepped clock nothing else moves the tick while the caller waits, so it
+// lets the clock run to the start of tick instead.
+func (g *Generator) waitTick(ctx context.Context, ch chan struct{}, tick int64) error {
+	if s, ok := g.clock.(Stepped); ok {
+		d := g.sinceEpoch + g.clock.Monotonic() - g.mono0
+		return s.Sleep(ctx, max(time.Duration(tick)*g.layout.TimeUnit-d, time.Nanosecond))
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -477,13 +491,11 @@ func (g *Generator) maybePrefetch() {
 		g.fetching.Store(false)
 		return
 	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
+	g.prefetch = Go(g.clock, func() {
 		defer g.fetching.Store(false)
 		// Any progress will do: need is one past the current grant.
 		_ = g.reserveUpTo(g.ctx, g.granted.Load()+1, front+g.ahead)
-	}()
+	})
 }
 
 // reserveUpTo asks Reserve for ticks up to want and fails unless at least
@@ -543,8 +555,11 @@ func (g *Generator) Close() int64 {
 		close(g.tickCh) // wake waiters; they see closed
 		g.tickCh = make(chan struct{})
 	}
+	prefetch := g.prefetch
 	g.mu.Unlock()
-	g.wg.Wait()
+	if prefetch != nil {
+		prefetch.Stop()
+	}
 	return g.LastTick()
 }
 

@@ -12,7 +12,9 @@ func (n *Node) Crash() {
 		return
 	}
 	n.closed = true
-	close(n.stop)
+	if m := n.monitor.Load(); m != nil {
+		m.Stop()
+	}
 	n.src.Store(&source{mode: n.modeName(), err: ErrClosed})
 	if n.gen != nil {
 		n.gen.Close()
@@ -25,7 +27,6 @@ func (n *Node) Crash() {
 	}
 	n.cleanup()
 	n.mu.Unlock()
-	n.monitorWG.Wait()
 }
 
 // Kick runs a health check now and waits for it.

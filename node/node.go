@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,9 +83,17 @@ type Options struct {
 	// RetryInterval spaces attempts to claim machine IDs after a failure:
 	// 10ms..1m, default 1s.
 	RetryInterval time.Duration
-	// Clock drives the generator, the clock guard and counter mode; nil
-	// means the system clock.
+	// Clock drives everything that takes time: the generator, the clock
+	// guard, lease renewals, counter mode, the health checks and every
+	// wait; nil means the system clock. The simulator (package sim) runs
+	// whole nodes on its virtual one.
 	Clock flake.Clock
+	// StateFS holds the state file; nil means the operating system's
+	// (coord.OSFS). The simulator keeps state files in memory.
+	StateFS coord.StateFS
+	// Rand is the source of owner tokens, state-file node IDs and the
+	// machine IDs a claim tries; nil means crypto/rand.
+	Rand io.Reader
 	// Logger receives mode switches, lease losses and claims.
 	Logger zerolog.Logger
 }
@@ -110,8 +119,7 @@ type Node struct {
 	reg   *coord.Registry
 	state *coord.StateFile
 	prev  *coord.State // the state file as opened
-	start time.Time
-	maxW  int64 // MaxWait in ticks
+	maxW  int64        // MaxWait in ticks
 
 	// mu serializes mode switches and lease changes; NextID takes it only
 	// to wait out a switch.
@@ -122,18 +130,18 @@ type Node struct {
 	bound        int64 // highest tick any ID issued so far may have
 	closed       bool
 	reason       string    // why the current mode was entered
-	healthy      time.Time // counter mode: since when flake looks healthy
-	retryAt      time.Time // no claim attempt before this
-	skewAt       time.Time // next clock-guard check in auto mode
-	claimErr     error     // the last claim failure
-	stateFailing bool      // the state file could not be written, as last logged
-	pending      [][]any   // mode events not written yet (Redis away)
-	flushAt      time.Time // no attempt to write them before this
+	// healthy, retryAt, skewAt and flushAt are readings of the clock's
+	// Monotonic, so a wall-clock step does not stretch or skip them.
+	healthy      time.Duration // counter mode: since when flake looks healthy (0: not)
+	retryAt      time.Duration // no claim attempt before this
+	skewAt       time.Duration // next clock-guard check in auto mode
+	claimErr     error         // the last claim failure
+	stateFailing bool          // the state file could not be written, as last logged
+	pending      [][]any       // mode events not written yet (Redis away)
+	flushAt      time.Duration // no attempt to write them before this
 	switches     atomic.Uint64
 	lastMode     atomic.Pointer[string]
-	kick         chan struct{}
-	stop         chan struct{}
-	monitorWG    sync.WaitGroup
+	monitor      atomic.Pointer[flake.Ticker] // the health checks
 }
 
 var _ TryGenerator = (*Node)(nil)
@@ -196,11 +204,13 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{opts: opts, log: opts.Logger, start: time.Now(), rdb: opts.Redis, bound: -1,
-		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	n := &Node{opts: opts, log: opts.Logger, rdb: opts.Redis, bound: -1}
 	ro := opts.Registry
-	if ro.Now == nil {
-		ro.Now = opts.Clock.Now
+	if ro.Clock == nil {
+		ro.Clock = opts.Clock
+	}
+	if ro.Rand == nil {
+		ro.Rand = opts.Rand
 	}
 	if ro.Owner.Mode == "" {
 		ro.Owner.Mode = opts.Mode
@@ -253,7 +263,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.maxW = int64(reg.Options().MaxWait / reg.Layout().TimeUnit)
 	co := opts.Counter
-	co.Namespace, co.Layout, co.Now = reg.Options().Namespace, reg.Layout(), opts.Clock.Now
+	co.Namespace, co.Layout, co.Clock, co.Rand = reg.Options().Namespace, reg.Layout(), opts.Clock, reg.Options().Rand
 	co.LayoutSettle = reg.Options().LayoutSettle // none when private
 	if co.Host == "" {
 		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
@@ -266,7 +276,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	c.Close()
 	if opts.StateFile != "" {
-		n.state, n.prev, err = coord.OpenState(opts.StateFile)
+		n.state, n.prev, err = coord.OpenStateFS(opts.StateFS, opts.StateFile, reg.Options().Rand)
 		if err != nil {
 			n.cleanup()
 			return nil, err
@@ -293,8 +303,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		n.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	n.monitorWG.Add(1)
-	go n.monitor()
+	n.monitor.Store(flake.Every(opts.Clock, opts.CheckInterval, n.check))
 	return n, nil
 }
 
@@ -411,45 +420,30 @@ func (n *Node) again(ctx context.Context, s *source, err error) bool {
 	return n.src.Load() != s
 }
 
-// monitor checks the node's health every CheckInterval and switches modes.
-func (n *Node) monitor() {
-	defer n.monitorWG.Done()
-	t := time.NewTicker(n.opts.CheckInterval)
-	defer t.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
+// check is the health check the monitor runs every CheckInterval, and at
+// once when the lease is lost: it switches modes when needed.
+func (n *Node) check() {
+	// Bounded, so a Redis that does not answer cannot hold n.mu.
+	ctx, cancel := context.WithTimeout(context.Background(), max(time.Second, n.opts.CheckInterval))
 	defer cancel()
-	go func() {
-		<-n.stop
-		cancel()
-	}()
-	for {
-		var leaseDone <-chan struct{}
-		n.mu.Lock()
-		if n.lease != nil {
-			leaseDone = n.lease.Done()
-		}
-		n.mu.Unlock()
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-		case <-leaseDone:
-		case <-n.kick:
-		}
-		// Bounded, so a Redis that does not answer cannot hold n.mu.
-		cctx, ccancel := context.WithTimeout(ctx, max(time.Second, n.opts.CheckInterval))
-		n.mu.Lock()
-		if !n.closed {
-			n.checkLocked(cctx)
-		}
-		n.mu.Unlock()
-		ccancel()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.closed {
+		n.checkLocked(ctx)
+	}
+}
+
+// kick runs the health check as soon as possible. It takes no lock: the
+// lease calls it when it finds itself lost, maybe inside a check.
+func (n *Node) kick() {
+	if m := n.monitor.Load(); m != nil {
+		m.Kick()
 	}
 }
 
 // checkLocked is one health check; n.mu is held.
 func (n *Node) checkLocked(ctx context.Context) {
-	now := time.Now()
+	now := n.opts.Clock.Monotonic()
 	cur := n.src.Load()
 	n.reportStateFileLocked()
 	if cur.ctr != nil {
@@ -462,11 +456,11 @@ func (n *Node) checkLocked(ctx context.Context) {
 		if n.gen != nil && n.lease != nil && n.lease.Err() == nil {
 			return
 		}
-		if now.Before(n.retryAt) {
+		if now < n.retryAt {
 			return
 		}
 		if err := n.restartFlakeLocked(ctx); err != nil {
-			n.retryAt = now.Add(n.opts.RetryInterval)
+			n.retryAt = now + n.opts.RetryInterval
 			n.src.Store(&source{mode: ModeFlake, err: fmt.Errorf("%w: flake mode, reclaiming machine IDs: %w", ErrUnavailable, err)})
 		}
 		return
@@ -488,25 +482,25 @@ func (n *Node) checkLocked(ctx context.Context) {
 		return
 	}
 	// Auto, in counter mode: return to flake after RecoverAfter of health.
-	if now.Before(n.retryAt) {
+	if now < n.retryAt {
 		return
 	}
 	if err := n.flakeReadyLocked(ctx); err != nil {
-		n.healthy = time.Time{}
+		n.healthy = 0
 		n.claimErr = err
-		n.retryAt = now.Add(n.opts.RetryInterval)
+		n.retryAt = now + n.opts.RetryInterval
 		return
 	}
-	if n.healthy.IsZero() {
-		n.healthy = now
+	if n.healthy == 0 {
+		n.healthy = max(now, 1)
 		n.log.Info().Ints("machine_ids", n.lease.MachineIDs()).Dur("recover_after", n.opts.RecoverAfter).
 			Msg("flake mode looks healthy; returning after the recovery delay")
 	}
-	if now.Sub(n.healthy) >= n.opts.RecoverAfter {
+	if now-n.healthy >= n.opts.RecoverAfter {
 		if err := n.toFlakeLocked(ctx); err != nil {
-			n.healthy = time.Time{}
+			n.healthy = 0
 			n.claimErr = err
-			n.retryAt = now.Add(n.opts.RetryInterval)
+			n.retryAt = now + n.opts.RetryInterval
 			n.log.Warn().Err(err).Msg("returning to flake mode failed; staying in counter mode")
 		}
 	}
@@ -536,7 +530,7 @@ func (n *Node) reportStateFileLocked() {
 }
 
 // flakeUnsafeLocked says why the flake source must not go on, or "".
-func (n *Node) flakeUnsafeLocked(ctx context.Context, now time.Time) string {
+func (n *Node) flakeUnsafeLocked(ctx context.Context, now time.Duration) string {
 	if n.lease == nil {
 		return "no machine ID held"
 	}
@@ -550,8 +544,8 @@ func (n *Node) flakeUnsafeLocked(ctx context.Context, now time.Time) string {
 	if st.Floor-st.Now > n.maxW {
 		return fmt.Sprintf("%v: clock at tick %d, floor %d, max wait %v", ErrClockBehind, st.Now, st.Floor, n.reg.Options().MaxWait)
 	}
-	if !now.Before(n.skewAt) {
-		n.skewAt = now.Add(max(n.opts.RetryInterval, 5*time.Second))
+	if now >= n.skewAt {
+		n.skewAt = now + max(n.opts.RetryInterval, 5*time.Second)
 		if err := n.reg.CheckClock(ctx); errors.Is(err, coord.ErrClockSkew) {
 			return err.Error()
 		}
@@ -616,7 +610,8 @@ func (n *Node) claimLocked(ctx context.Context) error {
 			Msg("the state file's machine ID is held by a live process with the same state-file node ID: two processes run from copies of one state file; took other machine IDs")
 	}
 	lease.SetMode(n.modeName())
-	lease.KeepAlive(context.Background())
+	lease.OnLost(n.kick)
+	lease.KeepAlive()
 	n.log.Info().Ints("machine_ids", lease.MachineIDs()).Strs("events", lease.ClaimEvents()).
 		Int64("floor", lease.Floor()).Bool("data_loss", lease.DataLoss).Msg("machine IDs claimed")
 	return nil
@@ -714,7 +709,7 @@ func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
 	}
 	n.ctr = ctr
 	n.reason = reason
-	n.healthy = time.Time{}
+	n.healthy = 0
 	ctr.Warm()
 	n.src.Store(&source{mode: ModeCounter, ctr: ctr})
 	if n.lease != nil {
@@ -766,7 +761,7 @@ func (n *Node) setMode(mode, reason string) {
 	}
 	ev.Str("from", from).Str("to", mode).Str("reason", reason).Int("machine_id", mid).Msg("mode")
 	n.pending = append(n.pending, []any{mid, "from", from, "to", mode, "reason", reason,
-		"at_ms", time.Now().UnixMilli()})
+		"at_ms", n.opts.Clock.Now().UnixMilli()})
 	if len(n.pending) > maxPendingEvents {
 		n.pending = n.pending[1:]
 	}
@@ -780,7 +775,7 @@ const maxPendingEvents = 100
 // caused by Redis being away is written once it is back (at_ms is when it
 // happened).
 func (n *Node) flushEventsLocked() {
-	if len(n.pending) == 0 || time.Now().Before(n.flushAt) {
+	if len(n.pending) == 0 || n.opts.Clock.Monotonic() < n.flushAt {
 		return
 	}
 	for len(n.pending) > 0 {
@@ -790,7 +785,7 @@ func (n *Node) flushEventsLocked() {
 		cancel()
 		if err != nil {
 			// Redis is away: try again in a second, not at every check.
-			n.flushAt = time.Now().Add(time.Second)
+			n.flushAt = n.opts.Clock.Monotonic() + time.Second
 			n.log.Debug().Err(err).Int("pending", len(n.pending)).Msg("mode event not written yet")
 			return
 		}
@@ -939,12 +934,10 @@ func (n *Node) Close(ctx context.Context) error {
 		return nil
 	}
 	n.closed = true
-	close(n.stop)
 	n.src.Store(&source{mode: n.modeName(), err: ErrClosed})
-	n.mu.Unlock()
-	n.monitorWG.Wait()
-
-	n.mu.Lock()
+	if m := n.monitor.Load(); m != nil {
+		m.Stop() // a check that starts now sees closed
+	}
 	defer n.mu.Unlock()
 	n.stopFlakeLocked()
 	if n.ctr != nil {
@@ -953,7 +946,7 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	// A "stopped" mode event tells audit (whois of counter IDs, history)
 	// when this node stopped issuing; one last try for what is pending.
-	n.flushAt = time.Time{}
+	n.flushAt = 0
 	n.setMode("stopped", "close")
 	var err error
 	if n.lease != nil {

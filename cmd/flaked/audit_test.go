@@ -76,7 +76,7 @@ func startAuditFleet(t *testing.T) *auditFleet {
 	if err := b.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c.KeepAlive(ctx)
+	c.KeepAlive()
 	c.Abandon()
 	f.midC = c.MachineIDs()[0]
 	// Wait for C's lease to run out.
