@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/bugs"
 )
 
 // Lease is a set of machine IDs held under one owner token. Its Reserve
@@ -346,6 +347,9 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 	}
 	l.released = true
 	lastTick = max(lastTick, l.floor)
+	if bugs.ReleaseBelowUsed {
+		lastTick = l.floor
+	}
 	r := l.reg
 	o, lay := r.opts.Owner, r.opts.Layout
 	args := []any{r.keys.prefix, l.token, lastTick, r.opts.EventsMaxLen, o.Host, o.PID, o.Addr,

@@ -4,16 +4,17 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
-	"io"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/bugs"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -127,6 +128,9 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 			return nil, err
 		}
 		prefer, req.prevToken, req.localFloor = p.MachineIDs, p.Token, p.Reservation
+		if bugs.StateFileToken {
+			lease.token = p.Token
+		}
 	}
 	if err := r.checkClock(ctx); err != nil {
 		return nil, err
@@ -239,7 +243,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 		preferred = strconv.Itoa(req.prefer)
 	}
 	gen := newToken(r.opts.Rand)
-	for round := 0; round < 8; round++ {
+	for round := 0; round < rounds; round++ {
 		keys := []string{r.keys.layout, r.keys.meta, r.keys.machines, r.keys.reserved, r.keys.events}
 		v, err := claimScript.Run(ctx, r.rdb, keys, r.claimArgs(token, gen, preferred, now, maxWait, req)...).Slice()
 		if err != nil {
@@ -264,6 +268,11 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 				now = l.Tick(r.opts.Clock.Now())
 				continue
 			}
+			if l.MaxMachineID() < smallSpace {
+				// Every ID of a small space was a candidate: another
+				// round would try the same ones.
+				round = rounds
+			}
 		case "LAYOUT":
 			return claimResult{}, fmt.Errorf("%w: the fleet in namespace %q uses %v, this node %s; start it with the fleet's layout flags",
 				ErrLayoutMismatch, r.opts.Namespace, v[1], l.String())
@@ -274,6 +283,13 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 		ErrNoMachineID, r.opts.MaxWait, r.opts.Namespace, l.MaxMachineID()+1)
 }
 
+// A claim tries up to rounds batches of candidates. In a space smaller
+// than smallSpace every ID is a candidate of every round.
+const (
+	rounds     = 8
+	smallSpace = 64
+)
+
 // candidates are the IDs one claim round tries: the preferred one, then
 // random ones (all of them, shuffled, when the space is small). The script
 // adds random members of the registry, which finds released IDs when the
@@ -283,7 +299,7 @@ func candidates(rnd io.Reader, prefer, maxID int, taken []int) []int {
 	if prefer >= 0 && !containsInt(taken, prefer) {
 		out = append(out, prefer)
 	}
-	if maxID < 64 {
+	if maxID < smallSpace {
 		for _, i := range randPerm(rnd, maxID+1) {
 			if i != prefer && !containsInt(taken, i) {
 				out = append(out, i)

@@ -3,11 +3,11 @@ package coord
 import (
 	"bytes"
 	"crypto/rand"
-	"io"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"time"
 )

@@ -2,9 +2,9 @@ package fallback
 
 import (
 	"crypto/rand"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"time"

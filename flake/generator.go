@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flaked/flaked/internal/bugs"
 )
 
 // Defaults of the generator.
@@ -443,6 +445,9 @@ func (g *Generator) tickChan() chan struct{} {
 // only grow, so a value computed from older loads is merely conservative.
 func (g *Generator) updateLimit() {
 	l := min(g.granted.Load(), g.now.Load()+g.leadTicks, g.layout.MaxTick())
+	if bugs.IssuePastReservation {
+		l = min(g.now.Load()+g.leadTicks, g.layout.MaxTick())
+	}
 	for {
 		cur := g.limit.Load()
 		if g.closed.Load() || l <= cur {

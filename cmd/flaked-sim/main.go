@@ -1,0 +1,164 @@
+// Command flaked-sim runs the fleet simulator (package sim): many seeded
+// schedules of a simulated fleet running flaked's real code on virtual
+// time, with faults, checking every ID. A failing seed replays exactly:
+//
+//	flaked-sim hunt --seeds 10000          # seeds 1..10000
+//	flaked-sim replay 4242                 # the schedule, the shrunk one, the duplicate
+//	flaked-sim replay --log 4242           # and every node's log on virtual time
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/flaked/flaked/sim"
+)
+
+func main() {
+	app := &cli.App{
+		Name:  "flaked-sim",
+		Usage: "hunt duplicate IDs through seeded fault schedules of a simulated fleet",
+		Commands: []*cli.Command{
+			{
+				Name:  "hunt",
+				Usage: "run the schedules of a range of seeds; exit 1 if any fails",
+				Flags: []cli.Flag{
+					&cli.Uint64Flag{Name: "from", Value: 1, Usage: "first seed"},
+					&cli.Uint64Flag{Name: "seeds", Value: 1000, Usage: "how many seeds"},
+					&cli.IntFlag{Name: "workers", Usage: "parallel runs (default: the number of CPUs)"},
+					&cli.StringFlag{Name: "mutation", Usage: "re-introduce a known bug (see `flaked-sim mutations`)"},
+					&cli.BoolFlag{Name: "stop-at-first", Usage: "stop at the first failing seed"},
+				},
+				Action: hunt,
+			},
+			{
+				Name:      "replay",
+				Usage:     "run one seed again: its schedule, the failure, the shrunk schedule",
+				ArgsUsage: "SEED",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "mutation", Usage: "the mutation the seed failed under"},
+					&cli.BoolFlag{Name: "log", Usage: "print the nodes' logs (of the shrunk schedule)"},
+				},
+				Action: replay,
+			},
+			{
+				Name:  "mutations",
+				Usage: "list the bugs the simulator can re-introduce",
+				Action: func(*cli.Context) error {
+					for _, m := range sim.Mutations {
+						fmt.Printf("%-26s %s\n", m.Name, m.Bug)
+					}
+					return nil
+				},
+			},
+		},
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "flaked-sim:", err)
+		os.Exit(2)
+	}
+}
+
+func hunt(c *cli.Context) error {
+	off, err := enable(c.String("mutation"))
+	if err != nil {
+		return err
+	}
+	defer off()
+	o := sim.HuntOptions{
+		From: c.Uint64("from"), Count: c.Uint64("seeds"), Workers: c.Int("workers"),
+		Run:         sim.Options{Mutation: c.String("mutation")},
+		StopAtFirst: c.Bool("stop-at-first"),
+		Progress: func(s sim.Summary) {
+			fmt.Fprintf(os.Stderr, "\r%d schedules, %d failing, %.0f/min   ", s.Schedules, len(s.Failures),
+				float64(s.Schedules)/s.Elapsed.Minutes())
+		},
+	}
+	if o.Run.Mutation != "" {
+		o.Workers = 1 // a Go mutation is a global switch
+	}
+	s := sim.Hunt(o)
+	fmt.Fprintln(os.Stderr)
+	printSummary(s)
+	if len(s.Failures) > 0 {
+		for _, f := range s.Failures {
+			fmt.Println("FAIL", f)
+		}
+		fmt.Printf("replay: flaked-sim replay %s%d\n", mutationFlag(o.Run.Mutation), s.Failures[0].Schedule.Seed)
+		return cli.Exit("", 1)
+	}
+	return nil
+}
+
+func printSummary(s sim.Summary) {
+	fmt.Printf("schedules:      %d\n", s.Schedules)
+	fmt.Printf("simulated time: %.1f h\n", s.Virtual.Hours())
+	fmt.Printf("IDs checked:    %d\n", s.IDs)
+	fmt.Printf("failing seeds:  %d\n", len(s.Failures))
+	fmt.Printf("wall time:      %v (%.0f schedules/min)\n", s.Elapsed.Round(time.Second), float64(s.Schedules)/s.Elapsed.Minutes())
+	kinds := make([]string, 0, len(s.Faults))
+	total := 0
+	for k, v := range s.Faults {
+		kinds = append(kinds, k)
+		total += v
+	}
+	sort.Strings(kinds)
+	fmt.Printf("faults:         %d\n", total)
+	for _, k := range kinds {
+		fmt.Printf("  %-20s %d\n", k, s.Faults[k])
+	}
+}
+
+func replay(c *cli.Context) error {
+	seed, err := strconv.ParseUint(c.Args().First(), 10, 64)
+	if err != nil {
+		return fmt.Errorf("replay: want a seed, got %q", c.Args().First())
+	}
+	off, err := enable(c.String("mutation"))
+	if err != nil {
+		return err
+	}
+	defer off()
+	o := sim.Options{Mutation: c.String("mutation")}
+	s := sim.NewSchedule(seed)
+	fmt.Print(s)
+	res := sim.Run(s, o)
+	fmt.Printf("%d IDs in %v simulated\n", res.IDs, res.Virtual.Round(time.Millisecond))
+	if res.Failure == nil {
+		fmt.Println("no failure")
+		return nil
+	}
+	fmt.Println("FAIL", res.Failure)
+	small, sres := sim.Shrink(s, o)
+	fmt.Printf("\nshrunk to %d of %d faults:\n%s", len(small.Faults), len(s.Faults), small)
+	fmt.Println("FAIL", sres.Failure)
+	if c.Bool("log") {
+		o.Log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stdout, NoColor: true})
+		sim.Run(small, o)
+	}
+	return cli.Exit("", 1)
+}
+
+func enable(name string) (func(), error) {
+	if name == "" {
+		return func() {}, nil
+	}
+	m, err := sim.FindMutation(name)
+	if err != nil {
+		return nil, err
+	}
+	return m.Enable()
+}
+
+func mutationFlag(m string) string {
+	if m == "" {
+		return ""
+	}
+	return "--mutation " + m + " "
+}

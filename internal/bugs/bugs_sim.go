@@ -1,0 +1,18 @@
+//go:build simbugs
+
+package bugs
+
+// The switches, settable in a simbugs build.
+var (
+	// StateFileToken: a claim takes the owner token from the state file
+	// instead of a new one, so two processes started from copies of one
+	// file hold the same lease and renew it for each other (fencing by
+	// state-file token only).
+	StateFileToken bool
+	// IssuePastReservation: the generator issues up to the clock plus its
+	// lead whether or not the ticks were reserved.
+	IssuePastReservation bool
+	// ReleaseBelowUsed: a clean shutdown records the lease's floor as the
+	// last tick used, below the ticks it did use.
+	ReleaseBelowUsed bool
+)

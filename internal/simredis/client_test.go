@@ -1,0 +1,271 @@
+package simredis
+
+import (
+	"context"
+	"errors"
+	"net"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+func TestClientCommands(t *testing.T) {
+	c := newClock()
+	s := newServer(c, 1)
+	rdb := s.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	check := func(what string, got, want any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		} else if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s = %#v, want %#v", what, got, want)
+		}
+	}
+
+	pong, err := rdb.Ping(ctx).Result()
+	check("PING", pong, "PONG", err)
+	ok, err := rdb.SetNX(ctx, "k", "v", time.Second).Result()
+	check("SET NX PX", ok, true, err)
+	ok, err = rdb.SetNX(ctx, "k", "v", time.Second).Result() // nil reply: false, no error
+	check("SET NX PX again", ok, false, err)
+	old, err := rdb.SetArgs(ctx, "k", 42, redis.SetArgs{Get: true, KeepTTL: true}).Result()
+	check("SET GET KEEPTTL", old, "v", err)
+	ttl, err := rdb.PTTL(ctx, "k").Result()
+	check("PTTL", ttl, time.Second, err)
+	ttl, err = rdb.TTL(ctx, "k").Result()
+	check("TTL", ttl, time.Second, err)
+	ttl, err = rdb.PTTL(ctx, "missing").Result()
+	check("PTTL missing", ttl, time.Duration(-2), err)
+	_, err = rdb.Get(ctx, "missing").Result()
+	if !errors.Is(err, redis.Nil) {
+		t.Errorf("GET missing: %v, want redis.Nil", err)
+	}
+	n, err := rdb.Incr(ctx, "k").Result()
+	check("INCR", n, int64(43), err)
+	b, err := rdb.PExpire(ctx, "k", 5*time.Second).Result()
+	check("PEXPIRE", b, true, err)
+	typ, err := rdb.Type(ctx, "k").Result()
+	check("TYPE", typ, "string", err)
+
+	n, err = rdb.HSet(ctx, "h", "a", 1, "b", true, "c", 2.5).Result()
+	check("HSET", n, int64(3), err)
+	m, err := rdb.HGetAll(ctx, "h").Result()
+	check("HGETALL", m, map[string]string{"a": "1", "b": "1", "c": "2.5"}, err)
+	vals, err := rdb.HMGet(ctx, "h", "a", "zz").Result()
+	check("HMGET", vals, []any{"1", nil}, err)
+	hk, err := rdb.HKeys(ctx, "h").Result()
+	check("HKEYS", hk, []string{"a", "b", "c"}, err)
+	set, err := rdb.HSetNX(ctx, "h", "a", "x").Result()
+	check("HSETNX", set, false, err)
+	n, err = rdb.HIncrBy(ctx, "h", "a", 9).Result()
+	check("HINCRBY", n, int64(10), err)
+
+	rdb.SAdd(ctx, "s", 3, 1, 2)
+	members, err := rdb.SMembers(ctx, "s").Result()
+	check("SMEMBERS", members, []string{"3", "1", "2"}, err)
+	is, err := rdb.SIsMember(ctx, "s", 2).Result()
+	check("SISMEMBER", is, true, err)
+	sm, err := rdb.SMembersMap(ctx, "s").Result()
+	check("SMEMBERS map", sm, map[string]struct{}{"1": {}, "2": {}, "3": {}}, err)
+	rm, err := rdb.SRandMemberN(ctx, "s", 5).Result()
+	check("SRANDMEMBER 5", len(rm), 3, err)
+
+	id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "st", MaxLen: 100, Approx: true, Values: []any{"type", "claim", "mid", 7}}).Result()
+	check("XADD", id, strconv.FormatInt(c.t.UnixMilli(), 10)+"-0", err)
+	msgs, err := rdb.XRange(ctx, "st", "-", "+").Result()
+	check("XRANGE", msgs, []redis.XMessage{{ID: id, Values: map[string]any{"type": "claim", "mid": "7"}}}, err)
+	msgs, err = rdb.XRevRangeN(ctx, "st", "+", "-", 1).Result()
+	check("XREVRANGE", len(msgs), 1, err)
+	xl, err := rdb.XLen(ctx, "st").Result()
+	check("XLEN", xl, int64(1), err)
+	info, err := rdb.XInfoStream(ctx, "st").Result()
+	if err != nil || info.Length != 1 || info.EntriesAdded != 1 || info.LastGeneratedID != id || info.FirstEntry.ID != id {
+		t.Errorf("XINFO STREAM = %+v, %v", info, err)
+	}
+
+	tm, err := rdb.Time(ctx).Result()
+	check("TIME", tm.UnixMicro(), c.t.UnixMicro(), err)
+	text, err := rdb.Info(ctx, "server").Result()
+	if err != nil || !strings.Contains(text, "run_id:"+s.RunID()) {
+		t.Errorf("INFO server = %q, %v", text, err)
+	}
+	im, err := rdb.InfoMap(ctx, "replication").Result()
+	check("INFO map", im["Replication"]["master_replid"], s.ReplID(), err)
+
+	keys, err := rdb.Keys(ctx, "*").Result()
+	check("KEYS", keys, []string{"h", "k", "s", "st"}, err)
+	var scanned []string
+	it := rdb.Scan(ctx, 0, "*", 1).Iterator()
+	for it.Next(ctx) {
+		scanned = append(scanned, it.Val())
+	}
+	check("SCAN", scanned, keys, it.Err())
+	n, err = rdb.Del(ctx, "h", "s", "nope").Result()
+	check("DEL", n, int64(2), err)
+	n, err = rdb.Exists(ctx, "h", "k").Result()
+	check("EXISTS", n, int64(1), err)
+
+	// Error replies are redis.Error values with Redis's text.
+	err = rdb.HGet(ctx, "k", "f").Err()
+	if !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		t.Errorf("HGET on a string: %v", err)
+	}
+	err = rdb.Do(ctx, "NOPE", 1).Err()
+	if !redis.HasErrorPrefix(err, "unknown command 'NOPE'") { // HasErrorPrefix skips "ERR "
+		t.Errorf("unknown command: %v", err)
+	}
+}
+
+// TestClientScripts runs go-redis's Script: EVALSHA, NOSCRIPT, EVAL.
+func TestClientScripts(t *testing.T) {
+	s := newServer(newClock(), 1)
+	rdb := s.Client()
+	ctx := context.Background()
+	script := redis.NewScript(lua.Check)
+	exists, err := script.Exists(ctx, rdb).Result()
+	if err != nil || !reflect.DeepEqual(exists, []bool{false}) {
+		t.Fatalf("SCRIPT EXISTS = %v, %v", exists, err)
+	}
+	rdb.Set(ctx, "{ns}:lease:1", "tok", 0)
+	n, err := script.Run(ctx, rdb, []string{"{ns}:machines"}, "{ns}:", "tok", 1).Int()
+	if err != nil || n != 1 {
+		t.Fatalf("check.lua = %d, %v", n, err)
+	}
+	st := s.Stats()
+	if st.ScriptCalls != 1 || st.ScriptCommands != 1 {
+		t.Errorf("after EVALSHA (NOSCRIPT) then EVAL: %+v", st)
+	}
+	n, _ = script.Run(ctx, rdb, []string{"{ns}:machines"}, "{ns}:", "other", 1).Int()
+	if n != 0 || s.Stats().ScriptCalls != 2 {
+		t.Errorf("second run: %d, %+v", n, s.Stats())
+	}
+	if exists, _ := script.Exists(ctx, rdb).Result(); !exists[0] {
+		t.Error("EVAL did not cache the script")
+	}
+	sha, err := rdb.ScriptLoad(ctx, "return 1").Result()
+	if err != nil || sha != sha1hex("return 1") {
+		t.Errorf("SCRIPT LOAD = %q, %v", sha, err)
+	}
+}
+
+func TestClientPipelines(t *testing.T) {
+	s := newServer(newClock(), 1)
+	rdb := s.Client()
+	ctx := context.Background()
+	rdb.HSet(ctx, "h", "f", "v")
+
+	var get *redis.StringCmd
+	var all *redis.MapStringStringCmd
+	var tm *redis.TimeCmd
+	cmds, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "k", "v", 0)
+		get = p.Get(ctx, "k")
+		all = p.HGetAll(ctx, "h")
+		tm = p.Time(ctx)
+		return nil
+	})
+	if err != nil || len(cmds) != 4 || get.Val() != "v" || all.Val()["f"] != "v" || tm.Val().IsZero() {
+		t.Errorf("TxPipelined: %v %v %v %v %v", cmds, err, get, all, tm)
+	}
+	// As with go-redis on a server, a pipeline returns its first error,
+	// redis.Nil included, and runs every command.
+	var after *redis.IntCmd
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, "missing")
+		after = p.Incr(ctx, "n")
+		return nil
+	})
+	if !errors.Is(err, redis.Nil) || after.Val() != 1 {
+		t.Errorf("Pipelined: %v, INCR %v", err, after)
+	}
+}
+
+// TestClientFailures: errors of do that are not replies reach the
+// commands as they are; a done context sends nothing.
+func TestClientFailures(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	calls := 0
+	rdb := NewClient(func(ctx context.Context, args []string) (any, error) {
+		calls++
+		if args[0] == "get" {
+			return nil, refused
+		}
+		return []any{}, nil
+	})
+	ctx := context.Background()
+	if err := rdb.Get(ctx, "k").Err(); !errors.Is(err, refused) {
+		t.Errorf("GET: %v, want the error of do", err)
+	}
+	cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, "k")
+		p.Ping(ctx)
+		return nil
+	})
+	if !errors.Is(err, refused) || !errors.Is(cmds[1].Err(), refused) {
+		t.Errorf("pipeline: %v, %v", err, cmds)
+	}
+	// A type this package does not convert says so.
+	err = rdb.ZRangeWithScores(ctx, "z", 0, -1).Err()
+	if err == nil || !strings.Contains(err.Error(), "*redis.ZSliceCmd") {
+		t.Errorf("ZRANGE WITHSCORES: %v", err)
+	}
+	before := calls
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := rdb.Ping(cctx).Err(); !errors.Is(err, context.Canceled) || calls != before {
+		t.Errorf("PING on a done context: %v, do called %d times", err, calls-before)
+	}
+}
+
+// TestClientNoGoroutines: the client dials nothing and starts no
+// goroutine, however many commands it runs.
+func TestClientNoGoroutines(t *testing.T) {
+	s := newServer(newClock(), 1)
+	ctx := context.Background()
+	before := runtime.NumGoroutine()
+	for range 20 {
+		rdb := s.Client()
+		for i := range 100 {
+			rdb.Set(ctx, "k", i, 0)
+			rdb.Get(ctx, "k")
+			rdb.Eval(ctx, "return redis.call('INCR', KEYS[1])", []string{"n"})
+		}
+		_, _ = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Time(ctx)
+			p.HGetAll(ctx, "h")
+			return nil
+		})
+		if st := rdb.PoolStats(); st.TotalConns != 0 || st.Misses != 0 {
+			t.Errorf("pool stats %+v: a connection was made", st)
+		}
+		_ = rdb.Close()
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("goroutines: %d before, %d after", before, after)
+	}
+}
+
+func TestWireArgs(t *testing.T) {
+	n := 7
+	var nilInt *int
+	when := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
+	got, err := wireArgs([]any{"s", []byte("b"), 1, int64(-2), uint8(3), 1.5, float32(0.25), 1e21, true, false,
+		nil, &n, nilInt, time.Second, when, net.IP{1, 2}})
+	want := []string{"s", "b", "1", "-2", "3", "1.5", "0.25", "1000000000000000000000", "1", "0",
+		"", "7", "0", "1000000000", "2025-01-02T03:04:05.000000006Z", "\x01\x02"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("wireArgs = %q, %v\nwant %q", got, err, want)
+	}
+	if _, err := wireArgs([]any{struct{}{}}); err == nil || !strings.Contains(err.Error(), "can't marshal struct {}") {
+		t.Errorf("a struct: %v", err)
+	}
+}

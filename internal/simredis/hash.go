@@ -1,0 +1,228 @@
+package simredis
+
+import (
+	"slices"
+	"strconv"
+)
+
+// hash is a Redis hash: fields in insertion order (ordered), values
+// alongside.
+type hash struct {
+	fields ordered
+	vals   []string
+}
+
+func (h *hash) get(f string) (string, bool) {
+	if i := h.fields.find(f); i >= 0 {
+		return h.vals[i], true
+	}
+	return "", false
+}
+
+// set stores f = v and reports whether f is new.
+func (h *hash) set(f, v string) bool {
+	if i := h.fields.find(f); i >= 0 {
+		h.vals[i] = v
+		return false
+	}
+	h.fields.push(f)
+	h.vals = append(h.vals, v)
+	return true
+}
+
+func (h *hash) del(f string) bool {
+	i := h.fields.find(f)
+	if i < 0 {
+		return false
+	}
+	h.fields.remove(i)
+	h.vals = slices.Delete(h.vals, i, i+1)
+	return true
+}
+
+func (h *hash) clone() *hash {
+	return &hash{fields: h.fields.clone(), vals: slices.Clone(h.vals)}
+}
+
+var hashCommands = []*command{
+	{name: "hget", arity: 3, run: cmdHGet},
+	{name: "hmget", arity: -3, run: cmdHMGet},
+	{name: "hset", arity: -4, run: cmdHSet},
+	{name: "hmset", arity: -4, run: cmdHSet},
+	{name: "hsetnx", arity: 4, run: cmdHSetNX},
+	{name: "hdel", arity: -3, run: cmdHDel},
+	{name: "hgetall", arity: 2, run: func(s *Server, a []string) any { return hashList(s, a[1], true, true) }},
+	{name: "hkeys", arity: 2, run: func(s *Server, a []string) any { return hashList(s, a[1], true, false) }},
+	{name: "hvals", arity: 2, run: func(s *Server, a []string) any { return hashList(s, a[1], false, true) }},
+	{name: "hlen", arity: 2, run: cmdHLen},
+	{name: "hexists", arity: 3, run: cmdHExists},
+	{name: "hincrby", arity: 4, run: cmdHIncrBy},
+}
+
+// readHash returns the hash in key (nil when missing) or false on a key of
+// another type.
+func (s *Server) readHash(key string) (*hash, bool) {
+	v, ok := s.getKind(key, kindHash)
+	if v == nil {
+		return nil, ok
+	}
+	return v.hash, true
+}
+
+func cmdHGet(s *Server, args []string) any {
+	h, ok := s.readHash(args[1])
+	if !ok {
+		return errWrongType
+	}
+	if h != nil {
+		if v, found := h.get(args[2]); found {
+			return v
+		}
+	}
+	return nil
+}
+
+func cmdHMGet(s *Server, args []string) any {
+	h, ok := s.readHash(args[1])
+	if !ok {
+		return errWrongType
+	}
+	out := make([]any, len(args)-2)
+	if h != nil {
+		for i, f := range args[2:] {
+			if v, found := h.get(f); found {
+				out[i] = v
+			}
+		}
+	}
+	return out
+}
+
+// cmdHSet is HSET (the number of new fields) and HMSET ("OK").
+func cmdHSet(s *Server, args []string) any {
+	if len(args)%2 != 0 {
+		return errArity(lookup(args[0]).name)
+	}
+	v, ok := s.writable(args[1], kindHash)
+	if !ok {
+		return errWrongType
+	}
+	var added int64
+	for i := 2; i < len(args); i += 2 {
+		if v.hash.set(args[i], args[i+1]) {
+			added++
+		}
+	}
+	if lookup(args[0]).name == "hmset" {
+		return statusOK
+	}
+	return added
+}
+
+func cmdHSetNX(s *Server, args []string) any {
+	h, ok := s.readHash(args[1])
+	if !ok {
+		return errWrongType
+	}
+	if h != nil {
+		if _, found := h.get(args[2]); found {
+			return int64(0)
+		}
+	}
+	v, _ := s.writable(args[1], kindHash)
+	v.hash.set(args[2], args[3])
+	return int64(1)
+}
+
+func cmdHDel(s *Server, args []string) any {
+	v, ok := s.getKind(args[1], kindHash)
+	if !ok {
+		return errWrongType
+	}
+	if v == nil {
+		return int64(0)
+	}
+	v = s.own(args[1], v)
+	var n int64
+	for _, f := range args[2:] {
+		if v.hash.del(f) {
+			n++
+		}
+	}
+	if v.hash.fields.len() == 0 { // Redis deletes an emptied hash
+		s.del(args[1])
+	}
+	return n
+}
+
+// hashList is HGETALL (fields and values), HKEYS and HVALS, in field
+// order.
+func hashList(s *Server, key string, fields, vals bool) any {
+	h, ok := s.readHash(key)
+	if !ok {
+		return errWrongType
+	}
+	out := []any{}
+	if h == nil {
+		return out
+	}
+	for i, f := range h.fields.items {
+		if fields {
+			out = append(out, f)
+		}
+		if vals {
+			out = append(out, h.vals[i])
+		}
+	}
+	return out
+}
+
+func cmdHLen(s *Server, args []string) any {
+	h, ok := s.readHash(args[1])
+	if !ok {
+		return errWrongType
+	}
+	if h == nil {
+		return int64(0)
+	}
+	return int64(h.fields.len())
+}
+
+func cmdHExists(s *Server, args []string) any {
+	h, ok := s.readHash(args[1])
+	if !ok {
+		return errWrongType
+	}
+	if h != nil {
+		if _, found := h.get(args[2]); found {
+			return int64(1)
+		}
+	}
+	return int64(0)
+}
+
+func cmdHIncrBy(s *Server, args []string) any {
+	n, ok := parseInt(args[3])
+	if !ok {
+		return errNotInt
+	}
+	h, ok := s.readHash(args[1])
+	if !ok {
+		return errWrongType
+	}
+	var cur int64
+	if h != nil {
+		if old, found := h.get(args[2]); found {
+			if cur, ok = parseInt(old); !ok {
+				return Error("ERR hash value is not an integer")
+			}
+		}
+	}
+	if n > 0 && cur > 1<<63-1-n || n < 0 && cur < -1<<63-n {
+		return Error("ERR increment or decrement would overflow")
+	}
+	cur += n
+	v, _ := s.writable(args[1], kindHash)
+	v.hash.set(args[2], strconv.FormatInt(cur, 10))
+	return cur
+}

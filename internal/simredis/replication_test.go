@@ -1,0 +1,125 @@
+package simredis
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flaked/flaked/internal/redistest"
+)
+
+// TestFailoverLosesTail models an asynchronous replica that is promoted
+// before it received the master's last writes: the guard of the next
+// script sees the new master_replid, and the owner whose claim was in the
+// lost tail cannot re-assert its lease.
+func TestFailoverLosesTail(t *testing.T) {
+	c := newClock()
+	master := newServer(c, 1)
+	rdb := master.Client()
+	ctx := context.Background()
+	f := newFleet("fo", c.now)
+	if err := redistest.ForgetLoss(ctx, rdb, f.ns); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.claimLease(ctx, rdb, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := master.Snapshot() // the replica is up to date here...
+	c.advance(10 * time.Millisecond)
+	b, err := f.claimLease(ctx, rdb, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", 2) // ...and never gets this
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	run := master.RunID()
+	master.Promote(replica) // the endpoint now serves the promoted replica
+	if master.RunID() != run {
+		t.Error("Promote changed the run_id")
+	}
+	c.advance(10 * time.Millisecond)
+	v, err := f.renew(ctx, rdb, a, f.tick())
+	if err != nil || v[0] != "OK" || v[3] != "server" {
+		t.Errorf("renewal of a lease the replica had: %v %v; want OK with a data loss (server)", v, err)
+	}
+	v, err = f.renew(ctx, rdb, b, f.tick())
+	if err != nil || v[0] != "LOST" {
+		t.Errorf("renewal of a lease lost with the tail: %v %v; want LOST", v, err)
+	}
+	events := do(t, master, "XRANGE", f.key("events"), "-", "+").([]any)
+	last := events[len(events)-2].([]any)[1].([]any) // before the renew_fail: the guard's dataloss
+	if last[1] != "dataloss" {
+		t.Errorf("events %v: want a dataloss event", events)
+	}
+}
+
+// TestSnapshotShared loads one snapshot into servers on several
+// goroutines, all writing: under -race this shows copies share nothing
+// writable.
+func TestSnapshotShared(t *testing.T) {
+	c := newClock()
+	s := newServer(c, 1)
+	do(t, s, "HSET", "h", "f", "v")
+	do(t, s, "SADD", "s", "m")
+	do(t, s, "XADD", "x", "*", "f", "v")
+	snap := s.Snapshot()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := New(func() time.Time { return time.UnixMilli(1_750_000_000_000) }, nil)
+			for range 50 {
+				r.Restart(snap)
+				r.Do([]string{"HSET", "h", "f", string(rune('a' + i))})
+				r.Do([]string{"SADD", "s", "n"})
+				r.Do([]string{"XADD", "x", "*", "f", "w"})
+				r.Do([]string{"XDEL", "x", "0-1"})
+				_ = r.Snapshot()
+			}
+		}()
+	}
+	do(t, s, "HSET", "h", "f", "master")
+	wg.Wait()
+	r := newServer(c, 2)
+	r.Load(snap)
+	want(t, r, "v", "HGET", "h", "f")
+	want(t, r, int64(1), "SCARD", "s")
+	want(t, r, int64(1), "XLEN", "x")
+}
+
+func TestMoreCommands(t *testing.T) {
+	c := newClock()
+	s := newServer(c, 1)
+	do(t, s, "SET", "k", "v", "PX", "1000")
+	want(t, s, int64(1), "PERSIST", "k")
+	want(t, s, int64(-1), "PTTL", "k")
+	want(t, s, int64(0), "PERSIST", "k")
+	do(t, s, "SADD", "s", "a", "b")
+	want(t, s, []any{int64(1), int64(0)}, "SMISMEMBER", "s", "b", "z")
+
+	var ids []string
+	for range 5 {
+		ids = append(ids, do(t, s, "XADD", "x", "*", "f", "v").(string))
+	}
+	snap := s.Snapshot()
+	want(t, s, int64(2), "XDEL", "x", ids[1], ids[3], "1-1")
+	want(t, s, int64(3), "XLEN", "x")
+	want(t, s, int64(1), "XTRIM", "x", "MAXLEN", "2")
+	want(t, s, []any{[]any{ids[4], []any{"f", "v"}}}, "XRANGE", "x", ids[3], "+")
+	info := do(t, s, "XINFO", "STREAM", "x").([]any)
+	if info[9] != ids[3] || info[7] != ids[4] {
+		t.Errorf("XINFO after XDEL: max-deleted %v, last %v", info[9], info[7])
+	}
+	r := newServer(c, 2)
+	r.Load(snap)
+	want(t, r, int64(5), "XLEN", "x")
+
+	info2 := do(t, s, "INFO", "replication", "server").(string)
+	if want := "# Server\r\nrun_id:" + s.RunID(); info2[:len(want)] != want {
+		t.Errorf("INFO replication server = %q", info2)
+	}
+	want(t, s, "OK", "SELECT", "0")
+	wantErr(t, s, "ERR", "SELECT", "1")
+}

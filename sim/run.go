@@ -1,0 +1,422 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/simredis"
+	"github.com/flaked/flaked/node"
+)
+
+// epoch is the layout's epoch; runs start a year after it.
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Result is what one run found.
+type Result struct {
+	IDs     int            // IDs issued and checked
+	Faults  map[string]int // faults injected, by kind
+	Virtual time.Duration  // simulated time
+	Scripts uint64         // script calls Redis ran
+	Failure *Failure       // nil when every ID was unique and increasing
+}
+
+// Failure is the first violation a run found.
+type Failure struct {
+	Kind   string // "duplicate", "not increasing", "panic"
+	ID     uint64
+	Parts  flake.Parts
+	First  Issue // who issued ID first (or the previous ID of the node)
+	Second Issue
+	Detail string
+}
+
+// Issue is one issued ID and who issued it.
+type Issue struct {
+	ID   uint64
+	Node int
+	Run  int // the node's process: 1 for the first, +1 per restart
+	At   time.Duration
+	Mode string
+}
+
+func (f *Failure) String() string {
+	if f.Kind == "panic" {
+		return "panic: " + f.Detail
+	}
+	return fmt.Sprintf("%s ID %d (tick %d, sequence %d, machine ID %d): node %d process %d in %s mode at %v, then node %d process %d in %s mode at %v",
+		f.Kind, f.ID, f.Parts.Tick, f.Parts.Sequence, f.Parts.MachineID,
+		f.First.Node, f.First.Run, f.First.Mode, f.First.At.Round(time.Millisecond),
+		f.Second.Node, f.Second.Run, f.Second.Mode, f.Second.At.Round(time.Millisecond))
+}
+
+// run is one schedule being run.
+type run struct {
+	s       Schedule
+	w       *world
+	layout  flake.Layout
+	fs      *memFS
+	redis   *deployment
+	slots   []*slot    // per node
+	work    *rand.Rand // the workload
+	net     *rand.Rand // lost requests and replies
+	seen    map[uint64]Issue
+	res     Result
+	log     zerolog.Logger
+	mutants map[string]string // script SHA1 -> text the server runs instead
+}
+
+// slot is one node across its processes: its disk, its machine's clock,
+// its network.
+type slot struct {
+	i        int
+	cfg      NodeConfig
+	path     string
+	wall     time.Duration // the machine's wall-clock offset
+	cur      *proc         // the running process, or nil
+	runs     int
+	backups  [][]byte // old copies of the state file
+	netUntil map[string]time.Duration
+	delay    time.Duration
+	stray    bool // the next process runs with another layout
+}
+
+// proc is one process of a node.
+type proc struct {
+	slot        *slot
+	run         int
+	clock       *procClock
+	node        *node.Node
+	dead        bool
+	pausedUntil time.Duration
+	last        uint64
+}
+
+// Run runs a schedule and checks every ID it issues.
+func Run(s Schedule, opts Options) (res Result) {
+	r := newRun(s, opts)
+	defer func() {
+		if p := recover(); p != nil {
+			r.res.Failure = &Failure{Kind: "panic", Detail: fmt.Sprint(p)}
+			res = r.res
+		}
+	}()
+	r.start()
+	r.w.runUntil(s.Duration)
+	r.res.Virtual = r.w.now
+	r.res.Scripts = r.redis.srv.Stats().ScriptCalls
+	return r.res
+}
+
+// Options of Run.
+type Options struct {
+	// Log receives the nodes' logs, on virtual time (replays).
+	Log zerolog.Logger
+	// Mutation re-introduces a bug on purpose (Mutations); "" for none.
+	Mutation string
+}
+
+func newRun(s Schedule, opts Options) *run {
+	lay, err := flake.NewLayout(s.BitsSequence, s.BitsMachineID, 10*time.Millisecond, epoch)
+	if err != nil {
+		panic(err)
+	}
+	w := &world{epoch: epoch.AddDate(1, 0, 0), limit: s.Duration + time.Hour}
+	r := &run{
+		s: s, w: w, layout: lay, fs: newMemFS(),
+		work: rand.New(rand.NewPCG(s.Seed, 0x3011)),
+		net:  rand.New(rand.NewPCG(s.Seed, 0x4e7)),
+		seen: make(map[uint64]Issue, 4096),
+		res:  Result{Faults: map[string]int{}},
+	}
+	r.log = opts.Log.Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
+		e.Str("t", w.now.Round(time.Millisecond).String())
+	}))
+	if opts.Mutation != "" {
+		m, err := FindMutation(opts.Mutation)
+		if err != nil {
+			panic(err)
+		}
+		r.mutants = m.mutants() // a Go mutation's switch is the caller's (Mutation.Enable)
+	}
+	r.redis = newDeployment(w, rand.New(rand.NewPCG(s.Seed, 0x4ed15)))
+	for i, c := range s.Nodes {
+		r.slots = append(r.slots, &slot{i: i, cfg: c, path: fmt.Sprintf("/node%d/flaked.state", i), netUntil: map[string]time.Duration{}})
+	}
+	return r
+}
+
+func (r *run) start() {
+	w := r.w
+	for _, sl := range r.slots {
+		sl := sl
+		w.at(time.Duration(sl.i)*7*time.Millisecond, nil, func() { r.startProc(sl) })
+	}
+	for _, f := range r.s.Faults {
+		f := f
+		w.at(f.At, nil, func() { r.inject(f) })
+	}
+	r.every(r.s.ReplicaLag, func() { r.redis.replicate() })
+	r.every(r.s.SaveEvery, func() { r.redis.save() })
+	r.every(5*time.Second, func() {
+		r.redis.backup()
+		for _, sl := range r.slots {
+			if b, ok := r.fs.files[sl.path]; ok {
+				sl.backups = append(sl.backups, b)
+			}
+		}
+	})
+	r.nextWork()
+}
+
+// every runs f every period, on the world.
+func (r *run) every(period time.Duration, f func()) {
+	var tick func()
+	tick = func() {
+		f()
+		r.w.at(r.w.now+period, nil, tick)
+	}
+	r.w.at(period, nil, tick)
+}
+
+// nextWork schedules the next batch of IDs: a node asks for 1-8 IDs every
+// 40 ms on average, and now and then for a burst of up to 128, more than
+// a tick's sequence holds, so generators run ahead of their clocks.
+func (r *run) nextWork() {
+	gap := time.Duration(r.work.ExpFloat64() * float64(40*time.Millisecond))
+	i, n := r.work.IntN(len(r.slots)), 1+r.work.IntN(8)
+	if r.work.IntN(20) == 0 {
+		n = 16 + r.work.IntN(113)
+	}
+	r.w.at(r.w.now+gap, nil, func() {
+		if p := r.slots[i].cur; p != nil && p.node != nil && !p.dead && p.pausedUntil <= r.w.now {
+			r.issue(p, n)
+		}
+		if r.res.Failure == nil {
+			r.nextWork()
+		}
+	})
+}
+
+// issue asks p's node for n IDs, as a client with a 2 s timeout would,
+// and checks them.
+func (r *run) issue(p *proc, n int) {
+	r.w.deadline = r.w.now + 2*time.Second
+	dst := make([]uint64, n)
+	got, _ := p.node.NextIDs(context.Background(), dst)
+	r.w.deadline = 0
+	mode := p.node.Mode()
+	for _, id := range dst[:got] {
+		r.check(Issue{ID: id, Node: p.slot.i, Run: p.run, At: r.w.now, Mode: mode}, p)
+	}
+}
+
+func (r *run) check(is Issue, p *proc) {
+	r.res.IDs++
+	if prev, ok := r.seen[is.ID]; ok {
+		r.fail(&Failure{Kind: "duplicate", ID: is.ID, Parts: r.layout.Decompose(is.ID), First: prev, Second: is})
+		return
+	}
+	r.seen[is.ID] = is
+	if is.ID <= p.last {
+		prev := r.seen[p.last]
+		r.fail(&Failure{Kind: "not increasing", ID: is.ID, Parts: r.layout.Decompose(is.ID), First: prev, Second: is})
+		return
+	}
+	p.last = is.ID
+}
+
+func (r *run) fail(f *Failure) {
+	if r.res.Failure == nil {
+		r.res.Failure = f
+		r.w.halt()
+	}
+}
+
+// startProc starts a new process of the node; if the node does not start
+// (no machine ID free, Redis away), the supervisor tries again a second
+// later, as systemd's Restart=on-failure would.
+func (r *run) startProc(sl *slot) {
+	if sl.cur != nil && !sl.cur.dead {
+		return
+	}
+	sl.runs++
+	p := &proc{slot: sl, run: sl.runs}
+	p.clock = &procClock{w: r.w, p: p, wall: sl.wall, slack: r.s.Slack}
+	sl.cur = p
+	c := sl.cfg
+	rnd := rand.NewChaCha8(seed32(r.s.Seed, uint64(sl.i), uint64(p.run)))
+	lay := r.layout
+	if sl.stray {
+		sl.stray = false // the operator fixes it at the next start
+		lay, _ = flake.NewLayout(lay.BitsSequence-1, lay.BitsMachineID+1, lay.TimeUnit, lay.StartTime)
+	}
+	opts := node.Options{
+		Redis: simredis.NewClient(func(ctx context.Context, args []string) (any, error) { return r.call(p, args) }),
+		Registry: coord.Options{
+			Namespace: "sim", Layout: lay, LeaseTTL: r.s.LeaseTTL, MaxSkew: r.s.MaxSkew,
+			Owner: coord.Owner{Host: fmt.Sprintf("node%d", sl.i), PID: p.run},
+		},
+		Counter:       fallback.Options{MinSegment: c.MinSegment, MaxSegment: c.MaxSegment, MaxLead: c.CounterLead},
+		StateFile:     sl.path,
+		StateFS:       r.fs.view(p),
+		Mode:          c.Mode,
+		MachineIDs:    c.MachineIDs,
+		MaxLead:       c.MaxLead,
+		ReserveAhead:  c.ReserveAhead,
+		CheckInterval: c.CheckInterval,
+		RetryInterval: c.RetryInterval,
+		RecoverAfter:  c.RecoverAfter,
+		Clock:         p.clock,
+		Rand:          rnd,
+		Logger:        r.log.With().Int("node", sl.i).Int("run", p.run).Logger(),
+	}
+	n, err := node.New(context.Background(), opts)
+	if err != nil {
+		if errors.Is(err, node.ErrInvalidOptions) || errors.Is(err, coord.ErrInvalidOptions) ||
+			errors.Is(err, fallback.ErrInvalidOptions) {
+			panic(fmt.Sprintf("sim: node %d options: %v", sl.i, err))
+		}
+		r.log.Debug().Err(err).Int("node", sl.i).Msg("start failed; retrying in 1s")
+		p.dead = true
+		r.w.at(r.w.now+time.Second, nil, func() { r.startProc(sl) })
+		return
+	}
+	p.node = n
+}
+
+// seed32 makes a ChaCha8 seed from a few numbers.
+func seed32(xs ...uint64) (s [32]byte) {
+	for i, x := range xs {
+		for b := range 8 {
+			s[(i*8+b)%32] ^= byte(x >> (8 * b))
+		}
+	}
+	return s
+}
+
+// call is one Redis command of process p, through its network.
+func (r *run) call(p *proc, args []string) (any, error) {
+	sl := p.slot
+	now := r.w.now
+	switch {
+	case p.dead:
+		return nil, errors.New("redis: client is closed")
+	case sl.netUntil[FaultPartition] > now, r.redis.downUntil > now:
+		return nil, errors.New("dial tcp 10.0.0.1:6379: connect: connection refused")
+	}
+	delay := time.Duration(0)
+	if sl.netUntil[FaultDelay] > now {
+		delay += sl.delay
+	}
+	if r.redis.slowUntil > now {
+		delay += r.redis.slow
+	}
+	lossy := sl.netUntil[FaultLossy] > now
+	if delay > 0 {
+		r.w.now += delay
+	}
+	if lossy && r.net.IntN(6) == 0 {
+		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
+	}
+	if strings.EqualFold(args[0], "EVALSHA") && r.mutants != nil {
+		if text, ok := r.mutants[args[1]]; ok {
+			args = append([]string{"EVAL", text}, args[2:]...)
+		}
+	}
+	v, err := r.redis.srv.Do(args)
+	if delay > 0 {
+		r.w.now += delay
+	}
+	if lossy && r.net.IntN(6) == 0 {
+		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
+	}
+	return v, err
+}
+
+// inject applies one fault.
+func (r *run) inject(f Fault) {
+	r.res.Faults[f.Kind]++
+	now := r.w.now
+	d := r.redis
+	switch f.Kind {
+	case FaultFailover:
+		d.failover()
+	case FaultRestartSaved:
+		d.restart(d.saved)
+	case FaultRestartEmpty:
+		d.restart(nil)
+	case FaultRestoreOld:
+		d.restart(d.oldest())
+	case FaultRedisDown:
+		d.downUntil = max(d.downUntil, now+f.For)
+	case FaultRedisSlow:
+		d.slowUntil, d.slow = max(d.slowUntil, now+f.For), f.Delay
+	}
+	if f.Node >= len(r.slots) {
+		return
+	}
+	sl := r.slots[f.Node]
+	switch f.Kind {
+	case FaultPartition, FaultLossy:
+		sl.netUntil[f.Kind] = max(sl.netUntil[f.Kind], now+f.For)
+	case FaultDelay:
+		sl.netUntil[f.Kind], sl.delay = max(sl.netUntil[f.Kind], now+f.For), f.Delay
+	case FaultPause:
+		if p := sl.cur; p != nil && !p.dead {
+			// Events due meanwhile run a moment after the pause ends, so
+			// the first request after it may come before them.
+			p.pausedUntil = max(p.pausedUntil, now+f.For)
+		}
+	case FaultClockStep:
+		sl.wall += f.Delay
+		if p := sl.cur; p != nil {
+			p.clock.wall = sl.wall
+		}
+	case FaultDiskFull:
+		r.fs.failing[sl.path] = true
+		r.w.at(now+f.For, nil, func() { delete(r.fs.failing, sl.path) })
+	case FaultCrash, FaultStop:
+		p := sl.cur
+		if p == nil || p.dead {
+			return
+		}
+		if f.Kind == FaultStop && p.node != nil {
+			r.w.deadline = now + 10*time.Second
+			_ = p.node.Close(context.Background())
+			r.w.deadline = 0
+		}
+		p.dead = true
+		sl.cur = nil
+		r.w.at(r.w.now+f.For, nil, func() {
+			r.prepareDisk(sl, f)
+			sl.wall -= f.Back
+			sl.stray = f.Layout
+			r.startProc(sl)
+		})
+	}
+}
+
+// prepareDisk sets the state file a restarted node finds.
+func (r *run) prepareDisk(sl *slot, f Fault) {
+	switch f.State {
+	case StateNone:
+		delete(r.fs.files, sl.path)
+	case StateCopy:
+		if b, ok := r.fs.files[r.slots[f.From].path]; ok {
+			r.fs.files[sl.path] = b
+		}
+	case StateBackup:
+		if len(sl.backups) > 0 {
+			r.fs.files[sl.path] = sl.backups[0]
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Schedule is one simulated run: the fleet's settings and the faults to
+// inject, drawn from a seed (NewSchedule). The workload (which node issues
+// how many IDs when) comes from the seed too, from a stream of its own, so
+// a schedule with some faults removed (Shrink) keeps its workload.
+type Schedule struct {
+	Seed     uint64
+	Duration time.Duration
+	Nodes    []NodeConfig
+	// The layout: small machine spaces make takeovers frequent.
+	BitsSequence, BitsMachineID int
+	LeaseTTL                    time.Duration
+	MaxSkew                     time.Duration
+	// Timer slack of every process: timers shorter than this fire late.
+	Slack time.Duration
+	// ReplicaLag is how often the replica catches up with the master; a
+	// failover loses what was written since.
+	ReplicaLag time.Duration
+	// SaveEvery is how often Redis writes a snapshot (RDB, or an AOF
+	// fsynced every second): a restart loads the last one.
+	SaveEvery time.Duration
+	Faults    []Fault
+}
+
+// NodeConfig is one node's settings.
+type NodeConfig struct {
+	Mode          string // flake, counter or auto
+	MachineIDs    int
+	MaxLead       time.Duration
+	ReserveAhead  time.Duration
+	CheckInterval time.Duration
+	RetryInterval time.Duration
+	RecoverAfter  time.Duration
+	MinSegment    int
+	MaxSegment    int
+	CounterLead   time.Duration
+}
+
+// Fault kinds.
+const (
+	// Redis.
+	FaultFailover     = "redis-failover"      // promote the replica: writes since it last caught up are lost
+	FaultRestartSaved = "redis-restart-saved" // restart from the last snapshot
+	FaultRestartEmpty = "redis-restart-empty" // restart without data
+	FaultRestoreOld   = "redis-restore-old"   // restart from an old backup
+	FaultRedisDown    = "redis-down"          // refuses connections for For
+	FaultRedisSlow    = "redis-slow"          // every call takes Delay longer, for For
+	// Network of one node.
+	FaultPartition = "net-partition" // the node cannot reach Redis for For
+	FaultDelay     = "net-delay"     // the node's calls take Delay each way, for For
+	FaultLossy     = "net-lossy"     // the node's requests or replies are lost (1 in 3), for For
+	// Processes.
+	FaultPause = "proc-pause" // the node stops for For (GC, SIGSTOP, a VM migration)
+	FaultCrash = "proc-crash" // kill -9; restarted after For with State
+	FaultStop  = "proc-stop"  // clean shutdown; restarted after For with State
+	// Clocks.
+	FaultClockStep = "clock-step" // the node's wall clock steps by Delay while it runs
+	// Disks.
+	FaultDiskFull = "disk-full" // the node's state file cannot be written, for For
+)
+
+// Restart variants of a node's state file.
+const (
+	StateKept   = "kept"   // as the process left it
+	StateNone   = "none"   // deleted (a new disk)
+	StateCopy   = "copy"   // a copy of another node's (a cloned VM or volume)
+	StateBackup = "backup" // an old backup of its own
+)
+
+// Fault is one injected fault.
+type Fault struct {
+	At    time.Duration
+	Kind  string
+	Node  int           // the node, for node faults
+	For   time.Duration // how long it lasts (or the downtime of a restart)
+	Delay time.Duration // a delay, or a clock step (may be negative)
+	State string        // restart: what the state file is
+	From  int           // restart with StateCopy: whose state file
+	Back  time.Duration // restart: the clock is set back this much
+	// Layout: the restart runs with one sequence bit moved to the machine
+	// ID (a misconfigured deploy on a new machine): the same time bits,
+	// so its IDs would collide with the fleet's were it let in.
+	Layout bool
+}
+
+func (f Fault) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%9s %s", f.At.Round(time.Millisecond), f.Kind)
+	switch f.Kind {
+	case FaultFailover, FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld:
+	case FaultRedisDown:
+		fmt.Fprintf(&b, " for %v", f.For)
+	case FaultRedisSlow:
+		fmt.Fprintf(&b, " +%v for %v", f.Delay, f.For)
+	default:
+		fmt.Fprintf(&b, " node %d", f.Node)
+		switch f.Kind {
+		case FaultDelay:
+			fmt.Fprintf(&b, " +%v for %v", f.Delay, f.For)
+		case FaultClockStep:
+			fmt.Fprintf(&b, " by %v", f.Delay)
+		case FaultCrash, FaultStop:
+			fmt.Fprintf(&b, ", back after %v with state file %s", f.For, f.State)
+			if f.State == StateCopy {
+				fmt.Fprintf(&b, " of node %d", f.From)
+			}
+			if f.Back > 0 {
+				fmt.Fprintf(&b, ", clock set back %v", f.Back)
+			}
+			if f.Layout {
+				b.WriteString(", with another layout")
+			}
+		default:
+			fmt.Fprintf(&b, " for %v", f.For)
+		}
+	}
+	return b.String()
+}
+
+// NewSchedule draws a schedule from seed.
+func NewSchedule(seed uint64) Schedule {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	s := Schedule{
+		Seed:          seed,
+		Duration:      dur(time.Minute, 2*time.Minute),
+		BitsSequence:  2 + r.IntN(4),
+		BitsMachineID: 2 + r.IntN(2),
+		LeaseTTL:      dur(10*time.Second, 30*time.Second),
+		MaxSkew:       dur(100*time.Millisecond, time.Second),
+		Slack:         dur(20*time.Millisecond, 500*time.Millisecond),
+		ReplicaLag:    dur(10*time.Millisecond, 5*time.Second),
+		SaveEvery:     dur(time.Second, 60*time.Second),
+	}
+	modes := []string{"flake", "flake", "auto", "auto", "counter"}
+	// How far ahead of the clock nodes reach is the same across the fleet,
+	// as the README asks: after Redis lost everything, nodes with different
+	// reaches can collide (a documented limit, not a bug to hunt).
+	maxLead, ahead, counterLead := dur(0, time.Second), dur(2*time.Second, 10*time.Second), dur(0, time.Second)
+	for range 3 + r.IntN(3) {
+		minSeg := 16 + r.IntN(241)
+		s.Nodes = append(s.Nodes, NodeConfig{
+			Mode:          modes[r.IntN(len(modes))],
+			MachineIDs:    1 + r.IntN(2),
+			MaxLead:       maxLead,
+			ReserveAhead:  ahead,
+			CheckInterval: dur(100*time.Millisecond, time.Second),
+			RetryInterval: dur(time.Second, 5*time.Second),
+			RecoverAfter:  dur(0, 5*time.Second),
+			MinSegment:    minSeg,
+			MaxSegment:    minSeg + r.IntN(256),
+			CounterLead:   counterLead,
+		})
+	}
+	n := len(s.Nodes)
+	for range 3 + r.IntN(12) {
+		f := Fault{At: dur(time.Second, s.Duration-time.Second), Node: r.IntN(n)}
+		switch k := r.IntN(100); {
+		case k < 8:
+			f.Kind = FaultFailover
+		case k < 13:
+			f.Kind = FaultRestartSaved
+		case k < 16:
+			f.Kind = FaultRestartEmpty
+		case k < 19:
+			f.Kind = FaultRestoreOld
+		case k < 24:
+			f.Kind, f.For = FaultRedisDown, dur(100*time.Millisecond, 3*s.LeaseTTL)
+		case k < 28:
+			f.Kind, f.For, f.Delay = FaultRedisSlow, dur(time.Second, 10*time.Second), dur(time.Millisecond, s.LeaseTTL/2)
+		case k < 36:
+			f.Kind, f.For = FaultPartition, dur(100*time.Millisecond, 3*s.LeaseTTL)
+		case k < 42:
+			f.Kind, f.For, f.Delay = FaultDelay, dur(time.Second, 10*time.Second), dur(time.Millisecond, s.LeaseTTL)
+		case k < 48:
+			f.Kind, f.For = FaultLossy, dur(time.Second, 10*time.Second)
+		case k < 60:
+			f.Kind, f.For = FaultPause, dur(10*time.Millisecond, 4*s.LeaseTTL)
+		case k < 76:
+			f.Kind = []string{FaultCrash, FaultStop}[r.IntN(2)]
+			f.For = dur(0, 3*s.LeaseTTL)
+			if r.IntN(3) == 0 {
+				f.For = dur(0, 200*time.Millisecond) // a supervisor restarts it at once
+			}
+			f.State = []string{StateKept, StateKept, StateNone, StateCopy, StateBackup}[r.IntN(5)]
+			f.From = (f.Node + 1 + r.IntN(n-1)) % n
+			if r.IntN(4) == 0 {
+				f.Back = dur(time.Millisecond, 2*s.MaxSkew)
+			}
+			if s.BitsSequence > 1 && r.IntN(6) == 0 {
+				f.Layout, f.State = true, StateNone
+			}
+		case k < 92:
+			f.Kind, f.Delay = FaultClockStep, dur(-3*s.MaxSkew, 3*s.MaxSkew)
+		default:
+			f.Kind, f.For = FaultDiskFull, dur(time.Second, 20*time.Second)
+		}
+		s.Faults = append(s.Faults, f)
+	}
+	sortFaults(s.Faults)
+	return s
+}
+
+func sortFaults(fs []Fault) {
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].At < fs[j-1].At; j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
+	}
+}
+
+// String describes the schedule, one fault per line.
+func (s Schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %v, layout %d sequence + %d machine bits, lease TTL %v, max skew %v, timer slack %v, replica lag %v, snapshot every %v\n",
+		s.Seed, s.Duration, s.BitsSequence, s.BitsMachineID, s.LeaseTTL, s.MaxSkew, s.Slack, s.ReplicaLag, s.SaveEvery)
+	for i, n := range s.Nodes {
+		fmt.Fprintf(&b, "  node %d: %s, %d machine IDs, max lead %v, reserve ahead %v, check every %v\n",
+			i, n.Mode, n.MachineIDs, n.MaxLead, n.ReserveAhead, n.CheckInterval)
+	}
+	for _, f := range s.Faults {
+		fmt.Fprintf(&b, "  %s\n", f)
+	}
+	return b.String()
+}

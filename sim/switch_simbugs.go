@@ -1,0 +1,26 @@
+//go:build simbugs
+
+package sim
+
+import (
+	"fmt"
+
+	"github.com/flaked/flaked/internal/bugs"
+)
+
+// setSwitch turns a switch of package bugs on.
+func setSwitch(name string) (func(), error) {
+	var p *bool
+	switch name {
+	case "StateFileToken":
+		p = &bugs.StateFileToken
+	case "IssuePastReservation":
+		p = &bugs.IssuePastReservation
+	case "ReleaseBelowUsed":
+		p = &bugs.ReleaseBelowUsed
+	default:
+		return nil, fmt.Errorf("sim: no switch %q in package bugs", name)
+	}
+	*p = true
+	return func() { *p = false }, nil
+}
