@@ -207,7 +207,7 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 	}
 	h, loss := toInt64(m[0]), toInt64(m[1])
 	lay := r.opts.Layout
-	floor := lay.Tick(time.UnixMilli(loss)) + max(h, r.horizonTicks())
+	floor := lay.Tick(time.UnixMilli(loss).Add(redisClockSkew)) + max(h, r.horizonTicks())
 	if floor > l.floor {
 		if _, err := l.Reserve(ctx, floor); err != nil {
 			return err

@@ -17,9 +17,12 @@ import (
 type Mutation struct {
 	Name string
 	Bug  string // what goes wrong
-	// A script mutation: in Script, Old is replaced by New.
-	Script   *string
-	Old, New string
+	// A script mutation: in Script, each Old is replaced by its New.
+	Script *string
+	Edits  []Edit
+	// Stray: the bug shows as a duplicate between a node of the fleet's
+	// layout and one of another (the teeth test requires that).
+	Stray bool
 	// A Go mutation: the internal/bugs switch it sets.
 	Switch string
 }
@@ -29,26 +32,30 @@ var Mutations = []Mutation{
 	{Name: "state-file-token", Switch: "StateFileToken",
 		Bug: "fencing by state-file token only: two processes started from copies of one state file share the lease"},
 	{Name: "loss-floor-ignored", Script: &lua.Claim,
-		Old: "local lossFloor = tickOf(lossMs, epochUs, unitUs) + math.max(horizon, metaHorizon)",
-		New: "local lossFloor = -1",
-		Bug: "a claim trusts a reservation that a failover or restart rolled back"},
+		Edits: []Edit{{"local lossFloor = tickOf(lossMs + redisSkewMs, epochUs, unitUs) + math.max(horizon, metaHorizon)", "local lossFloor = -1"}},
+		Bug:   "a claim trusts a reservation that a failover or restart rolled back"},
 	{Name: "reassert-after-loss", Script: &lua.Renew,
-		Old: "if lossID ~= knownLoss then",
-		New: "if false then",
-		Bug: "a displaced node re-asserts a lease that went missing across a data loss, at a stale floor"},
+		Edits: []Edit{reassertAfterLoss},
+		Bug:   "a displaced node re-asserts a lease that went missing across a data loss, at a stale floor"},
 	{Name: "issue-past-reservation", Switch: "IssuePastReservation",
 		Bug: "the generator issues ticks it has not reserved"},
 	{Name: "release-below-used", Switch: "ReleaseBelowUsed",
 		Bug: "a release lowers the reservation below the ticks used"},
 	{Name: "counter-floor-time", Script: &lua.Counter,
-		Old: "cur = maxOf(maxOf(cur, {T - 1, MASK}), {lossTick + lossLead, MASK})",
-		New: "cur = maxOf(cur, {T - 1, MASK})",
-		Bug: "a present counter key is floored only to Redis TIME after a failover"},
-	{Name: "reassert-without-layout", Script: &lua.Renew,
-		Old: "if not stored then\n  redis.call('SET', KEYS[5], layout)",
-		New: "if not stored then\n  stored = layout",
-		Bug: "leases are re-asserted after a total loss without restoring the fleet's layout, so a node with another layout joins"},
+		Edits: []Edit{{"cur = maxOf(maxOf(cur, {T - 1, MASK}), {lossTick + lossLead, MASK})", "cur = maxOf(cur, {T - 1, MASK})"}},
+		Bug:   "a present counter key is floored only to Redis TIME after a failover"},
+	// Since a lease missing across a loss is never re-asserted (the loss
+	// ID), renewals restoring the layout are a second line of defence: it
+	// shows with the first one off too.
+	{Name: "reassert-without-layout", Script: &lua.Renew, Stray: true,
+		Edits: []Edit{reassertAfterLoss, {"local stored = redis.call('GET', KEYS[5])", "local stored = layout"}},
+		Bug:   "leases are re-asserted after a total loss without restoring (or checking) the fleet's layout, so a node with another layout joins the owners from before"},
 }
+
+// Edit is one substitution in a script.
+type Edit struct{ Old, New string }
+
+var reassertAfterLoss = Edit{"if lossID ~= knownLoss then", "if false then"}
 
 // findMutation returns the mutation called name.
 func FindMutation(name string) (Mutation, error) {
@@ -70,11 +77,15 @@ func (m Mutation) mutants() map[string]string {
 	if m.Script == nil {
 		return nil
 	}
-	if !strings.Contains(*m.Script, m.Old) {
-		panic(fmt.Sprintf("sim: mutation %s: the script no longer contains %q; update the mutation", m.Name, m.Old))
+	text := *m.Script
+	for _, e := range m.Edits {
+		if !strings.Contains(text, e.Old) {
+			panic(fmt.Sprintf("sim: mutation %s: the script no longer contains %q; update the mutation", m.Name, e.Old))
+		}
+		text = strings.Replace(text, e.Old, e.New, 1)
 	}
 	sum := sha1.Sum([]byte(*m.Script))
-	return map[string]string{hex.EncodeToString(sum[:]): strings.Replace(*m.Script, m.Old, m.New, 1)}
+	return map[string]string{hex.EncodeToString(sum[:]): text}
 }
 
 // Enable turns a Go mutation's switch on (and returns the function that

@@ -26,7 +26,9 @@ type Result struct {
 	Faults  map[string]int // faults injected, by kind
 	Virtual time.Duration  // simulated time
 	Scripts uint64         // script calls Redis ran
-	Failure *Failure       // nil when every ID was unique and increasing
+	// Strays counts starts with another layout: refused, and let in.
+	StraysRefused, StraysIn int
+	Failure                 *Failure // nil when every ID was unique and increasing
 }
 
 // Failure is the first violation a run found.
@@ -46,16 +48,24 @@ type Issue struct {
 	Run  int // the node's process: 1 for the first, +1 per restart
 	At   time.Duration
 	Mode string
+	// Stray: the process ran with another layout than the fleet's.
+	Stray bool
 }
 
 func (f *Failure) String() string {
 	if f.Kind == "panic" {
 		return "panic: " + f.Detail
 	}
-	return fmt.Sprintf("%s ID %d (tick %d, sequence %d, machine ID %d): node %d process %d in %s mode at %v, then node %d process %d in %s mode at %v",
-		f.Kind, f.ID, f.Parts.Tick, f.Parts.Sequence, f.Parts.MachineID,
-		f.First.Node, f.First.Run, f.First.Mode, f.First.At.Round(time.Millisecond),
-		f.Second.Node, f.Second.Run, f.Second.Mode, f.Second.At.Round(time.Millisecond))
+	return fmt.Sprintf("%s ID %d (tick %d, sequence %d, machine ID %d in the fleet's layout): %v, then %v",
+		f.Kind, f.ID, f.Parts.Tick, f.Parts.Sequence, f.Parts.MachineID, f.First, f.Second)
+}
+
+func (is Issue) String() string {
+	s := fmt.Sprintf("node %d process %d in %s mode at %v", is.Node, is.Run, is.Mode, is.At.Round(time.Millisecond))
+	if is.Stray {
+		s += " (with another layout)"
+	}
+	return s
 }
 
 // run is one schedule being run.
@@ -65,11 +75,13 @@ type run struct {
 	layout  flake.Layout
 	fs      *memFS
 	redis   *deployment
-	slots   []*slot    // per node
-	work    *rand.Rand // the workload
-	net     *rand.Rand // lost requests and replies
-	seen    map[uint64]Issue
+	slots   []*slot           // per node
+	work    *rand.Rand        // the workload
+	net     *rand.Rand        // lost requests and replies
+	seen    map[uint64]uint32 // ID -> index in batches
+	batches []batch
 	res     Result
+	dst     [128]uint64 // the IDs of one batch
 	log     zerolog.Logger
 	mutants map[string]string // script SHA1 -> text the server runs instead
 }
@@ -98,6 +110,7 @@ type proc struct {
 	dead        bool
 	pausedUntil time.Duration
 	last        uint64
+	stray       bool // runs with another layout
 }
 
 // Run runs a schedule and checks every ID it issues.
@@ -134,7 +147,7 @@ func newRun(s Schedule, opts Options) *run {
 		s: s, w: w, layout: lay, fs: newMemFS(),
 		work: rand.New(rand.NewPCG(s.Seed, 0x3011)),
 		net:  rand.New(rand.NewPCG(s.Seed, 0x4e7)),
-		seen: make(map[uint64]Issue, 4096),
+		seen: make(map[uint64]uint32, 8192),
 		res:  Result{Faults: map[string]int{}},
 	}
 	r.log = opts.Log.Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
@@ -188,10 +201,10 @@ func (r *run) every(period time.Duration, f func()) {
 }
 
 // nextWork schedules the next batch of IDs: a node asks for 1-8 IDs every
-// 40 ms on average, and now and then for a burst of up to 128, more than
+// 50 ms on average, and now and then for a burst of up to 128, more than
 // a tick's sequence holds, so generators run ahead of their clocks.
 func (r *run) nextWork() {
-	gap := time.Duration(r.work.ExpFloat64() * float64(40*time.Millisecond))
+	gap := time.Duration(r.work.ExpFloat64() * float64(50*time.Millisecond))
 	i, n := r.work.IntN(len(r.slots)), 1+r.work.IntN(8)
 	if r.work.IntN(20) == 0 {
 		n = 16 + r.work.IntN(113)
@@ -206,32 +219,49 @@ func (r *run) nextWork() {
 	})
 }
 
+// batch is one NextIDs call: who issued its IDs, when, in which mode.
+type batch struct {
+	p    *proc
+	at   time.Duration
+	mode string
+}
+
+func (b batch) issue(id uint64) Issue {
+	return Issue{ID: id, Node: b.p.slot.i, Run: b.p.run, At: b.at, Mode: b.mode, Stray: b.p.stray}
+}
+
 // issue asks p's node for n IDs, as a client with a 2 s timeout would,
 // and checks them.
 func (r *run) issue(p *proc, n int) {
 	r.w.deadline = r.w.now + 2*time.Second
-	dst := make([]uint64, n)
+	dst := r.dst[:n]
 	got, _ := p.node.NextIDs(context.Background(), dst)
 	r.w.deadline = 0
-	mode := p.node.Mode()
+	if got == 0 {
+		return
+	}
+	r.batches = append(r.batches, batch{p: p, at: r.w.now, mode: p.node.Mode()})
 	for _, id := range dst[:got] {
-		r.check(Issue{ID: id, Node: p.slot.i, Run: p.run, At: r.w.now, Mode: mode}, p)
+		r.check(id, uint32(len(r.batches)-1))
 	}
 }
 
-func (r *run) check(is Issue, p *proc) {
+// check checks one ID of batch bi: unique, and above its process's last.
+func (r *run) check(id uint64, bi uint32) {
 	r.res.IDs++
-	if prev, ok := r.seen[is.ID]; ok {
-		r.fail(&Failure{Kind: "duplicate", ID: is.ID, Parts: r.layout.Decompose(is.ID), First: prev, Second: is})
+	b := r.batches[bi]
+	if prev, ok := r.seen[id]; ok {
+		r.fail(&Failure{Kind: "duplicate", ID: id, Parts: r.layout.Decompose(id), First: r.batches[prev].issue(id), Second: b.issue(id)})
 		return
 	}
-	r.seen[is.ID] = is
-	if is.ID <= p.last {
-		prev := r.seen[p.last]
-		r.fail(&Failure{Kind: "not increasing", ID: is.ID, Parts: r.layout.Decompose(is.ID), First: prev, Second: is})
+	r.seen[id] = bi
+	p := b.p
+	if id <= p.last {
+		r.fail(&Failure{Kind: "not increasing", ID: id, Parts: r.layout.Decompose(id),
+			First: r.batches[r.seen[p.last]].issue(p.last), Second: b.issue(id)})
 		return
 	}
-	p.last = is.ID
+	p.last = id
 }
 
 func (r *run) fail(f *Failure) {
@@ -256,7 +286,7 @@ func (r *run) startProc(sl *slot) {
 	rnd := rand.NewChaCha8(seed32(r.s.Seed, uint64(sl.i), uint64(p.run)))
 	lay := r.layout
 	if sl.stray {
-		sl.stray = false // the operator fixes it at the next start
+		p.stray = true
 		lay, _ = flake.NewLayout(lay.BitsSequence-1, lay.BitsMachineID+1, lay.TimeUnit, lay.StartTime)
 	}
 	opts := node.Options{
@@ -280,6 +310,15 @@ func (r *run) startProc(sl *slot) {
 		Logger:        r.log.With().Int("node", sl.i).Int("run", p.run).Logger(),
 	}
 	n, err := node.New(context.Background(), opts)
+	if sl.stray && err == nil {
+		r.res.StraysIn++
+	}
+	if sl.stray && err != nil && errors.Is(err, coord.ErrLayoutMismatch) {
+		r.res.StraysRefused++
+	}
+	if err == nil || errors.Is(err, coord.ErrLayoutMismatch) {
+		sl.stray = false // it runs, or the operator sees why not and fixes the flags
+	}
 	if err != nil {
 		if errors.Is(err, node.ErrInvalidOptions) || errors.Is(err, coord.ErrInvalidOptions) ||
 			errors.Is(err, fallback.ErrInvalidOptions) {

@@ -131,7 +131,7 @@ func NewSchedule(seed uint64) Schedule {
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
 	s := Schedule{
 		Seed:          seed,
-		Duration:      dur(time.Minute, 2*time.Minute),
+		Duration:      dur(45*time.Second, 2*time.Minute),
 		BitsSequence:  2 + r.IntN(4),
 		BitsMachineID: 2 + r.IntN(2),
 		LeaseTTL:      dur(10*time.Second, 30*time.Second),
@@ -146,7 +146,7 @@ func NewSchedule(seed uint64) Schedule {
 	// reaches can collide (a documented limit, not a bug to hunt).
 	maxLead, ahead, counterLead := dur(0, time.Second), dur(2*time.Second, 10*time.Second), dur(0, time.Second)
 	for range 3 + r.IntN(3) {
-		minSeg := 16 + r.IntN(241)
+		minSeg := 128 + r.IntN(385)
 		s.Nodes = append(s.Nodes, NodeConfig{
 			Mode:          modes[r.IntN(len(modes))],
 			MachineIDs:    1 + r.IntN(2),
@@ -195,7 +195,7 @@ func NewSchedule(seed uint64) Schedule {
 			if r.IntN(4) == 0 {
 				f.Back = dur(time.Millisecond, 2*s.MaxSkew)
 			}
-			if s.BitsSequence > 1 && r.IntN(6) == 0 {
+			if s.BitsSequence > 1 && r.IntN(3) == 0 {
 				f.Layout, f.State = true, StateNone
 			}
 		case k < 92:
@@ -204,6 +204,12 @@ func NewSchedule(seed uint64) Schedule {
 			f.Kind, f.For = FaultDiskFull, dur(time.Second, 20*time.Second)
 		}
 		s.Faults = append(s.Faults, f)
+		if (f.Kind == FaultRestartEmpty || f.Kind == FaultRestoreOld) && s.BitsSequence > 1 && r.IntN(2) == 0 {
+			// The adversary's favourite: a node with another layout comes
+			// up while the registry is empty.
+			s.Faults = append(s.Faults, Fault{At: f.At + dur(0, 2*time.Second), Kind: FaultCrash, Node: r.IntN(n),
+				For: dur(0, 200*time.Millisecond), State: StateNone, Layout: true})
+		}
 	}
 	sortFaults(s.Faults)
 	return s

@@ -28,6 +28,9 @@ func TestTeeth(t *testing.T) {
 				t.Fatalf("%s (%s): not found in %d schedules", m.Name, m.Bug, s.Schedules)
 			}
 			f := s.Failures[0]
+			if fl := f.Result.Failure; m.Stray && fl.First.Stray == fl.Second.Stray {
+				t.Fatalf("%s: seed %d failed, but not between the fleet's layout and another: %v", m.Name, f.Schedule.Seed, fl)
+			}
 			t.Logf("%s found by seed %d after %d schedules: %v", m.Name, f.Schedule.Seed, s.Schedules, f.Result.Failure)
 		})
 	}

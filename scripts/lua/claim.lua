@@ -25,7 +25,8 @@
 --
 -- The floor of an ID (the last tick its new owner must not use) is the
 -- highest of: its reservation, the loss floor (guard.lua: the last time
--- this Redis may have lost writes, plus the horizon), and for the
+-- this Redis may have lost writes, plus the Redis clocks' skew, plus the
+-- horizon), and for the
 -- preferred ID the state file's reservation.
 --
 -- Returns {"OK", id, floor, generation, event, created, clone, Redis time
@@ -68,7 +69,7 @@ if metaHorizon < 0 then
   redis.call('HSET', KEYS[2], 'horizon', horizon)
   metaHorizon = horizon
 end
-local lossFloor = tickOf(lossMs, epochUs, unitUs) + math.max(horizon, metaHorizon)
+local lossFloor = tickOf(lossMs + redisSkewMs, epochUs, unitUs) + math.max(horizon, metaHorizon)
 
 local function floorOf(id)
   local r = redis.call('HGET', KEYS[4], id)

@@ -57,7 +57,7 @@ local _, _, nowUs = redisNow()
 local T = math.floor((nowUs - epochUs) / unitUs)
 local _, lossMs = guard(KEYS[4], KEYS[3], ARGV[8], ARGV[12], {'created_tick', T},
   {'host', ARGV[10], 'pid', ARGV[11]})
-local lossTick = tickOf(lossMs, epochUs, unitUs)
+local lossTick = tickOf(lossMs + redisSkewMs, epochUs, unitUs)
 
 -- parse splits a decimal counter value into {tick, seq}, or returns nil.
 local function parse(s)

@@ -20,6 +20,14 @@
 -- A server whose INFO has no run_id or master_replid (miniredis, some
 -- proxies) has identity '' and changes are not seen: the README says so.
 
+-- redisSkewMs is how far apart the clocks of the Redis servers of one
+-- deployment (a master and the replicas that may replace it) are assumed
+-- to be at most. Floors after a loss start this much later: a new master
+-- whose clock is behind the old one's reads an earlier loss_ms than the
+-- TIME the old one granted by (found by the simulator). coord's
+-- redisClockSkew is the same value.
+local redisSkewMs = 1000
+
 -- nowMs is Redis TIME in milliseconds, as a decimal string and a number.
 local function redisNow()
   local t = redis.call('TIME')

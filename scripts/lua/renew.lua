@@ -21,11 +21,18 @@
 -- For each ID: when the lease holds our token it is extended; when the
 -- lease is gone (expired while we were paused) it is re-asserted, but only
 -- if nobody raised the reservation past ours in the meantime (which would
--- mean someone else used the ID), and only if this Redis cannot have lost
--- writes since our last renewal (guard.lua): another owner's claim may be
--- among them, and the reservation read here proves nothing then. The lease
--- is lost instead, and the node claims again above the loss floor. The
--- reservation is raised, never lowered, and only while holding the lease.
+-- mean someone else used the ID). The reservation is raised, never
+-- lowered, and only while holding the lease.
+--
+-- Nothing is extended or re-asserted if this Redis may have lost writes
+-- since our last renewal (guard.lua's loss ID changed): a claim by another
+-- owner may be among them, also one that took our live lease over (a
+-- process started from a copy of our state file) and issued above our
+-- reservation; the failover gave the lease back to us, and the reservation
+-- read here proves nothing. The lease is lost instead ("loss"), and the
+-- node claims again, above the loss floor (found by the simulator).
+-- Writes from before the loss are not at risk: a takeover starts above
+-- the reservation it took over.
 --
 -- After Redis lost its data, the owners that re-assert their leases also
 -- restore the fleet's layout and {ns}:meta (with their generation), so a
@@ -39,7 +46,8 @@
 -- {ns}:meta was gone | "server": Redis restarted or failed over), Redis
 -- time (ms), loss ID} or
 -- {"LOST", id, reason, holder, kind ("fenced": the holder started from a
--- copy of our state file; "layout": the fleet runs another layout; or ""),
+-- copy of our state file; "layout": the fleet runs another layout; "loss":
+-- Redis may have lost writes since our last renewal; or ""),
 -- holder host, holder pid}.
 local prefix, token = ARGV[1], ARGV[2]
 local want, held, ttl, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
@@ -100,10 +108,6 @@ for i = first, #ARGV do
       event('renew_fail', id, 'reason', 'reservation moved', 'reserved', r, 'held', held)
       return {'LOST', id, 'lease expired and reservation ' .. r .. ' moved past ours ' .. held, '', '', '', ''}
     end
-    if lossID ~= knownLoss then
-      event('renew_fail', id, 'reason', 'lease missing after possible data loss', 'loss_ms', lossMs, 'held', held)
-      return {'LOST', id, 'lease missing after Redis may have lost writes (restart or failover); claiming again', '', '', '', ''}
-    end
     missing[id] = true
   elseif holder ~= token then
     local o = redis.call('HMGET', prefix .. 'owner:' .. id, 'from_token', 'host', 'pid')
@@ -116,6 +120,10 @@ for i = first, #ARGV do
     event('renew_fail', id, 'reason', 'lease held by another owner', 'holder', holder)
     return {'LOST', id, 'lease held by another owner', holder, '', '', ''}
   end
+end
+if lossID ~= knownLoss then
+  event('renew_fail', ARGV[first], 'reason', 'possible data loss since the last renewal', 'loss_ms', lossMs, 'held', held)
+  return {'LOST', ARGV[first], 'Redis may have lost writes since the last renewal (restart or failover): claiming again above the loss floor', '', 'loss', '', ''}
 end
 
 local reasserted = 0
