@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -672,4 +673,88 @@ func TestGuard_FailoverToClockBehind_NoReassert(t *testing.T) {
 	if ev := events(t, rdb, "reassert"); len(ev) != 0 {
 		t.Fatalf("the lease was re-asserted after a possible loss: %v", ev)
 	}
+}
+
+// Fault: a process starts from a copy of a live node's state file and
+// takes its lease over (fencing the original), then Redis fails over to a
+// replica that never got the takeover: the lease is the original's again,
+// and the copy has issued above the original's reservation. Found by the
+// simulator (sim, seed 1310 before the fix). Guard: a renewal extends
+// nothing across a possible loss (renew.lua "loss"), so the original claims
+// again, above the loss floor, instead of issuing on into the copy's
+// ticks. A duplicate shows as the original's renewal succeeding (it would
+// be granted the ticks the copy used) or its next claim starting below the
+// copy's grant.
+func TestGuard_TakeoverLostInFailover_NotExtended(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		dir := t.TempDir()
+		orig, cp := filepath.Join(dir, "node.state"), filepath.Join(dir, "copy.state")
+		l := flake.DefaultLayout()
+		o := coord.Options{Horizon: 3 * time.Second}
+		o.Owner = coord.Owner{Host: "orig", PID: 1111}
+		regA := newGuardReg(t, rdb, o)
+		o.Owner = coord.Owner{Host: "copy", PID: 2222}
+		regB := newGuardReg(t, rdb, o)
+		if err := redistest.ForgetLoss(ctxT(t), rdb, "flaked"); err != nil {
+			t.Fatal(err)
+		}
+		sfA, prevA := openState(t, orig)
+		a, err := regA.Claim(ctxT(t), coord.ClaimOptions{State: sfA, Previous: prevA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, mid := a.MachineIDs()[0], strconv.Itoa(a.MachineIDs()[0])
+		now := redisNowTick(t, rdb, l)
+		grantA, err := a.Reserve(ctxT(t), now+100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the replica has: A's lease and reservation.
+		leaseKey := "{flaked}:lease:" + mid
+		ttl := rdb.PTTL(ctxT(t), leaseKey).Val()
+
+		copyState(t, orig, cp)
+		sfB, prevB := openState(t, cp)
+		b, err := regB.Claim(ctxT(t), coord.ClaimOptions{State: sfB, Previous: prevB})
+		if err != nil || b.MachineIDs()[0] != id {
+			t.Fatalf("the copy's claim: %v %v, want machine ID %d taken over", b, err, id)
+		}
+		grantB, err := b.Reserve(ctxT(t), redisNowTick(t, rdb, l)+200)
+		if err != nil || grantB <= grantA {
+			t.Fatalf("the copy's Reserve = %d, %v; want above %d", grantB, err, grantA)
+		}
+
+		// The failover: the takeover and B's reservation are lost, A's lease
+		// is back, and the server is another one.
+		ctx := ctxT(t)
+		if err := rdb.Set(ctx, leaseKey, a.Token(), ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, "{flaked}:reserved", mid, grantA).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, "{flaked}:meta", "server", "someoneelse").Err(); err != nil {
+			t.Fatal(err)
+		}
+
+		_, err = a.Reserve(ctxT(t), grantB+50)
+		if !errors.Is(err, coord.ErrLeaseLost) || !strings.Contains(err.Error(), "lost writes") {
+			t.Fatalf("the original's reservation after the failover: %v; want the lease lost to a possible loss (it would be granted the copy's ticks)", err)
+		}
+		if r := reservedOf(t, rdb, id); r != grantA {
+			t.Fatalf("reservation after the refused renewal is %d, want %d untouched", r, grantA)
+		}
+		if err := a.Release(ctxT(t), grantA); err != nil {
+			t.Fatal(err)
+		}
+		sfA.Close()
+		sfA2, prevA2 := openState(t, orig)
+		a2, err := regA.Claim(ctxT(t), coord.ClaimOptions{State: sfA2, Previous: prevA2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a2.Floor() < grantB {
+			t.Fatalf("the original claims again after tick %d, below the copy's grant %d that Redis lost: duplicate ticks", a2.Floor(), grantB)
+		}
+	})
 }
