@@ -48,7 +48,7 @@ func Hunt(o HuntOptions) Summary {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	// A run allocates much and keeps little: collect less often.
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	defer debug.SetGCPercent(debug.SetGCPercent(1000))
 	start := time.Now()
 	sum := Summary{Faults: map[string]int{}}
 	var mu sync.Mutex
