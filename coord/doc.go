@@ -34,12 +34,14 @@
 //     Redis's identity changed (loss_ms in {ns}:meta). Every tick any node
 //     had been granted by then is at most loss_ms + Horizon (Horizon bounds
 //     reserve-ahead + max-lead + max-skew), so a claim starts after
-//     max(reservation, loss_ms + Horizon, the state file's reservation),
-//     counter segments start after loss_ms + their lead, and a renewal
-//     never re-asserts a lease that went missing across such a change (a
-//     claim lost with the data may have been someone else's): the node
-//     claims again. A node displaced this way takes its next IDs at the
-//     same loss floor, so nothing chains.
+//     max(reservation, loss_ms + 1 s + Horizon, the state file's
+//     reservation) (1 s: a new master's clock may be that far behind the
+//     old one's), counter segments start after loss_ms + 1 s + their lead,
+//     and a renewal extends or re-asserts nothing across such a change (a
+//     claim lost with the data may have been someone else's, also a
+//     takeover of this very lease by a copy of the node): the node claims
+//     again. A node displaced this way takes its next IDs at the same loss
+//     floor, so nothing chains.
 //   - State files copied, restored from old backups, or lost. The token in
 //     a state file is not an identity: every claim makes a new one. A
 //     restart presents the file's token to take its old lease over at once

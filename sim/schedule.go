@@ -204,6 +204,12 @@ func NewSchedule(seed uint64) Schedule {
 			f.Kind, f.For = FaultDiskFull, dur(time.Second, 20*time.Second)
 		}
 		s.Faults = append(s.Faults, f)
+		if f.Kind == FaultPause && f.For > s.LeaseTTL && r.IntN(3) == 0 {
+			// Another adversary's favourite: while a node is paused past
+			// its lease (and someone may claim its ID), Redis fails over
+			// to a replica that missed the last writes.
+			s.Faults = append(s.Faults, Fault{At: f.At + s.LeaseTTL + dur(0, f.For-s.LeaseTTL), Kind: FaultFailover})
+		}
 		if (f.Kind == FaultRestartEmpty || f.Kind == FaultRestoreOld) && s.BitsSequence > 1 && r.IntN(2) == 0 {
 			// The adversary's favourite: a node with another layout comes
 			// up while the registry is empty.

@@ -9,7 +9,7 @@ import (
 )
 
 // teethSeeds bounds the seeds the simulator may need to find each bug.
-const teethSeeds = 2000
+const teethSeeds = 5000
 
 // TestTeeth brings back each bug the design exists to prevent and shows
 // the simulator finds it within teethSeeds schedules. A simulator that
