@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
@@ -75,10 +76,22 @@ func hunt(c *cli.Context) error {
 		From: c.Uint64("from"), Count: c.Uint64("seeds"), Workers: c.Int("workers"),
 		Run:         sim.Options{Mutation: c.String("mutation")},
 		StopAtFirst: c.Bool("stop-at-first"),
-		Progress: func(s sim.Summary) {
-			fmt.Fprintf(os.Stderr, "\r%d schedules, %d failing, %.0f/min   ", s.Schedules, len(s.Failures),
-				float64(s.Schedules)/s.Elapsed.Minutes())
-		},
+	}
+	// A terminal gets a line that updates every second; a log (CI) one line
+	// a minute.
+	tty := isatty.IsTerminal(os.Stderr.Fd())
+	var last time.Duration
+	o.Progress = func(s sim.Summary) {
+		if !tty && s.Elapsed-last < time.Minute {
+			return
+		}
+		last = s.Elapsed
+		end := "\n"
+		if tty {
+			end = "   \r"
+		}
+		fmt.Fprintf(os.Stderr, "%d schedules, %d failing, %.0f/min%s", s.Schedules, len(s.Failures),
+			float64(s.Schedules)/s.Elapsed.Minutes(), end)
 	}
 	if o.Run.Mutation != "" {
 		o.Workers = 1 // a Go mutation is a global switch
