@@ -10,6 +10,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Lease is a set of machine IDs held under one owner token. Its Reserve
@@ -207,7 +208,7 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 	}
 	h, loss := toInt64(m[0]), toInt64(m[1])
 	lay := r.opts.Layout
-	floor := lay.Tick(time.UnixMilli(loss).Add(redisClockSkew)) + max(h, r.horizonTicks())
+	floor := lay.Tick(time.UnixMilli(loss).Add(lua.RedisSkew)) + max(h, r.horizonTicks())
 	if floor > l.floor {
 		if _, err := l.Reserve(ctx, floor); err != nil {
 			return err

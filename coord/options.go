@@ -28,12 +28,6 @@ const (
 // ErrInvalidOptions is wrapped by option errors.
 var ErrInvalidOptions = errors.New("invalid registry options")
 
-// redisClockSkew is how far apart the clocks of the Redis servers of one
-// deployment (a master and the replicas that may replace it) are assumed
-// to be at most; floors after a loss start this much later. It is
-// guard.lua's redisSkewMs (TestRedisClockSkew_MatchesGuard).
-const redisClockSkew = time.Second
-
 // Owner describes the process holding a lease, as audit shows it.
 type Owner struct {
 	Host    string // default os.Hostname()

@@ -29,10 +29,6 @@ var (
 
 var counterScript = redis.NewScript(lua.Counter)
 
-// redisClockSkew is guard.lua's redisSkewMs: how far apart the Redis
-// servers' clocks may be; floors after a loss start this much later.
-const redisClockSkew = time.Second
-
 // segmentTarget is how long a segment should last at the observed rate.
 const segmentTarget = 1500 * time.Millisecond
 
@@ -383,7 +379,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 	// After a loss the counter restarts loss + the fleet's lead + the Redis
 	// clocks' skew ahead (counter.lua): wait for that when the fleet's lead
 	// is up to a second longer than ours.
-	maxWait := c.leadTicks + int64((time.Second+redisClockSkew)/unit) + 2
+	maxWait := c.leadTicks + int64((time.Second+lua.RedisSkew)/unit) + 2
 	for {
 		c.mu.Lock()
 		minValue := max(c.floor, c.high)

@@ -24,8 +24,8 @@
 -- deployment (a master and the replicas that may replace it) are assumed
 -- to be at most. Floors after a loss start this much later: a new master
 -- whose clock is behind the old one's reads an earlier loss_ms than the
--- TIME the old one granted by (found by the simulator). coord's
--- redisClockSkew is the same value.
+-- TIME the old one granted by (found by the simulator). Go reads it as
+-- lua.RedisSkew (lua.go).
 local redisSkewMs = 1000
 
 -- nowMs is Redis TIME in milliseconds, as a decimal string and a number.

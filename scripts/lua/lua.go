@@ -5,7 +5,10 @@
 // which notices that Redis may have lost acknowledged writes.
 package lua
 
-import _ "embed"
+import (
+	_ "embed"
+	"time"
+)
 
 //go:embed guard.lua
 var guard string
@@ -43,3 +46,10 @@ var Check string
 //
 //go:embed prune.lua
 var Prune string
+
+// RedisSkew is how far apart the clocks of the Redis servers of one
+// deployment (a master and the replicas that may replace it) are assumed to
+// be at most: guard.lua's redisSkewMs, which floors after a loss add. Go
+// code that computes or waits for such a floor uses this value
+// (TestRedisSkew_MatchesGuard keeps the two equal).
+const RedisSkew = time.Second
