@@ -758,3 +758,152 @@ func TestGuard_TakeoverLostInFailover_NotExtended(t *testing.T) {
 		}
 	})
 }
+
+// copyRegistry is what Redis holds of the registry now (strings with their
+// TTL, hashes, sets; not the event stream): a snapshot, a replica, a
+// backup. putRegistry brings it back as a failover to that copy or a
+// restart from it would, under another server identity.
+type registryCopy struct {
+	strs  map[string]string
+	ttls  map[string]time.Duration
+	hashs map[string]map[string]string
+	sets  map[string][]string
+}
+
+func copyRegistry(t *testing.T, rdb redis.UniversalClient) registryCopy {
+	t.Helper()
+	ctx := ctxT(t)
+	c := registryCopy{strs: map[string]string{}, ttls: map[string]time.Duration{}, hashs: map[string]map[string]string{}, sets: map[string][]string{}}
+	for _, k := range rdb.Keys(ctx, "{flaked}:*").Val() {
+		switch rdb.Type(ctx, k).Val() {
+		case "string":
+			c.strs[k], c.ttls[k] = rdb.Get(ctx, k).Val(), rdb.PTTL(ctx, k).Val()
+		case "hash":
+			c.hashs[k] = rdb.HGetAll(ctx, k).Val()
+		case "set":
+			c.sets[k] = rdb.SMembers(ctx, k).Val()
+		}
+	}
+	return c
+}
+
+func putRegistry(t *testing.T, rdb redis.UniversalClient, c registryCopy) {
+	t.Helper()
+	ctx := ctxT(t)
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range c.strs {
+		ttl := c.ttls[k]
+		if ttl < 0 {
+			ttl = 0
+		}
+		if err := rdb.Set(ctx, k, v, ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, h := range c.hashs {
+		if err := rdb.HSet(ctx, k, h).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, m := range c.sets {
+		if err := rdb.SAdd(ctx, k, m).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.HSet(ctx, "{flaked}:meta", "server", "someoneelse").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Fault: after Redis lost everything, a node with another layout Y stored
+// it and the owner from before (layout X) restored X in the settle window,
+// as above; then Redis went back to a copy made in that window (a failover
+// to a replica, a restart from a snapshot, a restored backup), which holds
+// Y again, with the window it was stored in. The owner now holds a lease
+// claimed under the registry Y's claim made, so it is no longer "from
+// before" that registry. Guard (scripts/lua/layout.lua): the owner renewed
+// under the loss ID Y was stored under, so it restores X again; a claim
+// that sees the interrupted window opens it again and waits. A duplicate
+// shows as Y getting a lease (its IDs next to the fleet's), or the owner
+// refused for its layout (the fleet's X nodes would lose to a node the
+// fleet had refused). Found by the simulator (seed 15149 of session 6).
+func TestGuard_RollbackIntoLayoutWindow_OwnerRestoresAgain(t *testing.T) {
+	for _, order := range []string{"owner renews first", "Y claims first"} {
+		t.Run(order, func(t *testing.T) {
+			backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+				x, y := flake.DefaultLayout(), otherLayout(t)
+				regX := newGuardReg(t, rdb, coord.Options{Layout: x})
+				regY := newReg(t, rdb, coord.Options{Layout: y, LeaseTTL: time.Second, MaxWait: time.Minute})
+				a, err := regX.Claim(ctxT(t), coord.ClaimOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := rdb.FlushAll(ctxT(t)).Err(); err != nil {
+					t.Fatal(err)
+				}
+				claimY := func() chan error {
+					done := make(chan error, 1)
+					go func() {
+						lease, err := regY.Claim(ctxT(t), coord.ClaimOptions{})
+						if lease != nil {
+							err = fmt.Errorf("Y got machine ID %v", lease.MachineIDs())
+						}
+						done <- err
+					}()
+					return done
+				}
+				waitLayout := func(want flake.Layout) {
+					t.Helper()
+					for start := time.Now(); rdb.Get(ctxT(t), "{flaked}:layout").Val() != want.String(); time.Sleep(time.Millisecond) {
+						if time.Since(start) > 5*time.Second {
+							t.Fatalf("layout is not %v", want)
+						}
+					}
+				}
+				done := claimY()
+				waitLayout(y)
+				window := copyRegistry(t, rdb) // Y stored, window open
+				if err := a.Renew(ctxT(t)); !errors.Is(err, coord.ErrLeaseLost) || errors.Is(err, coord.ErrLayoutMismatch) {
+					t.Fatalf("A's renewal in the window: %v, want the lease lost to the loss, not to the layout", err)
+				}
+				if err := <-done; !errors.Is(err, coord.ErrLayoutMismatch) {
+					t.Fatalf("Y's claim: %v, want ErrLayoutMismatch", err)
+				}
+				a2, err := regX.Claim(ctxT(t), coord.ClaimOptions{}) // A claims again, in the registry Y made
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				putRegistry(t, rdb, window) // Redis goes back to the copy
+				if order == "Y claims first" {
+					done = claimY()
+					for start := time.Now(); len(rdb.Keys(ctxT(t), "{flaked}:lease:*").Val()) == len(window.strs)-1; time.Sleep(time.Millisecond) {
+						if time.Since(start) > 5*time.Second {
+							t.Fatal("Y's claim took no machine ID")
+						}
+					}
+					select {
+					case err := <-done:
+						t.Fatalf("Y's claim returned at once, in a window a loss interrupted: %v", err)
+					default:
+					}
+				}
+				if err := a2.Renew(ctxT(t)); errors.Is(err, coord.ErrLayoutMismatch) {
+					t.Fatalf("A's renewal after Redis went back to the window: %v; the fleet's layout lost to one it had refused", err)
+				}
+				waitLayout(x)
+				findEvent(t, rdb, "layout_restored", map[string]string{"layout": x.String(), "refused": y.String(), "token": a2.Token()})
+				if order == "Y claims first" {
+					if err := <-done; !errors.Is(err, coord.ErrLayoutMismatch) {
+						t.Fatalf("Y's claim in the reopened window: %v, want ErrLayoutMismatch", err)
+					}
+				}
+				if _, err := regY.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrLayoutMismatch) {
+					t.Fatalf("a later claim with layout Y: %v, want ErrLayoutMismatch", err)
+				}
+			})
+		})
+	}
+}

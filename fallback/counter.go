@@ -80,15 +80,13 @@ type Counter struct {
 	layoutKey string
 	eventsKey string
 	metaKey   string
-	// generation creates {ns}:meta if counter.lua finds it missing.
-	generation string
-	shift      uint   // machine bits
-	machine    uint64 // the counter machine ID
-	seqBits    uint
-	leadTicks  int64
-	epochUs    int64
-	unitUs     float64
-	maxValue   uint64 // value of (MaxTick, MaxSequence)
+	shift     uint   // machine bits
+	machine   uint64 // the counter machine ID
+	seqBits   uint
+	leadTicks int64
+	epochUs   int64
+	unitUs    float64
+	maxValue  uint64 // value of (MaxTick, MaxSequence)
 
 	mu      sync.Mutex
 	next    *segment      // prefetched, not yet current
@@ -117,21 +115,20 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	}
 	l := o.Layout
 	c := &Counter{
-		rdb:        rdb,
-		opts:       o,
-		key:        "{" + o.Namespace + "}:counter",
-		layoutKey:  "{" + o.Namespace + "}:layout",
-		eventsKey:  "{" + o.Namespace + "}:events",
-		metaKey:    "{" + o.Namespace + "}:meta",
-		generation: newGeneration(o.Rand),
-		shift:      uint(l.BitsMachineID),
-		machine:    uint64(l.CounterMachineID()),
-		seqBits:    uint(l.BitsSequence),
-		leadTicks:  int64(o.MaxLead / l.TimeUnit),
-		epochUs:    l.StartTime.UnixMicro(),
-		unitUs:     float64(l.TimeUnit) / float64(time.Microsecond),
-		maxValue:   uint64(l.MaxTick())<<l.BitsSequence | uint64(l.MaxSequence()),
-		size:       int64(o.MinSegment),
+		rdb:       rdb,
+		opts:      o,
+		key:       "{" + o.Namespace + "}:counter",
+		layoutKey: "{" + o.Namespace + "}:layout",
+		eventsKey: "{" + o.Namespace + "}:events",
+		metaKey:   "{" + o.Namespace + "}:meta",
+		shift:     uint(l.BitsMachineID),
+		machine:   uint64(l.CounterMachineID()),
+		seqBits:   uint(l.BitsSequence),
+		leadTicks: int64(o.MaxLead / l.TimeUnit),
+		epochUs:   l.StartTime.UnixMicro(),
+		unitUs:    float64(l.TimeUnit) / float64(time.Microsecond),
+		maxValue:  uint64(l.MaxTick())<<l.BitsSequence | uint64(l.MaxSequence()),
+		size:      int64(o.MinSegment),
 	}
 	empty := newSegment(0, 0)
 	empty.fetchAt.Store(-1)
@@ -387,7 +384,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		start := c.opts.Clock.Monotonic()
 		res, err := counterScript.Run(c.ctx, c.rdb, []string{c.key, c.layoutKey, c.eventsKey, c.metaKey},
 			size, c.epochUs, c.unitUs, c.seqBits, c.leadTicks, strconv.FormatUint(minValue, 10),
-			c.opts.Layout.String(), c.opts.EventsMaxLen, c.machine, c.opts.Host, c.opts.PID, c.generation,
+			c.opts.Layout.String(), c.opts.EventsMaxLen, c.machine, c.opts.Host, c.opts.PID, newGeneration(c.opts.Rand),
 			c.opts.LayoutSettle.Milliseconds()).Slice()
 		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
@@ -541,6 +538,10 @@ func (c *Counter) Close() error {
 	return nil
 }
 
+// newGeneration is the generation a fetch creates {ns}:meta with if it
+// finds none: new each time, as a claim's (coord) is, so the owners of a
+// registry made anew by this counter are never taken for owners from
+// before it when Redis loses its data again (renew.lua).
 func newGeneration(r io.Reader) string {
 	b := make([]byte, 16)
 	_, _ = io.ReadFull(r, b)

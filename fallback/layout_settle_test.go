@@ -74,3 +74,32 @@ func TestGuard_CounterOtherLayoutAfterTotalLoss_OwnerWins(t *testing.T) {
 		}
 	})
 }
+
+// Fault: Redis lost everything twice, and a counter-mode node with another
+// layout Y made the registry anew both times. The owners from before the
+// first loss restored their layout X (as above) and claimed again, in the
+// registry the counter made. Were the counter to make the second registry
+// with the same generation, those owners would look as if they had joined
+// it after Y was stored, not from before, and would lose their layout to
+// Y's (renew.lua): X and Y IDs side by side. Guard: every registry the
+// counter makes has a generation of its own. Found by the simulator (seed
+// 15149 of session 6).
+func TestGuard_CounterRemakesRegistry_NewGenerationEachTime(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := ctxT(t, 20*time.Second)
+		c := newCounter(t, rdb, fallback.Options{LayoutSettle: time.Millisecond})
+		var gens []string
+		for range 2 {
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.NextID(ctx); err != nil {
+				t.Fatal(err)
+			}
+			gens = append(gens, rdb.HGet(ctx, "{flaked}:meta", "generation").Val())
+		}
+		if gens[0] == "" || gens[0] == gens[1] {
+			t.Fatalf("generations of the two registries the counter made: %q; want two different ones", gens)
+		}
+	})
+}

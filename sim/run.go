@@ -361,7 +361,7 @@ func (r *run) call(p *proc, args []string) (any, error) {
 	}
 	lossy := sl.netUntil[FaultLossy] > now
 	if delay > 0 {
-		r.w.now += delay
+		r.w.pass(p, delay)
 	}
 	if lossy && r.net.IntN(6) == 0 {
 		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
@@ -373,7 +373,7 @@ func (r *run) call(p *proc, args []string) (any, error) {
 	}
 	v, err := r.redis.srv.Do(args)
 	if delay > 0 {
-		r.w.now += delay
+		r.w.pass(p, delay)
 	}
 	if lossy && r.net.IntN(6) == 0 {
 		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")

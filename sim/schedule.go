@@ -210,11 +210,28 @@ func NewSchedule(seed uint64) Schedule {
 			// to a replica that missed the last writes.
 			s.Faults = append(s.Faults, Fault{At: f.At + s.LeaseTTL + dur(0, f.For-s.LeaseTTL), Kind: FaultFailover})
 		}
+		if f.State == StateCopy && r.IntN(2) == 0 {
+			// Another: a node starts from a copy of another's state file
+			// and takes its lease over while the original is cut off;
+			// once the copy issues, Redis loses the takeover; then the
+			// original comes back.
+			back := f.At + f.For
+			loss := []string{FaultFailover, FaultRestartSaved, FaultRestoreOld}[r.IntN(3)]
+			s.Faults = append(s.Faults,
+				Fault{At: back - dur(0, 500*time.Millisecond), Kind: FaultPartition, Node: f.From, For: ahead + dur(3*time.Second, 2*s.LeaseTTL)},
+				Fault{At: back + ahead + dur(0, 3*time.Second), Kind: loss})
+		}
 		if (f.Kind == FaultRestartEmpty || f.Kind == FaultRestoreOld) && s.BitsSequence > 1 && r.IntN(2) == 0 {
 			// The adversary's favourite: a node with another layout comes
 			// up while the registry is empty.
-			s.Faults = append(s.Faults, Fault{At: f.At + dur(0, 2*time.Second), Kind: FaultCrash, Node: r.IntN(n),
-				For: dur(0, 200*time.Millisecond), State: StateNone, Layout: true})
+			stray := Fault{At: f.At + dur(0, 2*time.Second), Kind: FaultCrash, Node: r.IntN(n),
+				For: dur(0, 200*time.Millisecond), State: StateNone, Layout: true}
+			s.Faults = append(s.Faults, stray)
+			if r.IntN(2) == 0 {
+				// And then Redis goes back to a copy made while the
+				// stray's layout settled (a replica that caught up then).
+				s.Faults = append(s.Faults, Fault{At: stray.At + dur(time.Second, s.LeaseTTL/2), Kind: FaultFailover})
+			}
 		}
 	}
 	sortFaults(s.Faults)

@@ -22,16 +22,22 @@ func TestTeeth(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer off()
-			s := sim.Hunt(sim.HuntOptions{From: 1, Count: teethSeeds, Workers: 1, StopAtFirst: true,
-				Run: sim.Options{Mutation: m.Name}})
-			if len(s.Failures) == 0 {
-				t.Fatalf("%s (%s): not found in %d schedules", m.Name, m.Bug, s.Schedules)
+			for seed := uint64(1); seed <= teethSeeds; seed++ {
+				res := sim.Run(sim.NewSchedule(seed), sim.Options{Mutation: m.Name})
+				f := res.Failure
+				if f == nil {
+					continue
+				}
+				if m.Stray && f.First.Stray == f.Second.Stray {
+					// Its other edit (the first line of defence off) shows
+					// on its own; this one must show as a stray's duplicate.
+					t.Logf("%s: seed %d failed, but not between the fleet's layout and another: %v", m.Name, seed, f)
+					continue
+				}
+				t.Logf("%s found by seed %d: %v", m.Name, seed, f)
+				return
 			}
-			f := s.Failures[0]
-			if fl := f.Result.Failure; m.Stray && fl.First.Stray == fl.Second.Stray {
-				t.Fatalf("%s: seed %d failed, but not between the fleet's layout and another: %v", m.Name, f.Schedule.Seed, fl)
-			}
-			t.Logf("%s found by seed %d after %d schedules: %v", m.Name, f.Schedule.Seed, s.Schedules, f.Result.Failure)
+			t.Fatalf("%s (%s): not found in %d schedules", m.Name, m.Bug, teethSeeds)
 		})
 	}
 }

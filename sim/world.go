@@ -3,6 +3,7 @@ package sim
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/flaked/flaked/flake"
@@ -14,10 +15,11 @@ import (
 // are events here, and a Sleep of that code moves time on at once. So a
 // run is a function of its seed.
 //
-// A Sleep moves time without running the events that fall due meanwhile:
-// they run late, when the sleeper returns. To the rest of the fleet that
-// looks like a pause of every other process for as long as the sleep,
-// a schedule that can happen in production (only not every one that can).
+// While a process sleeps, the timers of the other processes that fall due
+// run (their renewals, health checks, prefetches), as they would on their
+// own machines. The sleeper's own events wait until it returns (its locks
+// are held), and so do the world's: faults, which could kill the sleeper
+// mid-call, and the workload, which has one caller.
 type world struct {
 	epoch    time.Time     // wall time at virtual time 0
 	now      time.Duration // virtual time since epoch
@@ -26,6 +28,7 @@ type world struct {
 	deadline time.Duration // of the operation in progress (0: none)
 	limit    time.Duration // virtual time past which the run is a runaway
 	halted   bool          // a failure was found: run nothing more
+	sleeping []*proc       // processes inside a Sleep, outermost first
 }
 
 // halt stops the run after the event in progress.
@@ -71,47 +74,85 @@ func (w *world) at(due time.Duration, owner *proc, f func()) *event {
 // dropped; those of a paused one wait for it to resume.
 func (w *world) runUntil(t time.Duration) {
 	for !w.halted && len(w.events) > 0 && w.events[0].due <= t {
-		e := heap.Pop(&w.events).(*event)
-		if e.stopped {
-			continue
-		}
-		if p := e.owner; p != nil {
-			if p.dead {
-				continue
-			}
-			if p.pausedUntil > e.due {
-				// A moment after the pause: a request that arrives as the
-				// process resumes may come first.
-				e.due = p.pausedUntil + time.Millisecond
-				heap.Push(&w.events, e)
-				continue
-			}
-		}
-		w.now = max(w.now, e.due)
-		if w.now > w.limit {
-			panic("sim: runaway: virtual time passed the run's limit")
-		}
-		e.stopped = true
-		e.f()
+		w.runEvent(heap.Pop(&w.events).(*event))
 	}
 	w.now = max(w.now, t)
 }
 
-// sleep lets d pass for the caller, bounded by the deadline of the
-// operation in progress.
-func (w *world) sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
+// runEvent runs e, popped from the heap, unless it was stopped, its
+// process is dead, or its process is paused (then it goes back, due as the
+// pause ends).
+func (w *world) runEvent(e *event) {
+	if e.stopped {
+		return
 	}
-	if w.deadline > 0 && w.now+d > w.deadline {
-		w.now = max(w.now, w.deadline)
-		return context.DeadlineExceeded
+	if p := e.owner; p != nil {
+		if p.dead {
+			return
+		}
+		if p.pausedUntil > e.due {
+			// A moment after the pause: a request that arrives as the
+			// process resumes may come first.
+			e.due = p.pausedUntil + time.Millisecond
+			heap.Push(&w.events, e)
+			return
+		}
 	}
-	w.now += max(d, 0)
+	w.now = max(w.now, e.due)
 	if w.now > w.limit {
 		panic("sim: runaway: virtual time passed the run's limit")
 	}
-	return nil
+	e.stopped = true
+	e.f()
+}
+
+// sleep lets d pass for p, bounded by the deadline of the operation in
+// progress, and runs the other processes' events due meanwhile.
+func (w *world) sleep(ctx context.Context, p *proc, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	until := w.now + max(d, 0)
+	var err error
+	if w.deadline > 0 && until > w.deadline {
+		until, err = max(w.now, w.deadline), context.DeadlineExceeded
+	}
+	if until > w.limit {
+		panic("sim: runaway: virtual time passed the run's limit")
+	}
+	w.runOthers(p, until)
+	w.now = max(w.now, until)
+	return err
+}
+
+// pass lets d pass for p, whatever its deadline (a request on the wire),
+// while the other processes run.
+func (w *world) pass(p *proc, d time.Duration) {
+	until := w.now + d
+	w.runOthers(p, until)
+	w.now = max(w.now, until)
+}
+
+// runOthers runs the events due by t of processes other than p and the
+// processes already sleeping; the rest wait for the sleepers.
+func (w *world) runOthers(p *proc, t time.Duration) {
+	deadline := w.deadline // the sleeper's; the others' events have their own
+	w.deadline = 0
+	w.sleeping = append(w.sleeping, p)
+	var held []*event
+	for !w.halted && len(w.events) > 0 && w.events[0].due <= t {
+		e := heap.Pop(&w.events).(*event)
+		if e.owner == nil || slices.Contains(w.sleeping, e.owner) {
+			held = append(held, e)
+			continue
+		}
+		w.runEvent(e)
+	}
+	for _, e := range held {
+		heap.Push(&w.events, e)
+	}
+	w.sleeping = w.sleeping[:len(w.sleeping)-1]
+	w.deadline = deadline
 }
 
 // procClock is one process's clock: a wall clock that can be skewed and
@@ -138,7 +179,7 @@ func (c *procClock) AfterFunc(d time.Duration, f func()) flake.Timer {
 	return timer{c.w.at(c.w.now+d, c.p, f)}
 }
 
-func (c *procClock) Sleep(ctx context.Context, d time.Duration) error { return c.w.sleep(ctx, d) }
+func (c *procClock) Sleep(ctx context.Context, d time.Duration) error { return c.w.sleep(ctx, c.p, d) }
 
 type timer struct{ e *event }
 

@@ -124,10 +124,7 @@ end
 -- The layout is stored only by a claim that takes an ID: a node that gets
 -- none leaves no layout behind to settle.
 if not stored then
-  redis.call('SET', KEYS[1], layout)
-  if settleMs > 0 then
-    redis.call('HSET', KEYS[2], 'layout_settle_ms', tostring(nowNum + settleMs))
-  end
+  storeLayout(KEYS[1], KEYS[2], layout, lossID, nowNum, settleMs)
 end
 local id, floor = best, bestFloor
 local ownerKey = prefix .. 'owner:' .. id
@@ -152,6 +149,6 @@ redis.call('HDEL', ownerKey, 'released')
 event(kind, id, 'floor', floor, 'prev_host', prev[1] or '', 'prev_pid', prev[2] or '',
   'prev_addr', prev[3] or '', 'prev_token', prev[4] or '', 'mode', mode, 'fenced', bestHolder or '',
   'node', node, 'loss_floor', lossFloor)
-local settle = tonumber(redis.call('HGET', KEYS[2], 'layout_settle_ms') or 0)
+local settle = layoutWindow(KEYS[2], lossID, nowNum, settleMs)
 if settle <= nowNum then settle = 0 end
 return {'OK', id, floor, gen, kind, how == 'created' and 1 or 0, clone, nowText, tostring(settle), metaHorizon, lossID}

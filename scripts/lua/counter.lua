@@ -55,7 +55,7 @@ local MAXTICK = 2 ^ 53 / 10
 
 local _, _, nowUs = redisNow()
 local T = math.floor((nowUs - epochUs) / unitUs)
-local _, lossMs = guard(KEYS[4], KEYS[3], ARGV[8], ARGV[12], {'created_tick', T},
+local _, lossMs, _, lossID = guard(KEYS[4], KEYS[3], ARGV[8], ARGV[12], {'created_tick', T},
   {'host', ARGV[10], 'pid', ARGV[11]})
 local lossTick = tickOf(lossMs + redisSkewMs, epochUs, unitUs)
 
@@ -110,15 +110,12 @@ local fleet = redis.call('GET', KEYS[2])
 if fleet and fleet ~= ARGV[7] then
   return redis.error_reply('ERR counter.lua: layout ' .. ARGV[7] .. ' differs from the fleet layout ' .. fleet)
 end
+local nowMs, settleMs = math.floor(nowUs / 1000), tonumber(ARGV[13])
 if not fleet then
-  redis.call('SET', KEYS[2], ARGV[7])
-  local settleMs = tonumber(ARGV[13])
-  if settleMs > 0 then
-    redis.call('HSET', KEYS[4], 'layout_settle_ms', tostring(math.floor(nowUs / 1000) + settleMs))
-  end
+  storeLayout(KEYS[2], KEYS[4], ARGV[7], lossID, nowMs, settleMs)
 end
-local settle = tonumber(redis.call('HGET', KEYS[4], 'layout_settle_ms') or 0)
-if settle * 1000 > nowUs then
+local settle = layoutWindow(KEYS[4], lossID, nowMs, settleMs)
+if settle > nowMs then
   return {'SETTLE', T, math.floor((settle * 1000 - epochUs) / unitUs) + 1}
 end
 local fleetLead = tonumber(redis.call('HGET', KEYS[4], 'counter_lead') or -1)

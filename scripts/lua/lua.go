@@ -2,7 +2,8 @@
 // the binary carries them. Each script is atomic and touches only keys of
 // one namespace, which share a {hash tag}, so it runs on Redis Cluster.
 // The scripts that write the registry or the counter start with guard.lua,
-// which notices that Redis may have lost acknowledged writes.
+// which notices that Redis may have lost acknowledged writes; those that
+// may store the fleet layout then have layout.lua, its settle window.
 package lua
 
 import (
@@ -12,6 +13,9 @@ import (
 
 //go:embed guard.lua
 var guard string
+
+//go:embed layout.lua
+var layout string
 
 var (
 	//go:embed claim.lua
@@ -25,16 +29,16 @@ var (
 )
 
 // Claim atomically claims one machine ID (see claim.lua).
-var Claim = guard + claim
+var Claim = guard + layout + claim
 
 // Renew extends leases and raises the reservation (see renew.lua).
-var Renew = guard + renew
+var Renew = guard + layout + renew
 
 // Release gives leases back with the exact last tick (see release.lua).
 var Release = guard + release
 
 // Counter hands out a segment of counter-mode values (see counter.lua).
-var Counter = guard + counter
+var Counter = guard + layout + counter
 
 // Check is sonyflake's CheckMachineID (see check.lua).
 //

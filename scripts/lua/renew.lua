@@ -71,16 +71,27 @@ if how == 'created' then
     'detail', 'registry metadata missing at renewal: Redis lost its data; meta and layout restored by this owner')
 end
 local stored = redis.call('GET', KEYS[5])
-local settle = tonumber(redis.call('HGET', KEYS[4], 'layout_settle_ms') or 0)
+local settle, storedUnder, current = layoutWindow(KEYS[4], lossID, nowNum, 0)
+-- An owner from before the loss after which a claim stored the layout,
+-- while the layout's window is open (layout.lua).
+local before = settle > nowNum and gen ~= generation and (storedUnder == nil or storedUnder == lossID)
+-- An owner that renewed under the loss ID the layout was stored under, so
+-- held its leases through that window and restored its layout then: Redis
+-- has gone back to a copy made in the window (layout.lua), and the node
+-- that stored this layout was refused.
+local through = storedUnder ~= nil and storedUnder == knownLoss and storedUnder ~= lossID
+  and (not current or settle > nowNum)
 if not stored then
   redis.call('SET', KEYS[5], layout)
   event('layout_restored', ARGV[first], 'layout', layout, 'detail', 'fleet layout missing: restored by an owner holding leases')
 elseif stored ~= layout then
-  if settle > nowNum and gen ~= generation then
-    redis.call('SET', KEYS[5], layout)
-    redis.call('HDEL', KEYS[4], 'layout_settle_ms')
-    event('layout_restored', ARGV[first], 'layout', layout, 'refused', stored,
-      'detail', 'a claim stored another layout after Redis lost its data; restored by an owner holding leases from before')
+  if before or through then
+    overrideLayout(KEYS[5], KEYS[4], layout)
+    local detail = 'a claim stored another layout after Redis lost its data; restored by an owner holding leases from before'
+    if through then
+      detail = 'Redis went back to a copy holding a layout this owner had already refused; restored again'
+    end
+    event('layout_restored', ARGV[first], 'layout', layout, 'refused', stored, 'detail', detail)
   else
     event('renew_fail', ARGV[first], 'reason', 'layout', 'layout', layout, 'stored', stored)
     return {'LOST', ARGV[first], 'the fleet layout is ' .. stored .. ', this owner runs ' .. layout, '', 'layout', '', ''}
@@ -91,7 +102,7 @@ if metaHorizon < 0 then
   metaHorizon = tonumber(horizon)
   redis.call('HSET', KEYS[4], 'horizon', metaHorizon)
 end
-if settle > nowNum and gen ~= generation and knownHorizon > metaHorizon then
+if (before or through) and knownHorizon > metaHorizon then
   metaHorizon = knownHorizon
   redis.call('HSET', KEYS[4], 'horizon', metaHorizon)
 end
