@@ -57,7 +57,8 @@
 //   - Misconfigured nodes: another layout is refused while {ns}:layout is
 //     stored; after Redis lost it, owners that renew restore it, and a claim
 //     that stored a layout itself issues nothing until LayoutSettle has
-//     passed and its own renewal confirms it (renew.lua).
+//     passed and its own renewal confirms it (renew.lua); a loss that
+//     interrupts that window opens it again (layout.lua).
 //
 // Invariants kept here:
 //   - A lease is extended, and a reservation raised, only by the holder of
