@@ -146,14 +146,15 @@ func (c *conn) serve() (gone, moved bool) {
 			return true, false
 		}
 	}
+	// Handed over by an event loop: first the request it could not run
+	// without waiting, if that is why, then the rest of what it had read
+	// (also when a full socket was why: the client may have sent them all).
 	if args := c.resume; args != nil {
-		// Handed over by an event loop: first the request it could not
-		// run without waiting, then the rest of what it had read.
 		c.resume = nil
 		c.exec(args)
-		if gone, done := c.runBuffered(); done {
-			return gone, false
-		}
+	}
+	if gone, done := c.runBuffered(); done {
+		return gone, false
 	}
 	for {
 		// The replies of the last batch leave before waiting for more.

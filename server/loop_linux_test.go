@@ -180,3 +180,28 @@ func TestLoop_RoundTripNoAllocations(t *testing.T) {
 		t.Fatalf("%.3f allocations per NEXTID round trip, want 0", a)
 	}
 }
+
+// A loop that cannot write a batch's replies whole hands the connection
+// off with requests of the batch still unanswered in its input buffer: the
+// goroutine answers them before it waits for more input, or a client that
+// sent its whole pipeline in one write would wait forever for the rest.
+func TestLoop_FullSocketMidBatch_BufferedRequestsAnswered(t *testing.T) {
+	ts := startServer(t, Options{Loops: 1})
+	c := ts.dial(t)
+	const n = 100 // 2,800 bytes of requests (one read), about 20 MB of replies
+	c.send(strings.Repeat(resp("NEXTIDS", "10000"), n))
+	time.Sleep(200 * time.Millisecond) // the socket fills; the loop hands off
+	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var last int64
+	for i := range n {
+		got := c.read()
+		var first int64
+		if _, err := fmt.Sscanf(got, "[:%d", &first); err != nil || first <= last {
+			t.Fatalf("reply %d: %.40q after %d", i, got, last)
+		}
+		last = first
+	}
+	if ts.stats.handOffs.Load() == 0 {
+		t.Fatal("the full socket did not hand the connection off")
+	}
+}
