@@ -205,3 +205,41 @@ func TestLoop_FullSocketMidBatch_BufferedRequestsAnswered(t *testing.T) {
 		t.Fatal("the full socket did not hand the connection off")
 	}
 }
+
+// Every hand-off, not only the first, keeps the connection in its
+// goroutine until calmBatches batches in a row were answered without
+// waiting: a connection handed off again right after it returned does not
+// bounce back to the loop after one batch.
+func TestLoop_EveryHandOffCalmsDownBeforeReturning(t *testing.T) {
+	ts := startServer(t, Options{Loops: 1})
+	c := ts.dial(t)
+	calmDown := func(returns uint64) {
+		t.Helper()
+		for range calmBatches {
+			if got := c.do(resp("PING")); got != "+PONG" {
+				t.Fatalf("PING: %q", got)
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for ts.stats.readopts.Load() != returns {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d returns to a loop after %d calm batches, want %d", ts.stats.readopts.Load(), calmBatches, returns)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	c.do(resp("INFO", "server")) // INFO may block: the loop hands it off
+	calmDown(1)
+	c.do(resp("INFO", "server"))
+	if got := ts.stats.handOffs.Load(); got != 2 {
+		t.Fatalf("%d hand-offs, want 2", got)
+	}
+	for range 5 {
+		c.do(resp("PING"))
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := ts.stats.readopts.Load(); got != 1 {
+		t.Fatalf("%d returns to a loop 6 batches after the second hand-off, want 1", got)
+	}
+	calmDown(2)
+}

@@ -203,8 +203,11 @@ func (s *Server) useLoops() bool {
 func (s *Server) readopt(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Either way the count starts over: after a failure, not again before
+	// the next calm spell; in the loop, for the next hand-off (set before
+	// adopt: from then on the loop may hand c to another goroutine).
+	c.calm = 0
 	if s.closing.Load() || !s.adopt(c) {
-		c.calm = 0 // not again before the next calm spell
 		return false
 	}
 	s.stats.readopts.Add(1)
