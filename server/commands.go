@@ -106,8 +106,7 @@ func (c *conn) exec(args [][]byte) {
 		c.writeError("NOAUTH Authentication required.")
 		return
 	}
-	if c.inLoop && cmd.mayBlock {
-		c.blocked = true
+	if cmd.mayBlock && c.leaveLoop() {
 		return
 	}
 	cmd.calls.Add(1)

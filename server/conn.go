@@ -24,9 +24,6 @@ const (
 	// requests, so an occasional large reply does not pin memory.
 	keepOut = 256 << 10
 	keepIDs = 1024
-	// calmBatches is how many request batches in a row a handed-off
-	// connection answers without waiting before it goes back to a loop.
-	calmBatches = 64
 	// lingerTimeout and lingerBytes bound how long and how much a closing
 	// connection still reads, so the client's unread requests do not turn
 	// the close into a reset that destroys the last replies in flight. A
@@ -56,19 +53,11 @@ type conn struct {
 	authed bool
 	quit   bool // close once out is flushed
 
-	// Event-loop connections (loop_linux.go): fd is the descriptor the loop
-	// serves (-1 otherwise), inLoop is true while the loop runs requests,
-	// blocked is set by a request that cannot run without waiting, and
-	// resume is that request, run first by the goroutine the connection is
-	// handed to.
-	fd      int
-	inLoop  bool
-	blocked bool
-	resume  [][]byte
-	// In a goroutine: waited is set by a request that could not be
-	// answered at once; calm counts the batches since one was.
-	waited bool
-	calm   int
+	// fd is the descriptor an event loop serves (loop_linux.go), -1
+	// otherwise; handoff is where the connection stands between a loop and
+	// a goroutine (handoff.go).
+	fd int
+	handoff
 
 	// Read by CLIENT LIST on other connections.
 	active                atomic.Int64 // unix nanoseconds of the last request batch
@@ -164,7 +153,7 @@ func (c *conn) serve() (gone, moved bool) {
 		if c.quit {
 			return false, false
 		}
-		if c.calm >= calmBatches && s.readopt(c) {
+		if c.backToLoop() {
 			return false, true
 		}
 		// The idle timeout runs from the end of the last complete request:
@@ -212,12 +201,7 @@ func (c *conn) runBuffered() (gone, done bool) {
 			}
 		}
 	}
-	switch {
-	case c.waited:
-		c.waited, c.calm = false, 0
-	case ran:
-		c.calm++
-	}
+	c.batchDone(ran)
 	return false, false
 }
 

@@ -27,13 +27,16 @@ import (
 // case for:
 //   - an ID that cannot be issued at once (the node waits for the clock at
 //     max-lead, fetches a counter segment, waits out a mode switch, or
-//     Redis is away): TryNextIDs says no and NextIDs runs in the goroutine;
+//     Redis is away): TryNextIDs says no and the request runs again in the
+//     goroutine, where NextID or NextIDs may wait;
 //   - INFO, which takes the node's lock;
 //   - a reply the socket cannot take whole (a client that does not read);
 //   - the end of a connection that still needs its replies delivered
 //     (QUIT, a protocol error, a panic, the idle timeout, Shutdown).
 //
-// A handed-off connection stays in its goroutine until it closes.
+// A handed-off connection returns to a loop once it has answered
+// calmBatches batches in a row without waiting; until then, or to its end
+// if it never calms down, its goroutine serves it (handoff.go).
 type loop struct {
 	s      *Server
 	ep     int // epoll descriptor
