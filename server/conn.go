@@ -17,9 +17,6 @@ import (
 )
 
 const (
-	// flushAt is how much reply a pipeline may pile up before it is
-	// written out mid-batch.
-	flushAt = 64 << 10
 	// keepOut and keepIDs bound the buffers a connection keeps between
 	// requests, so an occasional large reply does not pin memory.
 	keepOut = 256 << 10
@@ -89,8 +86,7 @@ func (s *Server) serveConn(c *conn) {
 	gone, moved := false, false
 	defer func() {
 		if r := recover(); r != nil {
-			s.logPanic(c, r)
-			c.out = appendError(c.out[:c.mark], "ERR internal server error; closing the connection")
+			c.panicked(r)
 			c.flush()
 			gone, moved = false, false
 		}
@@ -109,45 +105,41 @@ func (s *Server) serveConn(c *conn) {
 	gone, moved = c.serve()
 }
 
-// logPanic logs a panic recovered while serving c.
-func (s *Server) logPanic(c *conn, r any) {
-	s.log.Error().Str("panic", fmt.Sprint(r)).Str("addr", c.addr).Uint64("client_id", c.id).
+// panicked answers a panic recovered while serving c, in place of the
+// reply the running command had begun, and logs it. The connection closes
+// once its replies are out; nothing it had read runs any more.
+func (c *conn) panicked(r any) {
+	c.s.log.Error().Str("panic", fmt.Sprint(r)).Str("addr", c.addr).Uint64("client_id", c.id).
 		Bytes("stack", debug.Stack()).Msg("recovered a panic; closing the connection")
+	c.out = appendError(c.out[:c.mark], "ERR internal server error; closing the connection")
+	c.quit = true
+	c.handoff = handoff{}
 }
 
 // serve reads request batches and answers them until the client leaves,
 // sends QUIT, breaks the protocol, idles out or the server shuts down. It
 // reports whether the client is already gone (no reply can reach it). A
 // connection an event loop handed over goes back to a loop (moved) once
-// calmBatches batches in a row could all be answered without waiting.
+// it is calm again (handoff.go).
 func (c *conn) serve() (gone, moved bool) {
 	s := c.s
-	if tc, ok := c.nc.(*tls.Conn); ok {
-		timeout := s.opts.IdleTimeout
-		if timeout == 0 {
-			timeout = defaultHandshakeTimeout
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, timeout)
-		err := tc.HandshakeContext(ctx)
-		cancel()
-		if err != nil {
-			s.warn.Warn().Err(err).Str("addr", c.addr).Msg("TLS handshake failed")
+	if !c.handshake() {
+		return true, false
+	}
+	var err error // the last read's
+	for {
+		// First what is buffered: nothing on a new connection; on one an
+		// event loop handed over, the request it set aside, if that is
+		// why, and the rest of what it had read (also when a full socket
+		// was why: the client may have sent them all).
+		if !c.runRequests() {
 			return true, false
 		}
-	}
-	// Handed over by an event loop: first the request it could not run
-	// without waiting, if that is why, then the rest of what it had read
-	// (also when a full socket was why: the client may have sent them all).
-	if args := c.resume; args != nil {
-		c.resume = nil
-		c.exec(args)
-	}
-	if gone, done := c.runBuffered(); done {
-		return gone, false
-	}
-	for {
-		// The replies of the last batch leave before waiting for more.
-		if err := c.flush(); err != nil {
+		if err != nil && !c.quit {
+			return c.readFailed(err), false
+		}
+		// The replies of the batch leave before waiting for more.
+		if c.flush() != nil {
 			return true, false
 		}
 		if c.quit {
@@ -170,69 +162,46 @@ func (c *conn) serve() (gone, moved bool) {
 		if s.closing.Load() {
 			return false, false
 		}
-		n, err := c.nc.Read(c.p.space())
+		var n int
+		n, err = c.nc.Read(c.p.space())
 		c.p.wrote(n)
-		if gone, done := c.runBuffered(); done {
-			return gone, false
-		}
-		if err != nil {
-			return c.readFailed(err), false
-		}
 	}
 }
 
-// runBuffered runs the complete requests in the input buffer. done is true
-// when the connection must end: QUIT, a protocol error, or a failed write
-// (then gone is true).
-func (c *conn) runBuffered() (gone, done bool) {
-	ran := false
-	for !c.quit {
-		args, err := c.nextRequest(&ran)
-		if err != nil {
-			return c.readFailed(err), true
-		}
-		if args == nil {
-			break
-		}
-		c.exec(args)
-		if len(c.out) >= flushAt {
-			if err := c.flush(); err != nil {
-				return true, true
-			}
-		}
-	}
-	c.batchDone(ran)
-	return false, false
-}
-
-// nextRequest returns the next complete request in the input buffer (nil
-// when there is none) or the protocol error that ends the connection. The
-// first request of a batch (*ran false) marks the connection active.
-func (c *conn) nextRequest(ran *bool) ([][]byte, error) {
-	args, err := c.p.next()
-	if args != nil && !*ran {
-		*ran = true
-		c.active.Store(time.Now().UnixNano())
-	}
-	return args, err
-}
-
-// readFailed answers a read error and reports whether the client is gone.
-func (c *conn) readFailed(err error) (gone bool) {
-	s := c.s
-	switch {
-	case isProtocolError(err):
-		c.protocolError(err)
-		return c.flush() != nil
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		if s.closing.Load() {
-			return false
-		}
-		s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Dur("idle_timeout", s.opts.IdleTimeout).Msg("idle timeout")
-		return false
-	default: // EOF, reset
+// handshake runs a TLS connection's handshake, bounded by the idle timeout
+// (10 s without one), and reports whether it succeeded. Other connections
+// have none.
+func (c *conn) handshake() bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
 		return true
 	}
+	s := c.s
+	timeout := s.opts.IdleTimeout
+	if timeout == 0 {
+		timeout = defaultHandshakeTimeout
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		s.warn.Warn().Err(err).Str("addr", c.addr).Msg("TLS handshake failed")
+		return false
+	}
+	return true
+}
+
+// readFailed takes a read error and reports whether the client is gone:
+// not after an idle timeout or Shutdown's deadline.
+func (c *conn) readFailed(err error) (gone bool) {
+	s := c.s
+	if !errors.Is(err, os.ErrDeadlineExceeded) { // EOF, reset
+		return true
+	}
+	if !s.closing.Load() {
+		s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Dur("idle_timeout", s.opts.IdleTimeout).Msg("idle timeout")
+	}
+	return false
 }
 
 // protocolError answers a request that breaks the protocol or a limit; the
@@ -247,20 +216,27 @@ func (c *conn) protocolError(err error) {
 
 // flush writes the pending replies.
 func (c *conn) flush() error {
+	var err error
+	if len(c.out) > 0 {
+		if t := c.s.opts.IdleTimeout; t > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(t))
+		}
+		_, err = c.nc.Write(c.out)
+	}
+	c.sent()
+	return err
+}
+
+// sent empties the reply buffer once its replies are written. The same
+// buffer is used again from its start (no allocation next time), unless
+// an occasional large reply grew it past keepOut.
+func (c *conn) sent() {
 	c.mark = 0
-	if len(c.out) == 0 {
-		return nil
-	}
-	if t := c.s.opts.IdleTimeout; t > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(t))
-	}
-	_, err := c.nc.Write(c.out)
 	if cap(c.out) > keepOut {
 		c.out = nil
 	} else {
 		c.out = c.out[:0]
 	}
-	return err
 }
 
 // lingerClose closes nc after the client has seen our end of the stream:

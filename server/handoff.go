@@ -49,12 +49,42 @@ func (c *conn) leaveLoop() bool {
 	return true
 }
 
+// runInLoop runs the buffered requests for an event loop, where a request
+// that would wait is set aside instead, and reports whether the
+// connection can stay in the loop: not when a request was set aside, the
+// connection is to close, or the replies could not be written mid-batch.
+func (c *conn) runInLoop() (stay bool) {
+	c.inLoop = true
+	written := c.runRequests()
+	c.inLoop = false
+	return written && c.resume == nil && !c.quit
+}
+
+// setAside keeps the request that just ran for the goroutine the
+// connection goes to, if it left the loop (leaveLoop), and reports whether
+// it did; the goroutine runs it first (resumed).
+func (c *conn) setAside(args [][]byte) bool {
+	if !c.blocked {
+		return false
+	}
+	c.blocked, c.resume = false, args
+	return true
+}
+
+// resumed returns the request a loop set aside, once, or nil.
+func (c *conn) resumed() [][]byte {
+	args := c.resume
+	c.resume = nil
+	return args
+}
+
 // batchDone counts a batch of requests that ran (ran false: none did)
-// toward the connection's return to a loop. A loop's own batches do not
-// count: they never wait.
+// toward the connection's return to a loop.
 func (c *conn) batchDone(ran bool) {
+	if c.inLoop { // a loop's own batches never wait: they do not count
+		return
+	}
 	switch {
-	case c.inLoop:
 	case c.waited:
 		c.waited, c.calm = false, 0
 	case ran:

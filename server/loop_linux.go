@@ -237,12 +237,9 @@ func (l *loop) wait() int {
 // serve answers what a ready connection sent: one read, the complete
 // requests in it, one write.
 func (l *loop) serve(c *conn) {
-	s := l.s
 	defer func() {
 		if r := recover(); r != nil {
-			s.logPanic(c, r)
-			c.out = appendError(c.out[:c.mark], "ERR internal server error; closing the connection")
-			c.quit, c.resume, c.inLoop, c.blocked = true, nil, false, false
+			c.panicked(r)
 			l.handOff(c)
 		}
 	}()
@@ -256,36 +253,15 @@ func (l *loop) serve(c *conn) {
 		return
 	}
 	c.p.wrote(int(n))
-	c.inLoop = true
-	ran := false
-	for !c.quit {
-		args, err := c.nextRequest(&ran)
-		if err != nil {
-			c.protocolError(err)
-			break
-		}
-		if args == nil {
-			break
-		}
-		c.exec(args)
-		if c.blocked {
-			c.blocked, c.resume = false, args
-			break
-		}
-		if len(c.out) >= flushAt && !l.write(c) {
-			break
-		}
-	}
-	c.inLoop = false
-	if c.resume == nil && !c.quit && l.write(c) {
+	if c.runInLoop() && c.writeNoWait() {
 		return
 	}
 	l.handOff(c)
 }
 
-// write sends the pending replies without blocking and reports whether all
-// of them left; what is left stays in c.out.
-func (l *loop) write(c *conn) bool {
+// writeNoWait sends the pending replies without blocking and reports
+// whether all of them left; what is left stays in c.out.
+func (c *conn) writeNoWait() bool {
 	out := c.out
 	for len(out) > 0 {
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&out[0])), uintptr(len(out)))
@@ -298,12 +274,7 @@ func (l *loop) write(c *conn) bool {
 		}
 		out = out[n:]
 	}
-	c.mark = 0
-	if cap(c.out) > keepOut {
-		c.out = nil
-	} else {
-		c.out = c.out[:0] // the same buffer from its start: no allocation next time
-	}
+	c.sent()
 	return true
 }
 
