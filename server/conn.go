@@ -204,16 +204,6 @@ func (c *conn) readFailed(err error) (gone bool) {
 	return false
 }
 
-// protocolError answers a request that breaks the protocol or a limit; the
-// connection closes once the replies before it and this one are out.
-func (c *conn) protocolError(err error) {
-	s := c.s
-	s.stats.protocolErrors.Add(1)
-	s.warn.Warn().Str("addr", c.addr).Uint64("client_id", c.id).Str("error", err.Error()).Msg("protocol error; closing the connection")
-	c.out = appendError(c.out, "ERR "+err.Error())
-	c.quit = true
-}
-
 // flush writes the pending replies.
 func (c *conn) flush() error {
 	var err error
