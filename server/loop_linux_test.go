@@ -134,17 +134,24 @@ func TestLoop_ClientNotReading_RepliesComplete(t *testing.T) {
 	if got := other.do(resp("PING")); got != "+PONG" {
 		t.Fatalf("another client while one does not read: %q", got)
 	}
-	var last int64
-	for i := range n {
-		got := slow.read()
-		var first int64
-		if _, err := fmt.Sscanf(got, "[:%d", &first); err != nil || first <= last {
-			t.Fatalf("reply %d: %.40q after %d", i, got, last)
-		}
-		last = first
-	}
+	slow.readIDArrays(n)
 	if ts.stats.handOffs.Load() == 0 {
 		t.Fatal("the full socket did not hand the connection off")
+	}
+}
+
+// readIDArrays reads n NEXTIDS replies, each of which starts above the
+// one before.
+func (c *rawConn) readIDArrays(n int) {
+	c.t.Helper()
+	var last int64
+	for i := range n {
+		got := c.read()
+		var first int64
+		if _, err := fmt.Sscanf(got, "[:%d", &first); err != nil || first <= last {
+			c.t.Fatalf("reply %d: %.40q after %d", i, got, last)
+		}
+		last = first
 	}
 }
 
@@ -192,15 +199,7 @@ func TestLoop_FullSocketMidBatch_BufferedRequestsAnswered(t *testing.T) {
 	c.send(strings.Repeat(resp("NEXTIDS", "10000"), n))
 	time.Sleep(200 * time.Millisecond) // the socket fills; the loop hands off
 	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	var last int64
-	for i := range n {
-		got := c.read()
-		var first int64
-		if _, err := fmt.Sscanf(got, "[:%d", &first); err != nil || first <= last {
-			t.Fatalf("reply %d: %.40q after %d", i, got, last)
-		}
-		last = first
-	}
+	c.readIDArrays(n)
 	if ts.stats.handOffs.Load() == 0 {
 		t.Fatal("the full socket did not hand the connection off")
 	}
