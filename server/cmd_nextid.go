@@ -4,15 +4,10 @@ package server
 func cmdNextID(c *conn, args [][]byte) {
 	s := c.s
 	one := c.one[:] // a slice of a local would escape through the interface call
-	if c.inLoop {
-		// An event loop never waits: the ID now, or the connection goes
-		// to a goroutine, where NextID may wait.
-		if !s.tgen.TryNextIDs(one) {
-			c.blocked = true
+	if s.tgen == nil || !s.tgen.TryNextIDs(one) {
+		if !c.wait() { // in an event loop: a goroutine asks again
 			return
 		}
-	} else if s.tgen == nil || !s.tgen.TryNextIDs(one) {
-		c.waited = true
 		id, err := s.gen.NextID(s.ctx)
 		if err != nil {
 			c.generatorError(err)

@@ -19,13 +19,10 @@ func cmdNextIDs(c *conn, args [][]byte) {
 		}
 	}
 	ids = ids[:n]
-	if c.inLoop {
-		if !s.tgen.TryNextIDs(ids) { // nothing issued: the goroutine asks again
-			c.blocked = true
+	if s.tgen == nil || !s.tgen.TryNextIDs(ids) { // false issued nothing
+		if !c.wait() { // in an event loop: a goroutine asks again
 			return
 		}
-	} else if s.tgen == nil || !s.tgen.TryNextIDs(ids) {
-		c.waited = true
 		if _, err := s.gen.NextIDs(s.ctx, ids); err != nil {
 			c.generatorError(err)
 			return

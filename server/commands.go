@@ -78,45 +78,6 @@ func (s *Server) lookup(name []byte) *command {
 	return s.cmds[string(buf[:len(name)])]
 }
 
-// exec runs one request, checking what Redis checks, in Redis's order:
-// the command exists, its arity, then authentication.
-func (c *conn) exec(args [][]byte) {
-	s := c.s
-	c.mark = len(c.out)
-	if len(args) > s.opts.MaxArgs { // inline requests; RESP ones were checked as they arrived
-		s.stats.protocolErrors.Add(1)
-		err := protocolErrorf("too many arguments in inline request (%d, max %d)", len(args), s.opts.MaxArgs)
-		s.warn.Warn().Str("addr", c.addr).Uint64("client_id", c.id).Str("error", err.Error()).Msg("protocol error; closing the connection")
-		c.writeError("ERR " + err.Error())
-		c.quit = true
-		return
-	}
-	cmd := s.lookup(args[0])
-	if cmd == nil {
-		s.stats.unknown.Add(1)
-		c.writeError(unknownCommand(args))
-		return
-	}
-	c.last.Store(cmd)
-	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
-		c.writeError(wrongArgs(cmd.name))
-		return
-	}
-	if !c.authed && !cmd.noAuth {
-		c.writeError("NOAUTH Authentication required.")
-		return
-	}
-	if c.inLoop && cmd.mayBlock {
-		c.blocked = true
-		return
-	}
-	cmd.calls.Add(1)
-	cmd.run(c, args)
-	if c.blocked { // it runs again, in the goroutine the connection goes to
-		cmd.calls.Add(^uint64(0))
-	}
-}
-
 // unknownCommand is Redis's error for a command it does not know.
 func unknownCommand(args [][]byte) string {
 	var b strings.Builder

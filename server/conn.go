@@ -12,21 +12,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 const (
-	// flushAt is how much reply a pipeline may pile up before it is
-	// written out mid-batch.
-	flushAt = 64 << 10
 	// keepOut and keepIDs bound the buffers a connection keeps between
 	// requests, so an occasional large reply does not pin memory.
 	keepOut = 256 << 10
 	keepIDs = 1024
-	// calmBatches is how many request batches in a row a handed-off
-	// connection answers without waiting before it goes back to a loop.
-	calmBatches = 64
 	// lingerTimeout and lingerBytes bound how long and how much a closing
 	// connection still reads, so the client's unread requests do not turn
 	// the close into a reset that destroys the last replies in flight. A
@@ -56,19 +48,11 @@ type conn struct {
 	authed bool
 	quit   bool // close once out is flushed
 
-	// Event-loop connections (loop_linux.go): fd is the descriptor the loop
-	// serves (-1 otherwise), inLoop is true while the loop runs requests,
-	// blocked is set by a request that cannot run without waiting, and
-	// resume is that request, run first by the goroutine the connection is
-	// handed to.
-	fd      int
-	inLoop  bool
-	blocked bool
-	resume  [][]byte
-	// In a goroutine: waited is set by a request that could not be
-	// answered at once; calm counts the batches since one was.
-	waited bool
-	calm   int
+	// fd is the descriptor an event loop serves (loop_linux.go), -1
+	// otherwise; handoff is where the connection stands between a loop and
+	// a goroutine (handoff.go).
+	fd int
+	handoff
 
 	// Read by CLIENT LIST on other connections.
 	active                atomic.Int64 // unix nanoseconds of the last request batch
@@ -100,8 +84,7 @@ func (s *Server) serveConn(c *conn) {
 	gone, moved := false, false
 	defer func() {
 		if r := recover(); r != nil {
-			s.logPanic(c, r)
-			c.out = appendError(c.out[:c.mark], "ERR internal server error; closing the connection")
+			c.panicked(r)
 			c.flush()
 			gone, moved = false, false
 		}
@@ -120,50 +103,47 @@ func (s *Server) serveConn(c *conn) {
 	gone, moved = c.serve()
 }
 
-// logPanic logs a panic recovered while serving c.
-func (s *Server) logPanic(c *conn, r any) {
-	s.log.Error().Str("panic", fmt.Sprint(r)).Str("addr", c.addr).Uint64("client_id", c.id).
+// panicked answers a panic recovered while serving c, in place of the
+// reply the running command had begun, and logs it. The connection closes
+// once its replies are out; nothing it had read runs any more.
+func (c *conn) panicked(r any) {
+	c.s.log.Error().Str("panic", fmt.Sprint(r)).Str("addr", c.addr).Uint64("client_id", c.id).
 		Bytes("stack", debug.Stack()).Msg("recovered a panic; closing the connection")
+	c.out = appendError(c.out[:c.mark], "ERR internal server error; closing the connection")
+	c.quit = true
+	c.handoff = handoff{}
 }
 
 // serve reads request batches and answers them until the client leaves,
 // sends QUIT, breaks the protocol, idles out or the server shuts down. It
 // reports whether the client is already gone (no reply can reach it). A
 // connection an event loop handed over goes back to a loop (moved) once
-// calmBatches batches in a row could all be answered without waiting.
+// it is calm again (handoff.go).
 func (c *conn) serve() (gone, moved bool) {
 	s := c.s
-	if tc, ok := c.nc.(*tls.Conn); ok {
-		timeout := s.opts.IdleTimeout
-		if timeout == 0 {
-			timeout = defaultHandshakeTimeout
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, timeout)
-		err := tc.HandshakeContext(ctx)
-		cancel()
-		if err != nil {
-			s.warn.Warn().Err(err).Str("addr", c.addr).Msg("TLS handshake failed")
+	if !c.handshake() {
+		return true, false
+	}
+	var err error // the last read's
+	for {
+		// First what is buffered: nothing on a new connection; on one an
+		// event loop handed over, the request it set aside, if that is
+		// why, and the rest of what it had read (also when a full socket
+		// was why: the client may have sent them all).
+		if !c.runRequests() {
 			return true, false
 		}
-	}
-	if args := c.resume; args != nil {
-		// Handed over by an event loop: first the request it could not
-		// run without waiting, then the rest of what it had read.
-		c.resume = nil
-		c.exec(args)
-		if gone, done := c.runBuffered(); done {
-			return gone, false
+		if err != nil && !c.quit {
+			return c.readFailed(err), false
 		}
-	}
-	for {
-		// The replies of the last batch leave before waiting for more.
-		if err := c.flush(); err != nil {
+		// The replies of the batch leave before waiting for more.
+		if c.flush() != nil {
 			return true, false
 		}
 		if c.quit {
 			return false, false
 		}
-		if c.calm >= calmBatches && s.readopt(c) {
+		if c.backToLoop() {
 			return false, true
 		}
 		// The idle timeout runs from the end of the last complete request:
@@ -180,102 +160,71 @@ func (c *conn) serve() (gone, moved bool) {
 		if s.closing.Load() {
 			return false, false
 		}
-		n, err := c.nc.Read(c.p.space())
+		var n int
+		n, err = c.nc.Read(c.p.space())
 		c.p.wrote(n)
-		if gone, done := c.runBuffered(); done {
-			return gone, false
-		}
-		if err != nil {
-			return c.readFailed(err), false
-		}
 	}
 }
 
-// runBuffered runs the complete requests in the input buffer. done is true
-// when the connection must end: QUIT, a protocol error, or a failed write
-// (then gone is true).
-func (c *conn) runBuffered() (gone, done bool) {
-	ran := false
-	for !c.quit {
-		args, err := c.nextRequest(&ran)
-		if err != nil {
-			return c.readFailed(err), true
-		}
-		if args == nil {
-			break
-		}
-		c.exec(args)
-		if len(c.out) >= flushAt {
-			if err := c.flush(); err != nil {
-				return true, true
-			}
-		}
-	}
-	switch {
-	case c.waited:
-		c.waited, c.calm = false, 0
-	case ran:
-		c.calm++
-	}
-	return false, false
-}
-
-// nextRequest returns the next complete request in the input buffer (nil
-// when there is none) or the protocol error that ends the connection. The
-// first request of a batch (*ran false) marks the connection active.
-func (c *conn) nextRequest(ran *bool) ([][]byte, error) {
-	args, err := c.p.next()
-	if args != nil && !*ran {
-		*ran = true
-		c.active.Store(time.Now().UnixNano())
-	}
-	return args, err
-}
-
-// readFailed answers a read error and reports whether the client is gone.
-func (c *conn) readFailed(err error) (gone bool) {
-	s := c.s
-	switch {
-	case isProtocolError(err):
-		c.protocolError(err)
-		return c.flush() != nil
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		if s.closing.Load() {
-			return false
-		}
-		s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Dur("idle_timeout", s.opts.IdleTimeout).Msg("idle timeout")
-		return false
-	default: // EOF, reset
+// handshake runs a TLS connection's handshake, bounded by the idle timeout
+// (10 s without one), and reports whether it succeeded. Other connections
+// have none.
+func (c *conn) handshake() bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
 		return true
 	}
+	s := c.s
+	timeout := s.opts.IdleTimeout
+	if timeout == 0 {
+		timeout = defaultHandshakeTimeout
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		s.warn.Warn().Err(err).Str("addr", c.addr).Msg("TLS handshake failed")
+		return false
+	}
+	return true
 }
 
-// protocolError answers a request that breaks the protocol or a limit; the
-// connection closes once the replies before it and this one are out.
-func (c *conn) protocolError(err error) {
+// readFailed takes a read error and reports whether the client is gone:
+// not after an idle timeout or Shutdown's deadline.
+func (c *conn) readFailed(err error) (gone bool) {
 	s := c.s
-	s.stats.protocolErrors.Add(1)
-	s.warn.Warn().Str("addr", c.addr).Uint64("client_id", c.id).Str("error", err.Error()).Msg("protocol error; closing the connection")
-	c.out = appendError(c.out, "ERR "+err.Error())
-	c.quit = true
+	if !errors.Is(err, os.ErrDeadlineExceeded) { // EOF, reset
+		return true
+	}
+	if !s.closing.Load() {
+		s.log.Debug().Str("addr", c.addr).Uint64("client_id", c.id).Dur("idle_timeout", s.opts.IdleTimeout).Msg("idle timeout")
+	}
+	return false
 }
 
 // flush writes the pending replies.
 func (c *conn) flush() error {
+	var err error
+	if len(c.out) > 0 {
+		if t := c.s.opts.IdleTimeout; t > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(t))
+		}
+		_, err = c.nc.Write(c.out)
+	}
+	c.sent()
+	return err
+}
+
+// sent empties the reply buffer once its replies are written. The same
+// buffer is used again from its start (no allocation next time), unless
+// an occasional large reply grew it past keepOut.
+func (c *conn) sent() {
 	c.mark = 0
-	if len(c.out) == 0 {
-		return nil
-	}
-	if t := c.s.opts.IdleTimeout; t > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(t))
-	}
-	_, err := c.nc.Write(c.out)
 	if cap(c.out) > keepOut {
 		c.out = nil
 	} else {
 		c.out = c.out[:0]
 	}
-	return err
 }
 
 // lingerClose closes nc after the client has seen our end of the stream:
@@ -288,28 +237,4 @@ func lingerClose(nc net.Conn, timeout time.Duration) {
 		io.CopyN(io.Discard, nc, lingerBytes)
 	}
 	nc.Close()
-}
-
-// Replies. redcon's Append functions replace CR and LF in simple strings
-// and errors with spaces, so a client's bytes cannot break the framing.
-
-func appendError(b []byte, msg string) []byte { return redcon.AppendError(b, msg) }
-
-func (c *conn) writeError(msg string)          { c.out = redcon.AppendError(c.out, msg) }
-func (c *conn) writeErrorf(f string, a ...any) { c.writeError(fmt.Sprintf(f, a...)) }
-func (c *conn) writeOK()                       { c.out = redcon.AppendOK(c.out) }
-func (c *conn) writeStatus(s string)           { c.out = redcon.AppendString(c.out, s) }
-func (c *conn) writeInt(n int64)               { c.out = redcon.AppendInt(c.out, n) }
-func (c *conn) writeUint(n uint64)             { c.out = redcon.AppendUint(c.out, n) }
-func (c *conn) writeBulk(b []byte)             { c.out = redcon.AppendBulk(c.out, b) }
-func (c *conn) writeBulkString(s string)       { c.out = redcon.AppendBulkString(c.out, s) }
-func (c *conn) writeNull()                     { c.out = redcon.AppendNull(c.out) }
-func (c *conn) writeArray(n int)               { c.out = redcon.AppendArray(c.out, n) }
-
-// writeStrings writes an array of bulk strings.
-func (c *conn) writeStrings(ss ...string) {
-	c.writeArray(len(ss))
-	for _, s := range ss {
-		c.writeBulkString(s)
-	}
 }

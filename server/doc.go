@@ -21,12 +21,16 @@
 // no goroutine per request. A loop never waits: a request that could (an
 // ID the node cannot issue at once, INFO) and a reply the socket cannot
 // take whole hand the connection to a goroutine of its own, which answers
-// it and returns it to a loop after 64 batches answered without waiting.
-// TLS connections, other platforms and Loops = -1 use a goroutine per
-// connection throughout.
+// it and returns it to a loop after 64 batches answered without waiting
+// (handoff.go). TLS connections, other platforms and Loops = -1 use a
+// goroutine per connection throughout (conn.go). Both ways run requests
+// through one function, conn.runRequests (requests.go), and differ only
+// in how they read and write.
 //
 // One command is one small function in a file named for it (cmd_nextid.go,
-// cmd_parse.go, ...); commands.go maps names to them.
+// cmd_parse.go, ...); commands.go maps names to them. A command that may
+// wait calls conn.wait first (or is marked mayBlock in the table), and
+// knows nothing else of the event loops.
 //
 // Invariants:
 //   - Replies leave in request order; a pipeline's replies are flushed

@@ -191,3 +191,9 @@ func TestParser_NoAllocations(t *testing.T) {
 		t.Fatalf("%v allocations per batch, want 0", a)
 	}
 }
+
+// isProtocolError tells ours and redcon's protocol errors (redcon's type is
+// unexported; its messages share the prefix) from I/O errors.
+func isProtocolError(err error) bool {
+	return strings.HasPrefix(err.Error(), "Protocol error: ")
+}

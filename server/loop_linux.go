@@ -27,13 +27,16 @@ import (
 // case for:
 //   - an ID that cannot be issued at once (the node waits for the clock at
 //     max-lead, fetches a counter segment, waits out a mode switch, or
-//     Redis is away): TryNextIDs says no and NextIDs runs in the goroutine;
+//     Redis is away): TryNextIDs says no and the request runs again in the
+//     goroutine, where NextID or NextIDs may wait;
 //   - INFO, which takes the node's lock;
 //   - a reply the socket cannot take whole (a client that does not read);
 //   - the end of a connection that still needs its replies delivered
 //     (QUIT, a protocol error, a panic, the idle timeout, Shutdown).
 //
-// A handed-off connection stays in its goroutine until it closes.
+// A handed-off connection returns to a loop once it has answered
+// calmBatches batches in a row without waiting; until then, or to its end
+// if it never calms down, its goroutine serves it (handoff.go).
 type loop struct {
 	s      *Server
 	ep     int // epoll descriptor
@@ -234,12 +237,9 @@ func (l *loop) wait() int {
 // serve answers what a ready connection sent: one read, the complete
 // requests in it, one write.
 func (l *loop) serve(c *conn) {
-	s := l.s
 	defer func() {
 		if r := recover(); r != nil {
-			s.logPanic(c, r)
-			c.out = appendError(c.out[:c.mark], "ERR internal server error; closing the connection")
-			c.quit, c.resume, c.inLoop, c.blocked = true, nil, false, false
+			c.panicked(r)
 			l.handOff(c)
 		}
 	}()
@@ -253,36 +253,15 @@ func (l *loop) serve(c *conn) {
 		return
 	}
 	c.p.wrote(int(n))
-	c.inLoop = true
-	ran := false
-	for !c.quit {
-		args, err := c.nextRequest(&ran)
-		if err != nil {
-			c.protocolError(err)
-			break
-		}
-		if args == nil {
-			break
-		}
-		c.exec(args)
-		if c.blocked {
-			c.blocked, c.resume = false, args
-			break
-		}
-		if len(c.out) >= flushAt && !l.write(c) {
-			break
-		}
-	}
-	c.inLoop = false
-	if c.resume == nil && !c.quit && l.write(c) {
+	if c.runInLoop() && c.writeNoWait() {
 		return
 	}
 	l.handOff(c)
 }
 
-// write sends the pending replies without blocking and reports whether all
-// of them left; what is left stays in c.out.
-func (l *loop) write(c *conn) bool {
+// writeNoWait sends the pending replies without blocking and reports
+// whether all of them left; what is left stays in c.out.
+func (c *conn) writeNoWait() bool {
 	out := c.out
 	for len(out) > 0 {
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&out[0])), uintptr(len(out)))
@@ -295,12 +274,7 @@ func (l *loop) write(c *conn) bool {
 		}
 		out = out[n:]
 	}
-	c.mark = 0
-	if cap(c.out) > keepOut {
-		c.out = nil
-	} else {
-		c.out = c.out[:0] // the same buffer from its start: no allocation next time
-	}
+	c.sent()
 	return true
 }
 

@@ -134,17 +134,24 @@ func TestLoop_ClientNotReading_RepliesComplete(t *testing.T) {
 	if got := other.do(resp("PING")); got != "+PONG" {
 		t.Fatalf("another client while one does not read: %q", got)
 	}
-	var last int64
-	for i := range n {
-		got := slow.read()
-		var first int64
-		if _, err := fmt.Sscanf(got, "[:%d", &first); err != nil || first <= last {
-			t.Fatalf("reply %d: %.40q after %d", i, got, last)
-		}
-		last = first
-	}
+	slow.readIDArrays(n)
 	if ts.stats.handOffs.Load() == 0 {
 		t.Fatal("the full socket did not hand the connection off")
+	}
+}
+
+// readIDArrays reads n NEXTIDS replies, each of which starts above the
+// one before.
+func (c *rawConn) readIDArrays(n int) {
+	c.t.Helper()
+	var last int64
+	for i := range n {
+		got := c.read()
+		var first int64
+		if _, err := fmt.Sscanf(got, "[:%d", &first); err != nil || first <= last {
+			c.t.Fatalf("reply %d: %.40q after %d", i, got, last)
+		}
+		last = first
 	}
 }
 
@@ -179,4 +186,59 @@ func TestLoop_RoundTripNoAllocations(t *testing.T) {
 	if a := testing.AllocsPerRun(2000, roundTrip); a > 0.05 {
 		t.Fatalf("%.3f allocations per NEXTID round trip, want 0", a)
 	}
+}
+
+// A loop that cannot write a batch's replies whole hands the connection
+// off with requests of the batch still unanswered in its input buffer: the
+// goroutine answers them before it waits for more input, or a client that
+// sent its whole pipeline in one write would wait forever for the rest.
+func TestLoop_FullSocketMidBatch_BufferedRequestsAnswered(t *testing.T) {
+	ts := startServer(t, Options{Loops: 1})
+	c := ts.dial(t)
+	const n = 100 // 2,800 bytes of requests (one read), about 20 MB of replies
+	c.send(strings.Repeat(resp("NEXTIDS", "10000"), n))
+	time.Sleep(200 * time.Millisecond) // the socket fills; the loop hands off
+	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.readIDArrays(n)
+	if ts.stats.handOffs.Load() == 0 {
+		t.Fatal("the full socket did not hand the connection off")
+	}
+}
+
+// Every hand-off, not only the first, keeps the connection in its
+// goroutine until calmBatches batches in a row were answered without
+// waiting: a connection handed off again right after it returned does not
+// bounce back to the loop after one batch.
+func TestLoop_EveryHandOffCalmsDownBeforeReturning(t *testing.T) {
+	ts := startServer(t, Options{Loops: 1})
+	c := ts.dial(t)
+	calmDown := func(returns uint64) {
+		t.Helper()
+		for range calmBatches {
+			if got := c.do(resp("PING")); got != "+PONG" {
+				t.Fatalf("PING: %q", got)
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for ts.stats.readopts.Load() != returns {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d returns to a loop after %d calm batches, want %d", ts.stats.readopts.Load(), calmBatches, returns)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	c.do(resp("INFO", "server")) // INFO may block: the loop hands it off
+	calmDown(1)
+	c.do(resp("INFO", "server"))
+	if got := ts.stats.handOffs.Load(); got != 2 {
+		t.Fatalf("%d hand-offs, want 2", got)
+	}
+	for range 5 {
+		c.do(resp("PING"))
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := ts.stats.readopts.Load(); got != 1 {
+		t.Fatalf("%d returns to a loop 6 batches after the second hand-off, want 1", got)
+	}
+	calmDown(2)
 }

@@ -1,5 +1,7 @@
 package server
 
+import "math"
+
 // reqParser reads requests out of a connection's input buffer. It replaces
 // redcon's Reader, which copies every request and allocates its argument
 // slices, grows its buffer without bound, rescans buffered bytes and
@@ -106,6 +108,16 @@ func (p *reqParser) next() ([][]byte, error) {
 	}
 	return nil, nil
 }
+
+// States of the scanner.
+const (
+	stStart     = iota // at the first byte of a request
+	stInline           // in an inline line
+	stArrayHdr         // after '*', in the argument count line
+	stBulkStart        // expecting '$'
+	stBulkHdr          // after '$', in the bulk length line
+	stBulk             // in a bulk's data and its CRLF
+)
 
 // scan advances over buffered bytes until a request ends (its arguments
 // are returned), the bytes run out (nil), or the input breaks the
@@ -244,6 +256,98 @@ func quickHeader(b []byte, i int) (v int64, next int, ok bool) {
 	}
 	return v, j + 2, true
 }
+
+// header parses "<int>\r\n" the way redcon does (strconv.Atoi of the bytes
+// before "\r\n"), incrementally.
+type header struct {
+	len    int64
+	val    int64
+	neg    bool
+	digits int
+	bad    bool
+	cr     bool // the last byte was '\r'
+}
+
+func (h *header) reset() { *h = header{} }
+
+// add takes one byte other than '\n'.
+func (h *header) add(c byte) {
+	h.len++
+	if h.cr { // the '\r' was not the end: it is part of the number
+		h.bad = true
+	}
+	h.cr = false
+	switch {
+	case c == '\r':
+		h.cr = true
+	case (c == '+' || c == '-') && h.len == 1:
+		h.neg = c == '-'
+	case c >= '0' && c <= '9':
+		h.digits++
+		if h.val > (math.MaxInt64-9)/10 {
+			h.val = math.MaxInt64 // beyond every limit; Atoi may still accept it
+		} else {
+			h.val = h.val*10 + int64(c-'0')
+		}
+	default:
+		h.bad = true
+	}
+}
+
+// value is the number once '\n' arrived; ok is false where redcon fails.
+func (h *header) value() (int64, bool) {
+	if !h.cr || h.bad || h.digits == 0 {
+		return 0, false
+	}
+	if h.neg {
+		return -h.val, true
+	}
+	return h.val, true
+}
+
+// quoting follows redcon's inline tokenizer through a line: arguments are
+// split on spaces; a quote may open only at the start of an argument, a
+// closing quote must be followed by a space or the end of the line, and a
+// backslash escapes the next byte inside quotes.
+type quoting struct {
+	start  bool // at the start of an argument
+	quote  byte // the open quote, or 0
+	esc    bool // after a backslash inside quotes
+	closed bool // right after a closing quote
+}
+
+// add takes the next byte of the line; false means unbalanced quotes.
+func (q *quoting) add(c byte) bool {
+	switch {
+	case q.closed:
+		q.closed, q.start = false, true
+		return c == ' '
+	case q.quote != 0:
+		switch {
+		case q.esc:
+			q.esc = false
+		case c == '\\':
+			q.esc = true
+		case c == q.quote:
+			q.quote, q.closed = 0, true
+		}
+	case c == ' ':
+		q.start = true
+	case c == '"' || c == '\'':
+		if !q.start {
+			return false
+		}
+		q.quote, q.start = c, false
+	default:
+		q.start = false
+	}
+	return true
+}
+
+// errUnbalancedQuotes is redcon's error for an inline line it cannot
+// split. Found here, the requests before the line are still answered;
+// found by redcon, they would be dropped with the whole batch.
+var errUnbalancedQuotes = protocolError("unbalanced quotes in request")
 
 // inline splits a line the way redcon does: arguments are separated by
 // spaces; an argument may be quoted with " or ', and inside quotes a

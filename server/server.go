@@ -198,19 +198,6 @@ func (s *Server) useLoops() bool {
 	return loopsSupported && s.opts.Loops > 0 && s.opts.TLSConfig == nil && s.tgen != nil
 }
 
-// readopt moves a goroutine's connection back into an event loop and
-// reports whether it did.
-func (s *Server) readopt(c *conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing.Load() || !s.adopt(c) {
-		c.calm = 0 // not again before the next calm spell
-		return false
-	}
-	s.stats.readopts.Add(1)
-	return true
-}
-
 // numLoops is the number of event loops running.
 func (s *Server) numLoops() int {
 	s.mu.Lock()
