@@ -4,6 +4,12 @@
 // The scripts that write the registry or the counter start with guard.lua,
 // which notices that Redis may have lost acknowledged writes; those that
 // may store the fleet layout then have layout.lua, its settle window.
+//
+// The package is also the one home of what the scripts and the Go side
+// must agree on, so coord, fallback and audit take it from here rather
+// than each spelling it: the keys of a namespace and the namespace rule
+// (keys.go) and the names of the hash fields and events the scripts write
+// (fields.go).
 package lua
 
 import (
