@@ -9,9 +9,9 @@ import (
 const DefaultNamespace = "flaked"
 
 // namespaceRE is the namespace rule: what may stand inside the {hash tag}
-// of every key. No brace (it would end the tag early, so the keys of one
-// namespace could land on different Cluster slots), no space or colon
-// (keys are split on the colon by humans and by audit), and short.
+// of every key. No brace, which would end the tag early and scatter the
+// namespace's keys over Cluster slots, and no glob character, which would
+// make audit's SCAN of {ns}:lease:* match keys of other namespaces.
 var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // CheckNamespace reports whether ns may name a fleet's keys. coord and
