@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // CheckClone: live leases under different tokens whose owners share a
@@ -75,16 +77,16 @@ func clones(s *Snapshot) []clone {
 	for _, r := range s.sortedRecords() {
 		// A lease whose owner data names another token is reported as
 		// such; its node ID may be another process's.
-		if r.Lease == "" || r.Owner == nil || r.Owner["node"] == "" || r.Owner["token"] != r.Lease {
+		if r.Lease == "" || r.Owner == nil || r.Owner[lua.OwnerNode] == "" || r.Owner[lua.OwnerToken] != r.Lease {
 			continue
 		}
-		node := r.Owner["node"]
+		node := r.Owner[lua.OwnerNode]
 		if byNode[node] == nil {
 			byNode[node] = map[string]*proc{}
 		}
 		p := byNode[node][r.Lease]
 		if p == nil {
-			p = &proc{owner: *ownerOf(r.Owner), from: r.Owner["from_token"]}
+			p = &proc{owner: *ownerOf(r.Owner), from: r.Owner[lua.OwnerFromToken]}
 			byNode[node][r.Lease] = p
 		}
 		p.ids = append(p.ids, r.MachineID)

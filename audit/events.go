@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Event is one entry of the {ns}:events stream. The scripts and nodes
@@ -20,7 +22,8 @@ import (
 // (holder, holder_host, holder_pid, detail), layout_restored (layout,
 // refused, detail), dataloss (server, previous_server, detail: no machine
 // ID; or generation, previous_generation, detail), clock_skew,
-// layout_mismatch, counter_init; audit prune writes prune.
+// layout_mismatch, counter_init; audit prune writes prune. The names are
+// lua's Event* and Field* constants.
 type Event struct {
 	ID        string    // stream entry ID, "<ms>-<seq>"
 	Time      time.Time // when Redis wrote it (the ID's milliseconds)
@@ -31,12 +34,14 @@ type Event struct {
 
 // Owner is who wrote the event.
 func (e Event) Owner() Owner {
-	return Owner{Host: e.Fields["host"], PID: atoi(e.Fields["pid"]), Addr: e.Fields["addr"], Token: shortToken(e.Fields["token"])}
+	f := e.Fields
+	return Owner{Host: f[lua.FieldHost], PID: atoi(f[lua.FieldPID]), Addr: f[lua.FieldAddr], Token: shortToken(f[lua.FieldToken])}
 }
 
 // PrevOwner is the owner a claim replaced (claim events name it).
 func (e Event) PrevOwner() (Owner, bool) {
-	o := Owner{Host: e.Fields["prev_host"], PID: atoi(e.Fields["prev_pid"]), Addr: e.Fields["prev_addr"], Token: shortToken(e.Fields["prev_token"])}
+	f := e.Fields
+	o := Owner{Host: f[lua.FieldPrevHost], PID: atoi(f[lua.FieldPrevPID]), Addr: f[lua.FieldPrevAddr], Token: shortToken(f[lua.FieldPrevToken])}
 	return o, o.Host != "" || o.Token != ""
 }
 
@@ -49,7 +54,7 @@ func (e Event) Int(field string) (int64, bool) {
 // At is when the event happened: mode events written late (Redis was
 // away) carry it in at_ms; for every other event it is Time.
 func (e Event) At() time.Time {
-	if ms, ok := e.Int("at_ms"); ok {
+	if ms, ok := e.Int(lua.FieldAtMs); ok {
 		return time.UnixMilli(ms).UTC()
 	}
 	return e.Time
@@ -58,21 +63,21 @@ func (e Event) At() time.Time {
 // isClaim reports whether the event starts an owner's hold on its machine
 // ID; its floor is the last tick that owner does not use.
 func (e Event) isClaim() bool {
-	return e.Type == "claim" || e.Type == "reclaim" || e.Type == "takeover"
+	return e.Type == lua.EventClaim || e.Type == lua.EventReclaim || e.Type == lua.EventTakeover
 }
 
 // readEvents reads the stream up to s.Stream.LastID (the last entry the
 // snapshot's transaction saw), in pages.
-func readEvents(ctx context.Context, c *redis.Client, k keys, s *Snapshot) error {
+func readEvents(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot) error {
 	if s.Stream.LastID == "" {
 		return nil
 	}
 	const page = 1000
 	start := "-"
 	for {
-		msgs, err := c.XRangeN(ctx, k.events, start, s.Stream.LastID, page).Result()
+		msgs, err := c.XRangeN(ctx, k.Events, start, s.Stream.LastID, page).Result()
 		if err != nil {
-			return fmt.Errorf("read event stream %s: %w", k.events, err)
+			return fmt.Errorf("read event stream %s: %w", k.Events, err)
 		}
 		for _, m := range msgs {
 			s.Events = append(s.Events, parseEvent(m))
@@ -98,8 +103,8 @@ func parseEvent(m redis.XMessage) Event {
 	for k, v := range m.Values {
 		e.Fields[k] = fmt.Sprint(v)
 	}
-	e.Type = e.Fields["type"]
-	if id, err := parseMachineID(e.Fields["mid"]); err == nil {
+	e.Type = e.Fields[lua.FieldType]
+	if id, err := parseMachineID(e.Fields[lua.FieldMachineID]); err == nil {
 		e.MachineID = id
 	}
 	return e
@@ -157,7 +162,8 @@ func ownerOf(h map[string]string) *Owner {
 	if h == nil {
 		return nil
 	}
-	return &Owner{Host: h["host"], PID: atoi(h["pid"]), Addr: h["addr"], Version: h["version"], Token: shortToken(h["token"]), Node: h["node"]}
+	return &Owner{Host: h[lua.OwnerHost], PID: atoi(h[lua.OwnerPID]), Addr: h[lua.OwnerAddr], Version: h[lua.OwnerVersion],
+		Token: shortToken(h[lua.OwnerToken]), Node: h[lua.OwnerNode]}
 }
 
 // String is "host pid 123 addr 10.0.0.1:7379 token 1a2b3c4d", leaving out
@@ -180,7 +186,8 @@ func (o Owner) String() string {
 // tokenFields hold owner tokens; reports show only their first 8 digits.
 // A whole token is a credential: a claim that presents a live lease's
 // token takes that lease over (claim.lua).
-var tokenFields = map[string]bool{"token": true, "prev_token": true, "holder": true, "fenced": true, "from_token": true}
+var tokenFields = map[string]bool{lua.FieldToken: true, lua.FieldPrevToken: true, lua.FieldHolder: true, lua.FieldFenced: true,
+	lua.OwnerFromToken: true}
 
 func shortToken(t string) string {
 	if len(t) > 8 {
@@ -194,7 +201,7 @@ func (e Event) details() map[string]string {
 	out := map[string]string{}
 	for k, v := range e.Fields {
 		switch k {
-		case "type", "mid", "host", "pid", "addr", "token":
+		case lua.FieldType, lua.FieldMachineID, lua.FieldHost, lua.FieldPID, lua.FieldAddr, lua.FieldToken:
 			continue
 		}
 		if tokenFields[k] {
@@ -230,91 +237,86 @@ func (e Event) detailText(s *Snapshot) string {
 		}
 	}
 	switch e.Type {
-	case "claim", "reclaim", "takeover":
-		tick("floor", "floor ")
+	case lua.EventClaim, lua.EventReclaim, lua.EventTakeover:
+		tick(lua.FieldFloor, "floor ")
 		// Every claim records its loss floor; it is news only where it
 		// set the floor (a claim after a restart, failover or creation).
-		if lf, ok := e.Int("loss_floor"); ok {
-			delete(d, "loss_floor")
-			if f, ok := e.Int("floor"); ok && lf >= f {
+		if lf, ok := e.Int(lua.FieldLossFloor); ok {
+			delete(d, lua.FieldLossFloor)
+			if f, ok := e.Int(lua.FieldFloor); ok && lf >= f {
 				parts = append(parts, "the loss floor (a horizon after Redis may have lost writes)")
 			}
 		}
 		if p, ok := e.PrevOwner(); ok {
 			parts = append(parts, "previous owner "+p.String())
 		}
-		for _, k := range []string{"prev_host", "prev_pid", "prev_addr", "prev_token"} {
-			delete(d, k)
-		}
-		if v := d["fenced"]; v != "" {
+		drop(d, prevOwnerFields...)
+		if v := d[lua.FieldFenced]; v != "" {
 			parts = append(parts, "fenced the live lease token "+v+
 				" its state file named (its previous process, or a copy of it still running)")
 		}
-		delete(d, "fenced")
-		take("mode", "mode ")
-		take("node", "node ")
-	case "release":
-		tick("last", "last tick ")
-		tick("reserved", "reservation was ")
-	case "reassert":
-		tick("reserved", "reservation ")
-	case "mode":
-		if from, to := d["from"], d["to"]; from != "" || to != "" {
+		delete(d, lua.FieldFenced)
+		take(lua.FieldMode, "mode ")
+		take(lua.FieldNode, "node ")
+	case lua.EventRelease:
+		tick(lua.FieldLast, "last tick ")
+		tick(lua.FieldReserved, "reservation was ")
+	case lua.EventReassert:
+		tick(lua.FieldReserved, "reservation ")
+	case lua.EventMode:
+		if from, to := d[lua.FieldFrom], d[lua.FieldTo]; from != "" || to != "" {
 			parts = append(parts, from+" -> "+to)
-			delete(d, "from")
-			delete(d, "to")
+			drop(d, lua.FieldFrom, lua.FieldTo)
 		}
-		take("reason", "reason: ")
-		if ms, ok := e.Int("at_ms"); ok {
-			delete(d, "at_ms")
+		take(lua.FieldReason, "reason: ")
+		if ms, ok := e.Int(lua.FieldAtMs); ok {
+			delete(d, lua.FieldAtMs)
 			if at := time.UnixMilli(ms).UTC(); at.Before(e.Time.Add(-time.Second)) {
 				parts = append(parts, "happened "+fmtTimeMs(at))
 			}
 		}
-	case "clone":
+	case lua.EventClone:
 		parts = append(parts, fmt.Sprintf("not taken: held by %s, a live process started from a copy of the same state file (node %s)",
-			holderOf(d), orDash(d["node"])))
-		drop(d, "holder", "holder_host", "holder_pid", "node", "detail")
-	case "fenced":
+			holderOf(d), orDash(d[lua.FieldNode])))
+		drop(d, lua.FieldHolder, lua.FieldHolderHost, lua.FieldHolderPID, lua.FieldNode, lua.FieldDetail)
+	case lua.EventFenced:
 		parts = append(parts, fmt.Sprintf("taken over by %s, which started from a copy of this owner's state file", holderOf(d)))
-		drop(d, "holder", "holder_host", "holder_pid", "detail")
-	case "layout_restored":
-		if v := d["refused"]; v != "" {
-			parts = append(parts, fmt.Sprintf("restored layout %s over %s, which a claim stored after Redis lost its data", orDash(d["layout"]), v))
+		drop(d, lua.FieldHolder, lua.FieldHolderHost, lua.FieldHolderPID, lua.FieldDetail)
+	case lua.EventLayoutRestored:
+		if v := d[lua.FieldRefused]; v != "" {
+			parts = append(parts, fmt.Sprintf("restored layout %s over %s, which a claim stored after Redis lost its data", orDash(d[lua.FieldLayout]), v))
 		} else {
-			parts = append(parts, fmt.Sprintf("restored layout %s: the fleet's layout was missing (Redis lost it)", orDash(d["layout"])))
+			parts = append(parts, fmt.Sprintf("restored layout %s: the fleet's layout was missing (Redis lost it)", orDash(d[lua.FieldLayout])))
 		}
-		drop(d, "layout", "refused", "detail")
-	case "dataloss":
-		take("detail", "")
-		if v, ok := d["server"]; ok {
-			parts = append(parts, fmt.Sprintf("server %s, was %s", orDash(shortServer(v)), orDash(shortServer(d["previous_server"]))))
-			drop(d, "server", "previous_server")
+		drop(d, lua.FieldLayout, lua.FieldRefused, lua.FieldDetail)
+	case lua.EventDataLoss:
+		take(lua.FieldDetail, "")
+		if v, ok := d[lua.FieldServer]; ok {
+			parts = append(parts, fmt.Sprintf("server %s, was %s", orDash(shortServer(v)), orDash(shortServer(d[lua.FieldPreviousServer]))))
+			drop(d, lua.FieldServer, lua.FieldPreviousServer)
 		}
-		take("previous_generation", "generation was ")
-		take("generation", "generation ")
-	case "renew_fail":
-		take("reason", "reason: ")
-		if l, st := d["layout"], d["stored"]; l != "" || st != "" {
+		take(lua.FieldPreviousGeneration, "generation was ")
+		take(lua.FieldGeneration, "generation ")
+	case lua.EventRenewFail:
+		take(lua.FieldReason, "reason: ")
+		if l, st := d[lua.FieldLayout], d[lua.FieldStored]; l != "" || st != "" {
 			parts = append(parts, fmt.Sprintf("this owner runs %s, the fleet's is %s", orDash(l), orDash(st)))
-			drop(d, "layout", "stored")
+			drop(d, lua.FieldLayout, lua.FieldStored)
 		}
-		if t, ok := msTime(d["loss_ms"]); ok {
+		if t, ok := msTime(d[lua.FieldLossMs]); ok {
 			parts = append(parts, "possible data loss at "+fmtTimeMs(t))
-			delete(d, "loss_ms")
+			delete(d, lua.FieldLossMs)
 		}
-		tick("held", "held reservation ")
-		tick("reserved", "reservation ")
-		take("holder", "lease token ")
-	case "prune":
+		tick(lua.FieldHeld, "held reservation ")
+		tick(lua.FieldReserved, "reservation ")
+		take(lua.FieldHolder, "lease token ")
+	case lua.EventPrune:
 		if p, ok := e.PrevOwner(); ok {
 			parts = append(parts, "forgot owner "+p.String())
 		}
-		for _, k := range []string{"prev_host", "prev_pid", "prev_addr", "prev_token"} {
-			delete(d, k)
-		}
-		take("prev_state", "state was ")
-		tick("reserved", "reservation kept ")
+		drop(d, prevOwnerFields...)
+		take(lua.FieldPrevState, "state was ")
+		tick(lua.FieldReserved, "reservation kept ")
 	}
 	for _, k := range slices.Sorted(maps.Keys(d)) {
 		if d[k] != "" {
@@ -324,9 +326,13 @@ func (e Event) detailText(s *Snapshot) string {
 	return strings.Join(parts, ", ")
 }
 
+// prevOwnerFields name the owner a claim replaced or a prune forgot
+// (PrevOwner).
+var prevOwnerFields = []string{lua.FieldPrevHost, lua.FieldPrevPID, lua.FieldPrevAddr, lua.FieldPrevToken}
+
 // holderOf is the process a clone or fenced event names.
 func holderOf(d map[string]string) Owner {
-	return Owner{Host: d["holder_host"], PID: atoi(d["holder_pid"]), Token: d["holder"]}
+	return Owner{Host: d[lua.FieldHolderHost], PID: atoi(d[lua.FieldHolderPID]), Token: d[lua.FieldHolder]}
 }
 
 // shortServer shortens a Redis server identity, run_id:master_replid (40

@@ -5,6 +5,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // History is the story of one machine ID from the event stream.
@@ -49,7 +51,7 @@ func HistoryOf(s *Snapshot, id int) *History {
 		// (a change of Redis server names no machine ID at all): every
 		// ID's reservation may have lost writes with it, and the claims
 		// after it start at its loss floor, so each history shows it.
-		if e.MachineID != id && e.Type != "dataloss" {
+		if e.MachineID != id && e.Type != lua.EventDataLoss {
 			continue
 		}
 		h.Events = append(h.Events, HistoryEvent{

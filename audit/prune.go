@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -93,11 +92,8 @@ func Prune(ctx context.Context, rdb redis.UniversalClient, ns string, o PruneOpt
 	const batch = 500
 	for start := 0; start < len(cands); start += batch {
 		part := cands[start:min(len(cands), start+batch)]
-		args := []any{k.prefix, res.CutoffTick, o.Host, o.PID}
-		for _, cd := range part {
-			args = append(args, cd.id, cd.token)
-		}
-		v, err := pruneScript.Run(ctx, c, []string{k.machines, k.reserved, k.events}, args...).StringSlice()
+		keys, argv := lua.PruneArgs{Keys: k, Cutoff: res.CutoffTick, Host: o.Host, PID: o.PID, IDs: part}.KeysArgv()
+		v, err := pruneScript.Run(ctx, c, keys, argv...).StringSlice()
 		if err != nil {
 			return res, fmt.Errorf("prune machine IDs: %w", err)
 		}
@@ -118,10 +114,8 @@ func Prune(ctx context.Context, rdb redis.UniversalClient, ns string, o PruneOpt
 	return res, nil
 }
 
-type pruneCandidate struct{ id, token string }
-
 // planPrune decides, from a snapshot, which machine IDs Prune forgets.
-func planPrune(s *Snapshot, olderThan time.Duration) (*PruneResult, []pruneCandidate, error) {
+func planPrune(s *Snapshot, olderThan time.Duration) (*PruneResult, []lua.PruneID, error) {
 	if s.Layout.BitsTime == 0 {
 		return nil, nil, fmt.Errorf("%w: cannot tell reservation ages without the fleet layout (%s)", ErrNoLayout, orDash(s.LayoutErr))
 	}
@@ -132,7 +126,7 @@ func planPrune(s *Snapshot, olderThan time.Duration) (*PruneResult, []pruneCandi
 		CutoffTick: s.Layout.Tick(cutoff),
 		Pruned:     []PrunedID{}, Kept: []KeptID{},
 	}
-	var cands []pruneCandidate
+	var cands []lua.PruneID
 	rep := Build(s)
 	for _, m := range rep.Machines {
 		r := s.Records[m.MachineID]
@@ -151,9 +145,9 @@ func planPrune(s *Snapshot, olderThan time.Duration) (*PruneResult, []pruneCandi
 				ReservedTick: r.Reserved, ReservedTime: s.Layout.TickTime(r.Reserved)})
 			token := ""
 			if r.Owner != nil {
-				token = r.Owner["token"]
+				token = r.Owner[lua.OwnerToken]
 			}
-			cands = append(cands, pruneCandidate{strconv.Itoa(m.MachineID), token})
+			cands = append(cands, lua.PruneID{MachineID: m.MachineID, Token: token})
 		}
 	}
 	return res, cands, nil

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // State is what a machine ID's keys say about it.
@@ -256,30 +258,30 @@ func machineRow(s *Snapshot, r *Record, problems []problem) Machine {
 		m.Problems = append(m.Problems, p.msg)
 	}
 	if r.Owner != nil {
-		m.Mode = r.Owner["mode"]
-		if hb, ok := msTime(r.Owner["heartbeat"]); ok {
+		m.Mode = r.Owner[lua.OwnerMode]
+		if hb, ok := msTime(r.Owner[lua.OwnerHeartbeat]); ok {
 			m.Heartbeat = &hb
 			age := s.Now.Sub(hb).Milliseconds()
 			m.HeartbeatAgeMs = &age
 		}
-		if t, ok := msTime(r.Owner["first_claim"]); ok {
+		if t, ok := msTime(r.Owner[lua.OwnerFirstClaim]); ok {
 			m.FirstClaim = &t
 		}
-		if t, ok := msTime(r.Owner["claimed"]); ok {
+		if t, ok := msTime(r.Owner[lua.OwnerClaimed]); ok {
 			m.LastClaim = &t
 		}
 	}
 	// Claim times the owner data lacks (missing or pruned) come from the
 	// events.
 	for _, e := range s.eventsOf(r.MachineID) {
-		if !e.isClaim() && e.Type != "reassert" {
+		if !e.isClaim() && e.Type != lua.EventReassert {
 			continue
 		}
 		t := e.Time
 		if m.FirstClaim == nil {
 			m.FirstClaim = &t
 		}
-		if r.Owner == nil || r.Owner["claimed"] == "" {
+		if r.Owner == nil || r.Owner[lua.OwnerClaimed] == "" {
 			m.LastClaim = &t
 		}
 	}
@@ -309,7 +311,7 @@ func stateOf(r *Record, problems []problem) State {
 		return Live
 	case r.Owner == nil:
 		return Orphan
-	case r.Owner["state"] == "released":
+	case r.Owner[lua.OwnerState] == lua.StateReleased:
 		return Released
 	default:
 		return Expired

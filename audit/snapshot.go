@@ -12,7 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Snapshot is what one namespace of the registry held at one moment.
@@ -139,8 +141,8 @@ func Read(ctx context.Context, rdb redis.UniversalClient, ns string) (*Snapshot,
 
 // read is Read, also returning the namespace's keys and the client that
 // serves its slot, for callers that go on to write (Prune).
-func read(ctx context.Context, rdb redis.UniversalClient, ns string) (*Snapshot, keys, *redis.Client, error) {
-	k, err := newKeys(ns)
+func read(ctx context.Context, rdb redis.UniversalClient, ns string) (*Snapshot, lua.Keys, *redis.Client, error) {
+	k, err := keysOf(ns)
 	if err != nil {
 		return nil, k, nil, err
 	}
@@ -158,17 +160,29 @@ func read(ctx context.Context, rdb redis.UniversalClient, ns string) (*Snapshot,
 	return s, k, c, nil
 }
 
+// keysOf returns the keys of namespace ns ("" for the default), refusing
+// a namespace the registry refuses.
+func keysOf(ns string) (lua.Keys, error) {
+	if ns == "" {
+		ns = lua.DefaultNamespace
+	}
+	if err := lua.CheckNamespace(ns); err != nil {
+		return lua.Keys{}, fmt.Errorf("%w: %w", coord.ErrInvalidOptions, err)
+	}
+	return lua.NewKeys(ns), nil
+}
+
 // slotClient returns the client that serves every key of the namespace:
 // rdb itself, or on Cluster the master of the {ns} slot, so that SCAN and
 // MULTI/EXEC see all of them.
-func slotClient(ctx context.Context, rdb redis.UniversalClient, k keys) (*redis.Client, error) {
+func slotClient(ctx context.Context, rdb redis.UniversalClient, k lua.Keys) (*redis.Client, error) {
 	switch c := rdb.(type) {
 	case *redis.Client:
 		return c, nil
 	case *redis.ClusterClient:
-		m, err := c.MasterForKey(ctx, k.machines)
+		m, err := c.MasterForKey(ctx, k.Machines)
 		if err != nil {
-			return nil, fmt.Errorf("find the cluster node of slot {%s}: %w", k.ns, err)
+			return nil, fmt.Errorf("find the cluster node of slot {%s}: %w", k.Namespace, err)
 		}
 		return m, nil
 	}
@@ -179,12 +193,12 @@ func slotClient(ctx context.Context, rdb redis.UniversalClient, k keys) (*redis.
 // does not block Redis for long. Each ID's keys are always read together.
 const chunk = 2000
 
-func readKeys(ctx context.Context, c *redis.Client, k keys) (*Snapshot, error) {
+func readKeys(ctx context.Context, c *redis.Client, k lua.Keys) (*Snapshot, error) {
 	ids, err := listIDs(ctx, c, k)
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{Namespace: k.ns, Records: map[int]*Record{}}
+	s := &Snapshot{Namespace: k.Namespace, Records: map[int]*Record{}}
 	for attempt := 0; ; attempt++ {
 		first := ids[:min(len(ids), chunk)]
 		var (
@@ -199,17 +213,17 @@ func readKeys(ctx context.Context, c *redis.Client, k keys) (*Snapshot, error) {
 		)
 		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			timeCmd = p.Time(ctx)
-			layoutCmd = p.Get(ctx, k.layout)
-			metaCmd = p.HGetAll(ctx, k.meta)
-			membCmd = p.SMembers(ctx, k.machines)
-			lastCmd = p.XRevRangeN(ctx, k.events, "+", "-", 1)
-			firstCmd = p.XRangeN(ctx, k.events, "-", "+", 1)
-			lenCmd = p.XLen(ctx, k.events)
+			layoutCmd = p.Get(ctx, k.Layout)
+			metaCmd = p.HGetAll(ctx, k.Meta)
+			membCmd = p.SMembers(ctx, k.Machines)
+			lastCmd = p.XRevRangeN(ctx, k.Events, "+", "-", 1)
+			firstCmd = p.XRangeN(ctx, k.Events, "-", "+", 1)
+			lenCmd = p.XLen(ctx, k.Events)
 			perID = queueIDs(ctx, p, k, first)
 			return nil
 		})
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("read registry %q: %w", k.ns, err)
+			return nil, fmt.Errorf("read registry %q: %w", k.Namespace, err)
 		}
 		// A machine ID registered between listing and the transaction is
 		// read again, so its claim event never appears without its keys.
@@ -248,16 +262,16 @@ func readKeys(ctx context.Context, c *redis.Client, k keys) (*Snapshot, error) {
 			return nil
 		})
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("read registry %q: %w", k.ns, err)
+			return nil, fmt.Errorf("read registry %q: %w", k.Namespace, err)
 		}
 		if err := s.addRecords(perID); err != nil {
 			return nil, err
 		}
 	}
 	if s.Stream.Length > 0 {
-		info, err := c.XInfoStream(ctx, k.events).Result()
+		info, err := c.XInfoStream(ctx, k.Events).Result()
 		if err != nil {
-			return nil, fmt.Errorf("read event stream %s: %w", k.events, err)
+			return nil, fmt.Errorf("read event stream %s: %w", k.Events, err)
 		}
 		s.Stream.EntriesAdded = info.EntriesAdded
 		// Nothing was ever trimmed or deleted, and the stream is as old as
@@ -277,29 +291,29 @@ func readKeys(ctx context.Context, c *redis.Client, k keys) (*Snapshot, error) {
 }
 
 // listIDs lists every machine-ID string any key of the namespace names.
-func listIDs(ctx context.Context, c *redis.Client, k keys) ([]string, error) {
+func listIDs(ctx context.Context, c *redis.Client, k lua.Keys) ([]string, error) {
 	seen := map[string]bool{}
-	members, err := c.SMembers(ctx, k.machines).Result()
+	members, err := c.SMembers(ctx, k.Machines).Result()
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", k.machines, err)
+		return nil, fmt.Errorf("read %s: %w", k.Machines, err)
 	}
 	for _, m := range members {
 		seen[m] = true
 	}
-	fields, err := c.HKeys(ctx, k.reserved).Result()
+	fields, err := c.HKeys(ctx, k.Reserved).Result()
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", k.reserved, err)
+		return nil, fmt.Errorf("read %s: %w", k.Reserved, err)
 	}
 	for _, f := range fields {
 		seen[f] = true
 	}
-	for _, kind := range []string{"lease:", "owner:"} {
-		it := c.Scan(ctx, 0, k.prefix+kind+"*", 1000).Iterator()
+	for _, prefix := range []string{k.LeasePrefix, k.OwnerPrefix} {
+		it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 		for it.Next(ctx) {
-			seen[strings.TrimPrefix(it.Val(), k.prefix+kind)] = true
+			seen[strings.TrimPrefix(it.Val(), prefix)] = true
 		}
 		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("scan %s%s*: %w", k.prefix, kind, err)
+			return nil, fmt.Errorf("scan %s*: %w", prefix, err)
 		}
 	}
 	return slices.Sorted(maps.Keys(seen)), nil
@@ -324,16 +338,16 @@ type idCmds struct {
 	member   *redis.BoolCmd
 }
 
-func queueIDs(ctx context.Context, p redis.Pipeliner, k keys, ids []string) []idCmds {
+func queueIDs(ctx context.Context, p redis.Pipeliner, k lua.Keys, ids []string) []idCmds {
 	out := make([]idCmds, len(ids))
 	for i, id := range ids {
 		out[i] = idCmds{
 			id:       id,
-			lease:    p.Get(ctx, k.lease(id)),
-			ttl:      p.PTTL(ctx, k.lease(id)),
-			owner:    p.HGetAll(ctx, k.owner(id)),
-			reserved: p.HGet(ctx, k.reserved, id),
-			member:   p.SIsMember(ctx, k.machines, id),
+			lease:    p.Get(ctx, k.Lease(id)),
+			ttl:      p.PTTL(ctx, k.Lease(id)),
+			owner:    p.HGetAll(ctx, k.Owner(id)),
+			reserved: p.HGet(ctx, k.Reserved, id),
+			member:   p.SIsMember(ctx, k.Machines, id),
 		}
 	}
 	return out
@@ -381,19 +395,36 @@ func parseMeta(h map[string]string) Meta {
 	if len(h) == 0 {
 		return Meta{}
 	}
-	m := Meta{Present: true, Generation: h["generation"]}
-	if ms, err := strconv.ParseInt(h["created_ms"], 10, 64); err == nil {
+	m := Meta{Present: true, Generation: h[lua.MetaGeneration]}
+	if ms, err := strconv.ParseInt(h[lua.MetaCreatedMs], 10, 64); err == nil {
 		m.Created = time.UnixMilli(ms).UTC()
 	}
-	m.CreatedTick, _ = strconv.ParseInt(h["created_tick"], 10, 64)
-	m.Horizon, _ = strconv.ParseInt(h["horizon"], 10, 64)
-	m.Server = h["server"]
+	m.CreatedTick, _ = strconv.ParseInt(h[lua.MetaCreatedTick], 10, 64)
+	m.Horizon, _ = strconv.ParseInt(h[lua.MetaHorizon], 10, 64)
+	m.Server = h[lua.MetaServer]
 	// loss_ms 0 is a store that lost nothing (coord.PrepareFresh).
-	if t, ok := msTime(h["loss_ms"]); ok {
+	if t, ok := msTime(h[lua.MetaLossMs]); ok {
 		m.LossAt = t
 	}
 	return m
 }
+
+// parseMachineID reads a machine ID as the scripts write it: a canonical
+// non-negative decimal.
+func parseMachineID(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || strconv.Itoa(n) != s {
+		return 0, fmt.Errorf("%q is not a machine ID", s)
+	}
+	return n, nil
+}
+
+// keys are the keys of the snapshot's namespace, for the reports that name
+// them.
+func (s *Snapshot) keys() lua.Keys { return lua.NewKeys(s.Namespace) }
+
+// ownerKey is the owner hash of machine ID id.
+func (s *Snapshot) ownerKey(id int) string { return s.keys().Owner(strconv.Itoa(id)) }
 
 // sortedRecords returns the records by machine ID.
 func (s *Snapshot) sortedRecords() []*Record {

@@ -3,6 +3,8 @@ package audit
 import (
 	"fmt"
 	"strings"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Checks of a registry. Each finding names one; docs/design.md's registry
@@ -53,9 +55,9 @@ func issuedBounds(s *Snapshot) (map[int]bound, map[int][]problem) {
 		var field string
 		switch {
 		case e.isClaim():
-			field = "floor"
-		case e.Type == "release":
-			field = "last"
+			field = lua.FieldFloor
+		case e.Type == lua.EventRelease:
+			field = lua.FieldLast
 		default:
 			continue
 		}
@@ -69,7 +71,7 @@ func issuedBounds(s *Snapshot) (map[int]bound, map[int][]problem) {
 			out[e.MachineID] = bound{tick: t, event: e}
 		case t < b.tick:
 			what := fmt.Sprintf("the %s at %s by %s started after tick %d", e.Type, fmtTimeMs(e.Time), e.Owner().String(), t)
-			if e.Type == "release" {
+			if e.Type == lua.EventRelease {
 				what = fmt.Sprintf("the release at %s by %s recorded last tick %d", fmtTimeMs(e.Time), e.Owner().String(), t)
 			}
 			back[e.MachineID] = append(back[e.MachineID], problem{CheckHistoryWentBack,
@@ -86,7 +88,6 @@ func recordProblems(s *Snapshot, r *Record, lb bound, back []problem) []problem 
 	add := func(check, format string, a ...any) {
 		out = append(out, problem{check, fmt.Sprintf(format, a...)})
 	}
-	k := s.Namespace
 	if l := s.Layout; l.BitsTime != 0 {
 		switch {
 		case r.MachineID == l.CounterMachineID():
@@ -97,35 +98,35 @@ func recordProblems(s *Snapshot, r *Record, lb bound, back []problem) []problem 
 	}
 	if r.Lease != "" {
 		if !r.Registered {
-			add(CheckLeaseNotRegistered, "leased (token %s) but not a member of {%s}:machines", shortToken(r.Lease), k)
+			add(CheckLeaseNotRegistered, "leased (token %s) but not a member of %s", shortToken(r.Lease), s.keys().Machines)
 		}
 		switch {
 		case r.Owner == nil:
-			add(CheckLeaseWithoutOwner, "leased (token %s) but {%s}:owner:%d is missing", shortToken(r.Lease), k, r.MachineID)
-		case r.Owner["token"] == "":
+			add(CheckLeaseWithoutOwner, "leased (token %s) but %s is missing", shortToken(r.Lease), s.ownerKey(r.MachineID))
+		case r.Owner[lua.OwnerToken] == "":
 			// renew.lua writes heartbeat and mode into the owner hash even
 			// when the rest of it is gone.
-			add(CheckLeaseWithoutOwner, "leased (token %s) but {%s}:owner:%d is incomplete: no token or host (only renewals' heartbeat and mode are left)",
-				shortToken(r.Lease), k, r.MachineID)
+			add(CheckLeaseWithoutOwner, "leased (token %s) but %s is incomplete: no token or host (only renewals' heartbeat and mode are left)",
+				shortToken(r.Lease), s.ownerKey(r.MachineID))
 		default:
-			if t := r.Owner["token"]; t != r.Lease {
+			if t := r.Owner[lua.OwnerToken]; t != r.Lease {
 				add(CheckOwnerTokenMismatch, "lease token %s differs from the owner data's token %s", shortToken(r.Lease), orDash(shortToken(t)))
 			}
-			if r.Owner["state"] == "released" {
+			if r.Owner[lua.OwnerState] == lua.StateReleased {
 				add(CheckReleasedButLeased, "owner data says released but the lease key is present")
 			}
 		}
 		if !r.HasReserved {
-			add(CheckLiveNoReservation, "leased but has no reservation in {%s}:reserved", k)
+			add(CheckLiveNoReservation, "leased but has no reservation in %s", s.keys().Reserved)
 		}
 		if r.LeaseTTL < 0 {
 			add(CheckLeaseWithoutTTL, "lease key has no expiry: the ID would never be freed")
 		}
 	} else if r.Owner != nil {
 		if !r.Registered {
-			add(CheckOwnerNotRegistered, "has owner data but is not a member of {%s}:machines", k)
+			add(CheckOwnerNotRegistered, "has owner data but is not a member of %s", s.keys().Machines)
 		}
-		if st := r.Owner["state"]; st != "live" && st != "released" {
+		if st := r.Owner[lua.OwnerState]; st != lua.StateLive && st != lua.StateReleased {
 			add(CheckUnknownOwnerState, "owner data has state %q, want live or released", st)
 		}
 	}
@@ -162,12 +163,12 @@ func registryProblems(s *Snapshot, listed int) []Finding {
 	}
 	switch {
 	case s.LayoutText == "" && registered > 0:
-		add(CheckLayoutMissing, "%d machine IDs are registered but {%s}:layout is missing: a node with any layout could claim them", registered, s.Namespace)
+		add(CheckLayoutMissing, "%d machine IDs are registered but %s is missing: a node with any layout could claim them", registered, s.keys().Layout)
 	case s.LayoutErr != "":
-		add(CheckLayoutInvalid, "{%s}:layout is unreadable: %s", s.Namespace, s.LayoutErr)
+		add(CheckLayoutInvalid, "%s is unreadable: %s", s.keys().Layout, s.LayoutErr)
 	}
 	if !s.Meta.Present && registered > 0 {
-		add(CheckMetaMissing, "{%s}:meta is missing while %d machine IDs are registered: Redis lost part of its data, or it was deleted", s.Namespace, registered)
+		add(CheckMetaMissing, "%s is missing while %d machine IDs are registered: Redis lost part of its data, or it was deleted", s.keys().Meta, registered)
 	}
 	for _, st := range s.Strays {
 		add(CheckStrayKey, "%s names no machine ID", quoteStray(st))

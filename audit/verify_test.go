@@ -96,7 +96,7 @@ func TestPlanPrune_NeverLiveNeverConflict_OnlyOld(t *testing.T) {
 	// 2 (released 3 h ago) and 5 (orphan, 35 days); not 1 (expired, but
 	// reserved 43 s ago), not 0 and 12 (live: 12's reservation is a day
 	// old, it is idle), not 3 and 7 (conflicts).
-	if len(pruned) != 2 || pruned[0] != 2 || pruned[1] != 5 || len(cands) != 2 || cands[0].token != tokC || cands[1].token != "" {
+	if len(pruned) != 2 || pruned[0] != 2 || pruned[1] != 5 || len(cands) != 2 || cands[0].Token != tokC || cands[1].Token != "" {
 		t.Fatalf("pruned %v, candidates %v", pruned, cands)
 	}
 	kept := map[int]string{}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // ErrNoLayout is returned when the registry holds no readable layout, so
@@ -78,7 +79,7 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 		if s.LayoutErr != "" {
 			return nil, fmt.Errorf("%w: %s", ErrNoLayout, s.LayoutErr)
 		}
-		return nil, fmt.Errorf("%w: {%s}:layout is missing", ErrNoLayout, s.Namespace)
+		return nil, fmt.Errorf("%w: %s is missing", ErrNoLayout, s.keys().Layout)
 	}
 	p := l.Decompose(id)
 	w := &Whois{ID: flake.FormatID(p.ID), Base32: flake.FormatBase32(p.ID), Time: p.Time, Tick: p.Tick,
@@ -96,23 +97,23 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 	}
 	idx := -1
 	for i, c := range claims {
-		if f, ok := c.Int("floor"); ok && f < t {
+		if f, ok := c.Int(lua.FieldFloor); ok && f < t {
 			idx = i
 		}
 	}
 	rec := s.Records[p.MachineID]
 	if idx >= 0 {
 		c := claims[idx]
-		w.Claim = refOf(c, "floor")
+		w.Claim = refOf(c, lua.FieldFloor)
 		o := c.Owner()
-		if rec != nil && rec.Owner != nil && rec.Owner["token"] == c.Fields["token"] {
-			o.Version = rec.Owner["version"]
+		if rec != nil && rec.Owner != nil && rec.Owner[lua.OwnerToken] == c.Fields[lua.FieldToken] {
+			o.Version = rec.Owner[lua.OwnerVersion]
 		}
 		w.Owner, w.Source = &o, "events"
 		for _, e := range s.eventsOf(p.MachineID) {
-			if e.Type == "release" && e.Fields["token"] == c.Fields["token"] && streamLess(c.ID, e.ID) {
+			if e.Type == lua.EventRelease && e.Fields[lua.FieldToken] == c.Fields[lua.FieldToken] && streamLess(c.ID, e.ID) {
 				if idx+1 >= len(claims) || streamLess(e.ID, claims[idx+1].ID) {
-					w.Release = refOf(e, "last")
+					w.Release = refOf(e, lua.FieldLast)
 				}
 				break
 			}
@@ -121,7 +122,7 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 			c.Type, fmtTimeMs(c.Time), o.String(), p.MachineID, *w.Claim.Tick, *w.Claim.Tick)
 		if idx+1 < len(claims) {
 			n := claims[idx+1]
-			w.Next = refOf(n, "floor")
+			w.Next = refOf(n, lua.FieldFloor)
 			w.Known = true
 			w.Explanation = fmt.Sprintf("%s; the next claim, the %s at %s, starts after tick %d >= %d",
 				held, n.Type, fmtTimeMs(n.Time), derefTick(w.Next), t)
@@ -137,7 +138,7 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 		w.Explanation = held + "; no later claim is recorded"
 		if w.Release != nil {
 			w.Explanation += fmt.Sprintf("; it released the ID at %s", fmtTimeMs(w.Release.Time))
-		} else if rec != nil && rec.Lease != "" && rec.Lease == c.Fields["token"] {
+		} else if rec != nil && rec.Lease != "" && rec.Lease == c.Fields[lua.FieldToken] {
 			w.Explanation += "; it holds the lease now"
 		}
 		return w, nil
@@ -145,10 +146,10 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 	// No recorded claim covers the tick. The owner data still names the
 	// last owner and its floor when the claim event was trimmed.
 	if rec != nil && rec.Owner != nil && len(claims) == 0 {
-		if f, ok := intField(rec.Owner, "floor"); ok && f < t && (!rec.HasReserved || t <= rec.Reserved) {
+		if f, ok := intField(rec.Owner, lua.OwnerFloor); ok && f < t && (!rec.HasReserved || t <= rec.Reserved) {
 			w.Owner, w.Source, w.Known = ownerOf(rec.Owner), "owner data", true
-			w.Claim = &EventRef{Type: "claim", Tick: &f}
-			if at, ok := msTime(rec.Owner["claimed"]); ok {
+			w.Claim = &EventRef{Type: lua.EventClaim, Tick: &f}
+			if at, ok := msTime(rec.Owner[lua.OwnerClaimed]); ok {
 				w.Claim.Time = at
 			}
 			w.Explanation = fmt.Sprintf("its claim event is no longer in the stream, but the owner data of machine ID %d names %s, claimed at %s with floor %d < %d, as the last owner",
@@ -204,7 +205,7 @@ func whoisCounter(s *Snapshot, w *Whois) {
 	events := slices.Clone(s.Events)
 	slices.SortStableFunc(events, func(a, b Event) int { return a.At().Compare(b.At()) })
 	for _, e := range events {
-		if e.Type != "mode" {
+		if e.Type != lua.EventMode {
 			continue
 		}
 		at := e.At()
@@ -220,9 +221,9 @@ func whoisCounter(s *Snapshot, w *Whois) {
 			order = append(order, key)
 		}
 		switch {
-		case e.Fields["to"] == "counter" && sp.inSince.IsZero():
+		case e.Fields[lua.FieldTo] == "counter" && sp.inSince.IsZero():
 			sp.inSince = at
-		case e.Fields["to"] != "counter" && !sp.inSince.IsZero():
+		case e.Fields[lua.FieldTo] != "counter" && !sp.inSince.IsZero():
 			if !at.Before(from) {
 				sp.hit = true // in counter mode until inside the window
 			}
@@ -234,8 +235,8 @@ func whoisCounter(s *Snapshot, w *Whois) {
 			w.CounterNodes = append(w.CounterNodes, sp.owner)
 		}
 	}
-	w.Explanation = fmt.Sprintf("machine ID %d is reserved for counter mode: the ID came from {%s}:counter, whose values are floored to Redis TIME, so it was taken around %s by a node in counter mode; the counter does not record which node took which value",
-		w.MachineID, s.Namespace, fmtTimeMs(w.Time))
+	w.Explanation = fmt.Sprintf("machine ID %d is reserved for counter mode: the ID came from %s, whose values are floored to Redis TIME, so it was taken around %s by a node in counter mode; the counter does not record which node took which value",
+		w.MachineID, s.keys().Counter, fmtTimeMs(w.Time))
 	switch {
 	case len(w.CounterNodes) > 0:
 		var names []string

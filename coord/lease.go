@@ -202,7 +202,7 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 		}
 	}
 	r := l.reg
-	m, err := r.rdb.HMGet(ctx, r.keys.meta, "horizon", "loss_ms").Result()
+	m, err := r.rdb.HMGet(ctx, r.keys.Meta, lua.MetaHorizon, lua.MetaLossMs).Result()
 	if err != nil {
 		return fmt.Errorf("read registry metadata: %w", err)
 	}
@@ -236,16 +236,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	r := l.reg
 	o, lay := r.opts.Owner, r.opts.Layout
-	args := []any{r.keys.prefix, l.token, want, l.granted.Load(), r.opts.LeaseTTL.Milliseconds(),
-		r.opts.EventsMaxLen, l.mode, o.Host, o.PID, o.Addr, o.Version,
-		lay.String(), l.generation, r.horizonTicks(),
-		lay.StartTime.UnixMicro(), tickMicros(lay), l.nodeID, l.lossID,
-		l.horizon}
-	for _, id := range l.ids {
-		args = append(args, id)
-	}
-	keys := []string{r.keys.reserved, r.keys.events, r.keys.machines, r.keys.meta, r.keys.layout}
-	v, err := renewScript.Run(ctx, r.rdb, keys, args...).Slice()
+	keys, argv := lua.RenewArgs{
+		Keys: r.keys, Token: l.token, Want: want, Held: l.granted.Load(), LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(),
+		EventsMaxLen: r.opts.EventsMaxLen, Mode: l.mode, Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version,
+		Layout: lay.String(), Generation: l.generation, Horizon: r.horizonTicks(),
+		EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay), Node: l.nodeID, LossID: l.lossID,
+		FleetHorizon: l.horizon, MachineIDs: l.ids,
+	}.KeysArgv()
+	v, err := renewScript.Run(ctx, r.rdb, keys, argv...).Slice()
 	if err != nil {
 		l.renewFails.Add(1)
 		err = fmt.Errorf("renew lease of machine IDs %v: %w", l.ids, err)
@@ -319,12 +317,8 @@ func (l *Lease) stopKeepAlive() {
 // Check is sonyflake's CheckMachineID: true only when Redis says every
 // leased ID is held by this token.
 func (l *Lease) Check(ctx context.Context) (bool, error) {
-	r := l.reg
-	args := []any{r.keys.prefix, l.token}
-	for _, id := range l.ids {
-		args = append(args, id)
-	}
-	n, err := checkScript.Run(ctx, r.rdb, []string{r.keys.machines}, args...).Int()
+	keys, argv := lua.CheckArgs{Keys: l.reg.keys, Token: l.token, MachineIDs: l.ids}.KeysArgv()
+	n, err := checkScript.Run(ctx, l.reg.rdb, keys, argv...).Int()
 	if err != nil {
 		return false, fmt.Errorf("check lease: %w", err)
 	}
@@ -353,12 +347,12 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 	}
 	r := l.reg
 	o, lay := r.opts.Owner, r.opts.Layout
-	args := []any{r.keys.prefix, l.token, lastTick, r.opts.EventsMaxLen, o.Host, o.PID, o.Addr,
-		cmp.Or(l.generation, newToken(r.opts.Rand)), lay.StartTime.UnixMicro(), tickMicros(lay)}
-	for _, id := range l.ids {
-		args = append(args, id)
-	}
-	err := releaseScript.Run(ctx, r.rdb, []string{r.keys.reserved, r.keys.events, r.keys.meta}, args...).Err()
+	keys, argv := lua.ReleaseArgs{
+		Keys: r.keys, Token: l.token, LastTick: lastTick, EventsMaxLen: r.opts.EventsMaxLen, Host: o.Host, PID: o.PID, Addr: o.Addr,
+		Generation: cmp.Or(l.generation, newToken(r.opts.Rand)), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
+		MachineIDs: l.ids,
+	}.KeysArgv()
+	err := releaseScript.Run(ctx, r.rdb, keys, argv...).Err()
 	if err != nil {
 		err = fmt.Errorf("release machine IDs %v: %w", l.ids, err)
 	}

@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Defaults of Options.
 const (
-	DefaultNamespace    = "flaked"
+	DefaultNamespace    = lua.DefaultNamespace
 	DefaultLeaseTTL     = 10 * time.Second
 	DefaultMaxSkew      = time.Second
 	DefaultHorizon      = 5 * time.Second
@@ -40,7 +40,8 @@ type Owner struct {
 // Options configure a Registry. The zero value means the defaults.
 type Options struct {
 	// Namespace prefixes every key, inside a {hash tag}: letters, digits,
-	// '.', '_', '-', 1..64 characters. Default "flaked".
+	// '.', '_', '-', 1..64 characters (lua.CheckNamespace). Default
+	// "flaked".
 	Namespace string
 	// Layout is the fleet-wide ID layout; zero means flake.DefaultLayout().
 	Layout flake.Layout
@@ -87,14 +88,12 @@ type Options struct {
 	Private bool
 }
 
-var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
 func (o Options) withDefaults() (Options, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
-	if !namespaceRE.MatchString(o.Namespace) {
-		return o, fmt.Errorf("%w: namespace %q: want 1..64 of A-Z a-z 0-9 . _ -", ErrInvalidOptions, o.Namespace)
+	if err := lua.CheckNamespace(o.Namespace); err != nil {
+		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.Layout.BitsTime == 0 {
 		o.Layout = flake.DefaultLayout()

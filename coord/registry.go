@@ -42,7 +42,7 @@ var (
 type Registry struct {
 	rdb  redis.UniversalClient
 	opts Options
-	keys keys
+	keys lua.Keys
 }
 
 // NewRegistry validates opts and returns a registry on rdb. It does not
@@ -52,7 +52,7 @@ func NewRegistry(rdb redis.UniversalClient, opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{rdb: rdb, opts: o, keys: newKeys(o.Namespace)}, nil
+	return &Registry{rdb: rdb, opts: o, keys: lua.NewKeys(o.Namespace)}, nil
 }
 
 // Options returns the registry's options with defaults filled in.
@@ -73,8 +73,8 @@ func (r *Registry) PrepareFresh(ctx context.Context) error {
 	if !r.opts.Private {
 		return fmt.Errorf("%w: PrepareFresh is only for a private store", ErrInvalidOptions)
 	}
-	return r.rdb.HSet(ctx, r.keys.meta, "generation", newToken(r.opts.Rand), "server", "", "loss_ms", 0,
-		"created_ms", r.opts.Clock.Now().UnixMilli(), "horizon", r.horizonTicks()).Err()
+	return r.rdb.HSet(ctx, r.keys.Meta, lua.MetaGeneration, newToken(r.opts.Rand), lua.MetaServer, "", lua.MetaLossMs, 0,
+		lua.MetaCreatedMs, r.opts.Clock.Now().UnixMilli(), lua.MetaHorizon, r.horizonTicks()).Err()
 }
 
 // horizonTicks is Options.Horizon in ticks of the layout, as the scripts
@@ -166,8 +166,8 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		lease.horizon = max(lease.horizon, res.horizon, r.horizonTicks())
 		if p := co.Previous; p != nil && p.Generation != "" && p.Generation != res.generation && !lease.DataLoss {
 			lease.DataLoss = true
-			r.event(ctx, "dataloss", strconv.Itoa(res.id), "previous_generation", p.Generation, "generation", res.generation,
-				"detail", "registry generation differs from the state file's: Redis lost its data")
+			r.event(ctx, lua.EventDataLoss, strconv.Itoa(res.id), lua.FieldPreviousGeneration, p.Generation, lua.FieldGeneration, res.generation,
+				lua.FieldDetail, "registry generation differs from the state file's: Redis lost its data")
 		}
 	}
 	lease.granted.Store(lease.floor)
@@ -214,21 +214,19 @@ type claimResult struct {
 	lossID     string // guard.lua's name of the last possible data loss
 }
 
-// claimArgs are claim.lua's ARGV, in the order its header lists them.
-func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, req claimRequest) []any {
+// claimArgs are what one round of a claim gives claim.lua, its
+// candidates drawn afresh.
+func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, req claimRequest) lua.ClaimArgs {
 	l, o := r.opts.Layout, r.opts.Owner
-	args := []any{
-		r.keys.prefix, token, l.String(), gen,
-		r.horizonTicks(), now, r.opts.LeaseTTL.Milliseconds(), r.opts.EventsMaxLen,
-		preferred, req.localFloor, maxWait,
-		l.StartTime.UnixMicro(), tickMicros(l), l.CounterMachineID(),
-		o.Host, o.PID, o.Addr, o.Version, o.Mode,
-		joinInts(req.taken), req.prevToken, req.node, r.opts.LayoutSettle.Milliseconds(),
+	return lua.ClaimArgs{
+		Keys: r.keys, Token: token, Layout: l.String(), Generation: gen,
+		Horizon: r.horizonTicks(), Now: now, LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(), EventsMaxLen: r.opts.EventsMaxLen,
+		Preferred: preferred, LocalFloor: req.localFloor, MaxWait: maxWait,
+		EpochUs: l.StartTime.UnixMicro(), TickUs: tickMicros(l), CounterID: l.CounterMachineID(),
+		Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version, Mode: o.Mode,
+		Skip: req.taken, PrevToken: req.prevToken, Node: req.node, LayoutSettleMs: r.opts.LayoutSettle.Milliseconds(),
+		Candidates: candidates(r.opts.Rand, req.prefer, l.MaxMachineID(), req.taken),
 	}
-	for _, c := range candidates(r.opts.Rand, req.prefer, l.MaxMachineID(), req.taken) {
-		args = append(args, c)
-	}
-	return args
 }
 
 func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest) (claimResult, error) {
@@ -244,8 +242,8 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 	}
 	gen := newToken(r.opts.Rand)
 	for round := 0; round < rounds; round++ {
-		keys := []string{r.keys.layout, r.keys.meta, r.keys.machines, r.keys.reserved, r.keys.events}
-		v, err := claimScript.Run(ctx, r.rdb, keys, r.claimArgs(token, gen, preferred, now, maxWait, req)...).Slice()
+		keys, argv := r.claimArgs(token, gen, preferred, now, maxWait, req).KeysArgv()
+		v, err := claimScript.Run(ctx, r.rdb, keys, argv...).Slice()
 		if err != nil {
 			return claimResult{}, fmt.Errorf("claim machine ID: %w", err)
 		}
@@ -333,25 +331,32 @@ func (r *Registry) checkClock(ctx context.Context) error {
 	local := before.Add(rtt / 2)
 	skew := local.Sub(rt)
 	if skew.Abs() > r.opts.MaxSkew+rtt/2 {
-		r.event(ctx, "clock_skew", "", "skew_ms", skew.Milliseconds(), "max_skew_ms", r.opts.MaxSkew.Milliseconds())
+		r.event(ctx, lua.EventClockSkew, "", lua.FieldSkewMs, skew.Milliseconds(), lua.FieldMaxSkewMs, r.opts.MaxSkew.Milliseconds())
 		return fmt.Errorf("%w: local clock is %v off Redis TIME (max skew %v); fix NTP on this host or raise --max-skew",
 			ErrClockSkew, skew.Round(time.Millisecond), r.opts.MaxSkew)
 	}
 	return nil
 }
 
-// event writes an audit event from Go (the scripts write their own).
+// event writes an audit event from Go (the scripts write their own),
+// ignoring a failure: the caller is already reporting one.
 func (r *Registry) event(ctx context.Context, kind, id string, kv ...any) {
-	o := r.opts.Owner
-	vals := append([]any{"type", kind, "mid", id, "host", o.Host, "pid", o.PID, "addr", o.Addr}, kv...)
-	r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: r.keys.events, MaxLen: r.opts.EventsMaxLen, Approx: true, Values: vals})
+	_ = r.addEvent(ctx, kind, id, kv)
 }
 
-// Event writes an audit event of this owner, e.g. a mode switch.
+// Event writes an audit event of this owner, e.g. a mode switch (kind
+// and the names in kv: lua.Event* and lua.Field*).
 func (r *Registry) Event(ctx context.Context, kind string, machineID int, kv ...any) error {
+	return r.addEvent(ctx, kind, machineID, kv)
+}
+
+// addEvent writes an event of kind about machine ID id ("" for none), as
+// written by this owner, with the fields kv.
+func (r *Registry) addEvent(ctx context.Context, kind string, id any, kv []any) error {
 	o := r.opts.Owner
-	vals := append([]any{"type", kind, "mid", machineID, "host", o.Host, "pid", o.PID, "addr", o.Addr}, kv...)
-	return r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: r.keys.events, MaxLen: r.opts.EventsMaxLen, Approx: true, Values: vals}).Err()
+	vals := append([]any{lua.FieldType, kind, lua.FieldMachineID, id, lua.FieldHost, o.Host, lua.FieldPID, o.PID,
+		lua.FieldAddr, o.Addr}, kv...)
+	return r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: r.keys.Events, MaxLen: r.opts.EventsMaxLen, Approx: true, Values: vals}).Err()
 }
 
 // newToken is a random 128-bit hex string from r.
@@ -384,17 +389,6 @@ func containsInt(s []int, v int) bool {
 		}
 	}
 	return false
-}
-
-func joinInts(s []int) string {
-	b := make([]byte, 0, len(s)*6)
-	for i, x := range s {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(x), 10)
-	}
-	return string(b)
 }
 
 func toInt64(v any) int64 {

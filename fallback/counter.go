@@ -76,16 +76,12 @@ type Counter struct {
 
 	rdb       redis.UniversalClient
 	opts      Options
-	key       string
-	layoutKey string
-	eventsKey string
-	metaKey   string
-	shift     uint   // machine bits
-	machine   uint64 // the counter machine ID
+	keys      lua.Keys
+	args      lua.CounterArgs // what every fetch sends counter.lua but its size, floor and generation
+	shift     uint            // machine bits
+	machine   uint64          // the counter machine ID
 	seqBits   uint
 	leadTicks int64
-	epochUs   int64
-	unitUs    float64
 	maxValue  uint64 // value of (MaxTick, MaxSequence)
 
 	mu      sync.Mutex
@@ -117,18 +113,18 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	c := &Counter{
 		rdb:       rdb,
 		opts:      o,
-		key:       "{" + o.Namespace + "}:counter",
-		layoutKey: "{" + o.Namespace + "}:layout",
-		eventsKey: "{" + o.Namespace + "}:events",
-		metaKey:   "{" + o.Namespace + "}:meta",
+		keys:      lua.NewKeys(o.Namespace),
 		shift:     uint(l.BitsMachineID),
 		machine:   uint64(l.CounterMachineID()),
 		seqBits:   uint(l.BitsSequence),
 		leadTicks: int64(o.MaxLead / l.TimeUnit),
-		epochUs:   l.StartTime.UnixMicro(),
-		unitUs:    float64(l.TimeUnit) / float64(time.Microsecond),
 		maxValue:  uint64(l.MaxTick())<<l.BitsSequence | uint64(l.MaxSequence()),
 		size:      int64(o.MinSegment),
+	}
+	c.args = lua.CounterArgs{
+		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
+		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,
+		CounterID: l.CounterMachineID(), Host: o.Host, PID: o.PID, LayoutSettleMs: o.LayoutSettle.Milliseconds(),
 	}
 	empty := newSegment(0, 0)
 	empty.fetchAt.Store(-1)
@@ -141,7 +137,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 func (c *Counter) Options() Options { return c.opts }
 
 // Key returns the Redis key of the counter, {ns}:counter.
-func (c *Counter) Key() string { return c.key }
+func (c *Counter) Key() string { return c.keys.Counter }
 
 func (c *Counter) id(v uint64) uint64 { return v<<c.shift | c.machine }
 
@@ -264,7 +260,7 @@ func (c *Counter) await(ctx context.Context, s *segment) error {
 	c.mu.Unlock()
 	c.waits.Add(1)
 	if err := run.task.Wait(ctx); err != nil {
-		return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w", ErrUnavailable, c.key, err)
+		return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w", ErrUnavailable, c.keys.Counter, err)
 	}
 	if run.err != nil {
 		if errors.Is(run.err, ErrClosed) {
@@ -382,26 +378,26 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		minValue := max(c.floor, c.high)
 		c.mu.Unlock()
 		start := c.opts.Clock.Monotonic()
-		res, err := counterScript.Run(c.ctx, c.rdb, []string{c.key, c.layoutKey, c.eventsKey, c.metaKey},
-			size, c.epochUs, c.unitUs, c.seqBits, c.leadTicks, strconv.FormatUint(minValue, 10),
-			c.opts.Layout.String(), c.opts.EventsMaxLen, c.machine, c.opts.Host, c.opts.PID, newGeneration(c.opts.Rand),
-			c.opts.LayoutSettle.Milliseconds()).Slice()
+		a := c.args
+		a.Size, a.MinValue, a.Generation = size, minValue, newGeneration(c.opts.Rand)
+		keys, argv := a.KeysArgv()
+		res, err := counterScript.Run(c.ctx, c.rdb, keys, argv...).Slice()
 		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return nil, 0, ErrClosed
 			}
-			return nil, 0, fmt.Errorf("counter.lua on %s: %w", c.key, err)
+			return nil, 0, fmt.Errorf("counter.lua on %s: %w", c.keys.Counter, err)
 		}
 		if len(res) == 4 && res[0] == "OK" {
 			first, err1 := parseValue(res[1])
 			last, err2 := parseValue(res[2])
 			if err := errors.Join(err1, err2); err != nil || last < first {
-				return nil, 0, fmt.Errorf("counter.lua on %s: bad reply %v: %v", c.key, res, err)
+				return nil, 0, fmt.Errorf("counter.lua on %s: bad reply %v: %v", c.keys.Counter, res, err)
 			}
 			if last > c.maxValue {
 				return nil, 0, fmt.Errorf("counter.lua on %s: value %d is past the last tick of the layout %v (tick %d > %d)",
-					c.key, last, c.opts.Layout, last>>c.seqBits, c.opts.Layout.MaxTick())
+					c.keys.Counter, last, c.opts.Layout, last>>c.seqBits, c.opts.Layout.MaxTick())
 			}
 			return newSegment(first, int64(last-first+1)), rtt, nil
 		}
@@ -416,14 +412,14 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 			continue
 		}
 		if len(res) != 3 || res[0] != "AHEAD" {
-			return nil, 0, fmt.Errorf("counter.lua on %s: unexpected reply %v", c.key, res)
+			return nil, 0, fmt.Errorf("counter.lua on %s: unexpected reply %v", c.keys.Counter, res)
 		}
 		now, _ := res[1].(int64)
 		want, _ := res[2].(int64)
 		ahead := want - now - c.leadTicks // ticks until the next value is within the lead
 		if ahead > maxWait {
 			return nil, 0, fmt.Errorf("counter %s: the next value is at tick %d, %d ticks ahead of Redis TIME (tick %d); max lead is %v (%d ticks): is the floor from a clock far ahead?",
-				c.key, want, want-now, now, c.opts.MaxLead, c.leadTicks)
+				c.keys.Counter, want, want-now, now, c.opts.MaxLead, c.leadTicks)
 		}
 		// Wait for the tick to pass on Redis's clock, re-reading it then.
 		if !c.waitTicks(ahead) {

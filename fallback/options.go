@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Defaults and limits of Options.
 const (
-	DefaultNamespace  = "flaked"
+	DefaultNamespace  = lua.DefaultNamespace
 	DefaultMinSegment = 64
 	DefaultMaxSegment = 65536
 	DefaultMaxLead    = time.Second
@@ -33,7 +33,7 @@ var ErrInvalidOptions = errors.New("invalid counter options")
 // Options configure a Counter. The zero value means the defaults.
 type Options struct {
 	// Namespace prefixes the key {ns}:counter: letters, digits, '.', '_',
-	// '-', 1..64 characters. Default "flaked".
+	// '-', 1..64 characters (lua.CheckNamespace). Default "flaked".
 	Namespace string
 	// Layout is the fleet-wide ID layout; zero means flake.DefaultLayout().
 	Layout flake.Layout
@@ -70,14 +70,12 @@ type Options struct {
 	LayoutSettle time.Duration
 }
 
-var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
 func (o Options) withDefaults() (Options, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
-	if !namespaceRE.MatchString(o.Namespace) {
-		return o, fmt.Errorf("%w: namespace %q: want 1..64 of A-Z a-z 0-9 . _ -", ErrInvalidOptions, o.Namespace)
+	if err := lua.CheckNamespace(o.Namespace); err != nil {
+		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.Clock == nil {
 		o.Clock = flake.SystemClock()

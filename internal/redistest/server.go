@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 const (
@@ -399,7 +401,7 @@ func logs(servers ...*Server) string {
 // floors do not move what they check.
 func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error {
 	id := ""
-	meta := "{" + ns + "}:meta"
+	meta := lua.NewKeys(ns).Meta
 	node := rdb
 	if cc, ok := rdb.(*redis.ClusterClient); ok { // INFO of the master holding the keys
 		m, err := cc.MasterForKey(ctx, meta)
@@ -416,10 +418,10 @@ func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error
 			id = run + ":" + rid
 		}
 	}
-	if err := rdb.HSetNX(ctx, meta, "generation", "test").Err(); err != nil {
+	if err := rdb.HSetNX(ctx, meta, lua.MetaGeneration, "test").Err(); err != nil {
 		return err
 	}
-	return rdb.HSet(ctx, meta, "server", id, "loss_ms", 0).Err()
+	return rdb.HSet(ctx, meta, lua.MetaServer, id, lua.MetaLossMs, 0).Err()
 }
 
 func infoValue(info, field string) string {

@@ -18,6 +18,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // The differential tests run the same commands and scripts on a real
@@ -354,7 +355,7 @@ func TestDifferentialRegistry(t *testing.T) {
 		return f.renew(ctx, rdb, l["b"], f.tick())
 	})
 	step("prune", func(rdb *redis.Client, l map[string]*lease) (any, error) {
-		return f.prune(ctx, rdb, f.tick()+100_000, "5", tokB, "9", tokC)
+		return f.prune(ctx, rdb, f.tick()+100_000, lua.PruneID{MachineID: 5, Token: tokB}, lua.PruneID{MachineID: 9, Token: tokC})
 	})
 
 	// A restart (with its data: AOF) changes the run_id: the next script

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,11 +11,12 @@ import (
 	"github.com/flaked/flaked/scripts/lua"
 )
 
-// fleet calls flaked's scripts with the arguments coord and fallback
-// build (coord/registry.go claimArgs, coord/lease.go renewLocked, release
-// and Check, fallback/counter.go fetchSegment), without their waiting and
-// retrying, so tests see every reply. Its layout is the default one:
-// 10 ms ticks from 2025-01-01, 16 machine bits, 8 sequence bits.
+// fleet calls flaked's scripts with arguments as coord and fallback build
+// them (the lua.ClaimArgs, RenewArgs, ReleaseArgs, CheckArgs and PruneArgs
+// they use; counter.lua's by hand, so a test can send it a malformed
+// floor), without their waiting and retrying, so tests see every reply.
+// Its layout is the default one: 10 ms ticks from 2025-01-01, 16 machine
+// bits, 8 sequence bits.
 type fleet struct {
 	ns      string
 	layout  string
@@ -54,6 +54,7 @@ var (
 	pruneScript   = redis.NewScript(lua.Prune)
 )
 
+func (f fleet) keys() lua.Keys      { return lua.NewKeys(f.ns) }
 func (f fleet) prefix() string      { return "{" + f.ns + "}:" }
 func (f fleet) key(k string) string { return f.prefix() + k }
 func (f fleet) tick() int64 {
@@ -79,23 +80,16 @@ func (f fleet) claim(ctx context.Context, rdb redis.Scripter, r claimReq) ([]any
 	if r.gen == "" {
 		r.gen = "gen-" + r.token
 	}
-	taken := make([]string, len(r.taken))
-	for i, id := range r.taken {
-		taken[i] = strconv.Itoa(id)
-	}
-	args := []any{
-		f.prefix(), r.token, f.layout, r.gen,
-		f.horizon, f.tick(), f.ttlMs, f.maxLen,
-		r.preferred, r.localFloor, f.maxWait,
-		f.epochUs, f.unitUs, 65535,
-		"host-a", 4242, "10.0.0.1:7000", "v1.2.3", "flake",
-		strings.Join(taken, ","), r.prevToken, r.node, f.settle,
-	}
-	for _, c := range r.cands {
-		args = append(args, c)
-	}
-	keys := []string{f.key("layout"), f.key("meta"), f.key("machines"), f.key("reserved"), f.key("events")}
-	return claimScript.Run(ctx, rdb, keys, args...).Slice()
+	keys, argv := lua.ClaimArgs{
+		Keys: f.keys(), Token: r.token, Layout: f.layout, Generation: r.gen,
+		Horizon: f.horizon, Now: f.tick(), LeaseTTLMs: f.ttlMs, EventsMaxLen: f.maxLen,
+		Preferred: r.preferred, LocalFloor: r.localFloor, MaxWait: f.maxWait,
+		EpochUs: f.epochUs, TickUs: f.unitUs, CounterID: 65535,
+		Host: "host-a", PID: 4242, Addr: "10.0.0.1:7000", Version: "v1.2.3", Mode: "flake",
+		Skip: r.taken, PrevToken: r.prevToken, Node: r.node, LayoutSettleMs: f.settle,
+		Candidates: r.cands,
+	}.KeysArgv()
+	return claimScript.Run(ctx, rdb, keys, argv...).Slice()
 }
 
 // claimLease claims one ID and returns the lease, as coord's Claim keeps
@@ -114,13 +108,13 @@ func (f fleet) claimLease(ctx context.Context, rdb redis.Scripter, token string,
 }
 
 func (f fleet) renew(ctx context.Context, rdb redis.Scripter, l *lease, want int64) ([]any, error) {
-	args := []any{f.prefix(), l.token, want, l.granted, f.ttlMs, f.maxLen, "flake", "host-a", 4242,
-		"10.0.0.1:7000", "v1.2.3", f.layout, l.gen, f.horizon, f.epochUs, f.unitUs, "node-1", l.lossID, l.horizon}
-	for _, id := range l.ids {
-		args = append(args, id)
-	}
-	keys := []string{f.key("reserved"), f.key("events"), f.key("machines"), f.key("meta"), f.key("layout")}
-	v, err := renewScript.Run(ctx, rdb, keys, args...).Slice()
+	keys, argv := lua.RenewArgs{
+		Keys: f.keys(), Token: l.token, Want: want, Held: l.granted, LeaseTTLMs: f.ttlMs, EventsMaxLen: f.maxLen,
+		Mode: "flake", Host: "host-a", PID: 4242, Addr: "10.0.0.1:7000", Version: "v1.2.3",
+		Layout: f.layout, Generation: l.gen, Horizon: f.horizon, EpochUs: f.epochUs, TickUs: f.unitUs,
+		Node: "node-1", LossID: l.lossID, FleetHorizon: l.horizon, MachineIDs: l.ids,
+	}.KeysArgv()
+	v, err := renewScript.Run(ctx, rdb, keys, argv...).Slice()
 	if err == nil && v[0] == "OK" {
 		l.granted = max(l.granted, toInt(v[1]))
 		l.lossID = fmt.Sprint(v[5])
@@ -129,19 +123,16 @@ func (f fleet) renew(ctx context.Context, rdb redis.Scripter, l *lease, want int
 }
 
 func (f fleet) release(ctx context.Context, rdb redis.Scripter, l *lease, last int64) (any, error) {
-	args := []any{f.prefix(), l.token, last, f.maxLen, "host-a", 4242, "10.0.0.1:7000", l.gen, f.epochUs, f.unitUs}
-	for _, id := range l.ids {
-		args = append(args, id)
-	}
-	return releaseScript.Run(ctx, rdb, []string{f.key("reserved"), f.key("events"), f.key("meta")}, args...).Result()
+	keys, argv := lua.ReleaseArgs{
+		Keys: f.keys(), Token: l.token, LastTick: last, EventsMaxLen: f.maxLen, Host: "host-a", PID: 4242,
+		Addr: "10.0.0.1:7000", Generation: l.gen, EpochUs: f.epochUs, TickUs: f.unitUs, MachineIDs: l.ids,
+	}.KeysArgv()
+	return releaseScript.Run(ctx, rdb, keys, argv...).Result()
 }
 
 func (f fleet) check(ctx context.Context, rdb redis.Scripter, l *lease) (any, error) {
-	args := []any{f.prefix(), l.token}
-	for _, id := range l.ids {
-		args = append(args, id)
-	}
-	return checkScript.Run(ctx, rdb, []string{f.key("machines")}, args...).Result()
+	keys, argv := lua.CheckArgs{Keys: f.keys(), Token: l.token, MachineIDs: l.ids}.KeysArgv()
+	return checkScript.Run(ctx, rdb, keys, argv...).Result()
 }
 
 func (f fleet) counter(ctx context.Context, rdb redis.Scripter, n int64, minValue string) (any, error) {
@@ -150,12 +141,9 @@ func (f fleet) counter(ctx context.Context, rdb redis.Scripter, n int64, minValu
 		65535, "host-c", 99, "gen-counter", 0).Result()
 }
 
-func (f fleet) prune(ctx context.Context, rdb redis.Scripter, cutoff int64, pairs ...string) (any, error) {
-	args := []any{f.prefix(), cutoff, "host-p", 7}
-	for _, p := range pairs {
-		args = append(args, p)
-	}
-	return pruneScript.Run(ctx, rdb, []string{f.key("machines"), f.key("reserved"), f.key("events")}, args...).Result()
+func (f fleet) prune(ctx context.Context, rdb redis.Scripter, cutoff int64, ids ...lua.PruneID) (any, error) {
+	keys, argv := lua.PruneArgs{Keys: f.keys(), Cutoff: cutoff, Host: "host-p", PID: 7, IDs: ids}.KeysArgv()
+	return pruneScript.Run(ctx, rdb, keys, argv...).Result()
 }
 
 func toInt(v any) int64 {

@@ -4,6 +4,14 @@
 // The scripts that write the registry or the counter start with guard.lua,
 // which notices that Redis may have lost acknowledged writes; those that
 // may store the fleet layout then have layout.lua, its settle window.
+//
+// The package is also the one home of what the scripts and the Go side
+// must agree on, so coord, fallback and audit take it from here rather
+// than each spelling it: the keys of a namespace and the namespace rule
+// (keys.go), the names of the hash fields and events the scripts write
+// (fields.go), and each script's KEYS and ARGV as one typed value beside
+// it (claim.go for claim.lua, and so on), checked against the script's
+// header comment by a test.
 package lua
 
 import (

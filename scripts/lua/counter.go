@@ -1,0 +1,34 @@
+package lua
+
+import "strconv"
+
+// CounterArgs are what one call of counter.lua (Counter) is given, in the
+// order of its header comment (see ClaimArgs).
+type CounterArgs struct {
+	Keys           Keys    // KEYS 1-4 (counter.lua takes no key prefix)
+	Size           int64   `argv:"n, the segment size"`
+	EpochUs        int64   `argv:"epoch (us since the Unix epoch)"`
+	TickUs         float64 `argv:"tick length (us)"`
+	SeqBits        int     `argv:"bits of sequence"`
+	Lead           int64   `argv:"lead (ticks"`
+	MinValue       uint64  `argv:"min value"` // sent in decimal: values reach 2^62
+	Layout         string  `argv:"the caller's canonical layout"`
+	EventsMaxLen   int64   `argv:"events maxlen"`
+	CounterID      int     `argv:"counter machine ID"`
+	Host           string  `argv:"host"`
+	PID            int     `argv:"pid"`
+	Generation     string  `argv:"generation to create {ns}:meta with"`
+	LayoutSettleMs int64   `argv:"layout settle (ms)"`
+}
+
+// KeysArgv returns the KEYS and ARGV of the call.
+func (a CounterArgs) KeysArgv() ([]string, []any) {
+	k := a.Keys
+	keys := []string{k.Counter, k.Layout, k.Events, k.Meta}
+	argv := []any{
+		a.Size, a.EpochUs, a.TickUs, a.SeqBits, a.Lead, strconv.FormatUint(a.MinValue, 10),
+		a.Layout, a.EventsMaxLen, a.CounterID, a.Host, a.PID, a.Generation,
+		a.LayoutSettleMs,
+	}
+	return keys, argv
+}
