@@ -1,0 +1,128 @@
+package node
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/flake"
+)
+
+// Defaults of Options.
+const (
+	DefaultCheckInterval = 100 * time.Millisecond
+	DefaultRecoverAfter  = 3 * time.Second
+	DefaultRetryInterval = time.Second
+	MaxMachineIDs        = 256
+)
+
+// Options configure a Node. The zero value is a standalone node in flake
+// mode with one machine ID and no state file.
+type Options struct {
+	// Redis is the fleet's Redis; nil runs standalone on an embedded
+	// in-process store (miniredis): then the state file is what keeps
+	// restarts unique, so set StateFile.
+	Redis redis.UniversalClient
+	// Registry configures the machine-ID registry (namespace, layout,
+	// lease TTL, max skew, max wait, owner). Its Horizon defaults to
+	// MaxLead + ReserveAhead + MaxSkew + one tick, and must be at least
+	// that. Its MaxWait (default max(Horizon, MaxLead + ReserveAhead +
+	// a tick) + 2s, so a fresh registry or a restart after a crash is
+	// waited for) is also how far the clock may be behind the floor of
+	// the machine IDs a node takes: beyond it the state file's IDs are
+	// given back for others, and auto mode falls back to counter.
+	Registry coord.Options
+	// Counter tunes counter mode (segment sizes, lead); its namespace,
+	// layout and clock come from Registry.
+	Counter fallback.Options
+	// StateFile is the local state file ("" for none: restarts then rely
+	// on Redis alone).
+	StateFile string
+	// Mode is ModeFlake (default), ModeCounter or ModeAuto.
+	Mode string
+	// MachineIDs is how many machine IDs to lease: 1..256, default 1. A
+	// node with k IDs interleaves them and issues k times one ID's rate.
+	MachineIDs int
+	// MaxLead bounds how far ahead of the clock IDs may run: default 1s.
+	MaxLead time.Duration
+	// ReserveAhead is how far ahead each reservation reaches: default 2s.
+	ReserveAhead time.Duration
+	// CheckInterval is how often the node checks its health (lease,
+	// reservation, clock) to switch modes: 10ms..1m, default 100ms.
+	CheckInterval time.Duration
+	// RecoverAfter is how long flake mode must look healthy before a node
+	// in auto mode leaves counter mode (hysteresis, so it does not flap):
+	// 0..1h, default 3s.
+	RecoverAfter time.Duration
+	// RetryInterval spaces attempts to claim machine IDs after a failure:
+	// 10ms..1m, default 1s.
+	RetryInterval time.Duration
+	// Clock drives everything that takes time: the generator, the clock
+	// guard, lease renewals, counter mode, the health checks and every
+	// wait; nil means the system clock. The simulator (package sim) runs
+	// whole nodes on its virtual one.
+	Clock flake.Clock
+	// StateFS holds the state file; nil means the operating system's
+	// (coord.OSFS). The simulator keeps state files in memory.
+	StateFS coord.StateFS
+	// Rand is the source of owner tokens, state-file node IDs and the
+	// machine IDs a claim tries; nil means crypto/rand.
+	Rand io.Reader
+	// Logger receives mode switches, lease losses and claims.
+	Logger zerolog.Logger
+}
+
+func (o *Options) withDefaults() error {
+	if o.Mode == "" {
+		o.Mode = ModeFlake
+	}
+	if o.Mode != ModeFlake && o.Mode != ModeCounter && o.Mode != ModeAuto {
+		return fmt.Errorf("%w: mode %q: want %s, %s or %s", ErrInvalidOptions, o.Mode, ModeFlake, ModeCounter, ModeAuto)
+	}
+	if o.MachineIDs == 0 {
+		o.MachineIDs = 1
+	}
+	if o.MachineIDs < 1 || o.MachineIDs > MaxMachineIDs {
+		return fmt.Errorf("%w: machine IDs %d: valid range is 1..%d", ErrInvalidOptions, o.MachineIDs, MaxMachineIDs)
+	}
+	if o.MaxLead == 0 {
+		o.MaxLead = flake.DefaultMaxLead
+	}
+	if o.ReserveAhead == 0 {
+		o.ReserveAhead = flake.DefaultReserveAhead
+	}
+	if o.MaxLead < 0 || o.MaxLead > time.Hour {
+		return fmt.Errorf("%w: max lead %v: valid range is 0..1h", ErrInvalidOptions, o.MaxLead)
+	}
+	if o.ReserveAhead < 10*time.Millisecond || o.ReserveAhead > time.Hour {
+		return fmt.Errorf("%w: reserve ahead %v: valid range is 10ms..1h", ErrInvalidOptions, o.ReserveAhead)
+	}
+	durations := []struct {
+		v       *time.Duration
+		def     time.Duration
+		lo, hi  time.Duration
+		name    string
+		zeroDef bool
+	}{
+		{&o.CheckInterval, DefaultCheckInterval, 10 * time.Millisecond, time.Minute, "check interval", true},
+		{&o.RecoverAfter, DefaultRecoverAfter, 0, time.Hour, "recover after", true},
+		{&o.RetryInterval, DefaultRetryInterval, 10 * time.Millisecond, time.Minute, "retry interval", true},
+	}
+	for _, d := range durations {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < d.lo || *d.v > d.hi {
+			return fmt.Errorf("%w: %s %v: valid range is %v..%v", ErrInvalidOptions, d.name, *d.v, d.lo, d.hi)
+		}
+	}
+	if o.Clock == nil {
+		o.Clock = flake.SystemClock()
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/flake"
+)
+
+func (n *Node) clockTick() int64 { return n.reg.Layout().Tick(n.opts.Clock.Now()) }
+
+// floorLocked is the tick a new generator must start after.
+func (n *Node) floorLocked() int64 { return max(n.lease.Floor(), n.bound) }
+
+// startFlakeLocked claims machine IDs when none are held and starts a
+// generator after everything issued so far.
+func (n *Node) startFlakeLocked(ctx context.Context) error {
+	if n.lease == nil {
+		if err := n.claimLocked(ctx); err != nil {
+			return err
+		}
+	}
+	floor := n.floorLocked()
+	if gap := floor - n.clockTick(); gap > n.maxW {
+		return fmt.Errorf("%w: machine IDs %v start at tick %d (%s), %v ahead of this clock, max wait %v; fix the clock or run in auto mode",
+			ErrClockBehind, n.lease.MachineIDs(), floor+1, n.reg.Layout().TickTime(floor+1).Format(time.RFC3339Nano),
+			time.Duration(gap)*n.reg.Layout().TimeUnit, n.reg.Options().MaxWait)
+	}
+	l := n.reg.Layout()
+	gen, err := flake.New(flake.Settings{
+		BitsSequence: l.BitsSequence, BitsMachineID: l.BitsMachineID, TimeUnit: l.TimeUnit, StartTime: l.StartTime,
+		MachineIDs: n.lease.MachineIDs(), MaxLead: n.opts.MaxLead,
+		Floor: floor, Reserved: n.lease.Granted(), Reserve: n.lease.Reserve, ReserveAhead: n.opts.ReserveAhead,
+		Clock: n.opts.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	n.gen = gen
+	n.src.Store(&source{mode: ModeFlake, gen: gen})
+	return nil
+}
+
+// stopFlakeLocked closes the generator; everything it issued is then
+// below n.bound.
+func (n *Node) stopFlakeLocked() {
+	if n.gen != nil {
+		n.bound = max(n.bound, n.gen.Close())
+		n.gen = nil
+	}
+}
+
+// restartFlakeLocked replaces a lost (or missing) lease and its generator,
+// staying in flake mode.
+func (n *Node) restartFlakeLocked(ctx context.Context) error {
+	if n.lease != nil && n.lease.Err() != nil {
+		n.stopFlakeLocked()
+		n.dropLeaseLocked(ctx)
+	}
+	if n.gen != nil {
+		return nil
+	}
+	if err := n.startFlakeLocked(ctx); err != nil {
+		n.claimErr = err
+		return err
+	}
+	n.log.Info().Ints("machine_ids", n.lease.MachineIDs()).Msg("flake mode resumed")
+	return nil
+}
+
+// toCounterLocked switches to counter mode: the generator stops, and the
+// counter starts above everything it issued.
+func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
+	n.stopFlakeLocked()
+	ctr, err := fallback.New(n.rdb, n.opts.Counter)
+	if err != nil {
+		return err
+	}
+	if n.bound >= 0 {
+		l := n.reg.Layout()
+		ceiling, _ := l.Compose(n.bound, l.MaxSequence(), l.CounterMachineID())
+		ctr.SetFloor(ceiling)
+	}
+	n.ctr = ctr
+	n.reason = reason
+	n.healthy = 0
+	ctr.Warm()
+	n.src.Store(&source{mode: ModeCounter, ctr: ctr})
+	if n.lease != nil {
+		n.lease.SetMode(ModeCounter)
+	}
+	n.setMode(ModeCounter, reason)
+	return nil
+}
+
+// toFlakeLocked returns from counter mode: the counter stops, and the
+// generator starts above everything it issued.
+func (n *Node) toFlakeLocked(ctx context.Context) error {
+	ctr := n.ctr
+	if ctr != nil {
+		// Close first, so LastTick is final; on failure below the node
+		// goes on with a new counter.
+		ctr.Close()
+		n.bound = max(n.bound, ctr.LastTick())
+		n.ctr = nil
+	}
+	if err := n.startFlakeLocked(ctx); err != nil {
+		_ = n.toCounterLocked(ctx, n.reason)
+		return err
+	}
+	n.lease.SetMode(ModeFlake)
+	n.reason = "healthy for " + n.opts.RecoverAfter.String()
+	n.setMode(ModeFlake, n.reason)
+	return nil
+}
