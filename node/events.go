@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// setMode logs a mode change and writes it to the audit stream.
-func (n *Node) setMode(mode, reason string) {
+// setModeLocked logs a mode change and writes it to the audit stream;
+// n.mu is held.
+func (n *Node) setModeLocked(mode, reason string) {
 	from := "none"
 	if p := n.lastMode.Load(); p != nil {
 		from = *p

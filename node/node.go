@@ -179,7 +179,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		}
 	}
 	if err == nil && n.lastMode.Load() == nil {
-		n.setMode(n.src.Load().mode, "start")
+		n.setModeLocked(n.src.Load().mode, "start")
 	}
 	n.mu.Unlock()
 	if err != nil {
@@ -268,7 +268,7 @@ func (n *Node) Close(ctx context.Context) error {
 	// A "stopped" mode event tells audit (whois of counter IDs, history)
 	// when this node stopped issuing; one last try for what is pending.
 	n.flushAt = 0
-	n.setMode("stopped", "close")
+	n.setModeLocked("stopped", "close")
 	var err error
 	if n.lease != nil {
 		err = n.lease.Release(ctx, n.bound)

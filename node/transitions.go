@@ -91,7 +91,7 @@ func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
 	if n.lease != nil {
 		n.lease.SetMode(ModeCounter)
 	}
-	n.setMode(ModeCounter, reason)
+	n.setModeLocked(ModeCounter, reason)
 	return nil
 }
 
@@ -112,6 +112,6 @@ func (n *Node) toFlakeLocked(ctx context.Context) error {
 	}
 	n.lease.SetMode(ModeFlake)
 	n.reason = "healthy for " + n.opts.RecoverAfter.String()
-	n.setMode(ModeFlake, n.reason)
+	n.setModeLocked(ModeFlake, n.reason)
 	return nil
 }
