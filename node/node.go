@@ -88,99 +88,12 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, log: opts.Logger, rdb: opts.Redis, bound: -1}
-	ro := opts.Registry
-	if ro.Clock == nil {
-		ro.Clock = opts.Clock
-	}
-	if ro.Rand == nil {
-		ro.Rand = opts.Rand
-	}
-	if ro.Owner.Mode == "" {
-		ro.Owner.Mode = opts.Mode
-		if opts.Mode == ModeAuto {
-			ro.Owner.Mode = ModeFlake
-		}
-	}
-	if n.rdb == nil {
-		// Standalone: this process is the only one that can ever see this
-		// store, and the state file holds the only reservation that
-		// matters, so the data-loss horizon is not needed.
-		mr := miniredis.NewMiniRedis()
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return nil, fmt.Errorf("standalone store: %w", err)
-		}
-		n.mini = mr
-		n.rdb = redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		ro.Private = true
-	}
-	if ro.Layout.BitsTime == 0 {
-		ro.Layout = flake.DefaultLayout()
-	}
-	minHorizon := opts.MaxLead + opts.ReserveAhead + max(ro.MaxSkew, coord.DefaultMaxSkew) + ro.Layout.TimeUnit
-	if ro.Horizon == 0 {
-		ro.Horizon = minHorizon
-	}
-	if ro.MaxWait == 0 {
-		// A registry created a moment ago (a new fleet, or Redis that lost
-		// its data) starts every ID a horizon ahead, and a node restarted
-		// after a crash finds its own reservation up to max lead + reserve
-		// ahead ahead of its clock: wait for either.
-		ro.MaxWait = max(ro.Horizon, opts.MaxLead+opts.ReserveAhead+ro.Layout.TimeUnit) + coord.DefaultMaxWait
-	}
-	if n.mini == nil && ro.Horizon < minHorizon {
-		n.cleanup()
-		return nil, fmt.Errorf("%w: horizon %v is below max lead + reserve ahead + max skew + a tick = %v",
-			ErrInvalidOptions, ro.Horizon, minHorizon)
-	}
-	reg, err := coord.NewRegistry(n.rdb, ro)
-	if err != nil {
+	if err := n.open(ctx); err != nil {
 		n.cleanup()
 		return nil, err
 	}
-	n.reg = reg
-	if n.mini != nil {
-		if err := reg.PrepareFresh(ctx); err != nil {
-			n.cleanup()
-			return nil, fmt.Errorf("standalone store: %w", err)
-		}
-	}
-	n.maxW = int64(reg.Options().MaxWait / reg.Layout().TimeUnit)
-	co := opts.Counter
-	co.Namespace, co.Layout, co.Clock, co.Rand = reg.Options().Namespace, reg.Layout(), opts.Clock, reg.Options().Rand
-	co.LayoutSettle = reg.Options().LayoutSettle // none when private
-	if co.Host == "" {
-		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
-	}
-	n.opts.Counter = co
-	c, err := fallback.New(n.rdb, co) // validate now, not at the first fallback
-	if err != nil {
-		n.cleanup()
-		return nil, err
-	}
-	c.Close()
-	if opts.StateFile != "" {
-		n.state, n.prev, err = coord.OpenStateFS(opts.StateFS, opts.StateFile, reg.Options().Rand)
-		if err != nil {
-			n.cleanup()
-			return nil, err
-		}
-	}
-
 	n.mu.Lock()
-	switch opts.Mode {
-	case ModeCounter:
-		err = n.toCounterLocked(ctx, "mode counter")
-	case ModeFlake:
-		err = n.startFlakeLocked(ctx)
-	case ModeAuto:
-		if err = n.startFlakeLocked(ctx); err != nil && fallsBack(err) {
-			n.log.Warn().Err(err).Msg("flake mode is not safe at start; issuing in counter mode")
-			err = n.toCounterLocked(ctx, err.Error())
-		}
-	}
-	if err == nil && n.lastMode.Load() == nil {
-		n.setModeLocked(n.src.Load().mode, "start")
-	}
+	err := n.startLocked(ctx)
 	n.mu.Unlock()
 	if err != nil {
 		n.Close(context.WithoutCancel(ctx))
@@ -190,17 +103,41 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	return n, nil
 }
 
-// fallsBack reports whether err is a reason for auto mode to issue in
-// counter mode rather than fail: flake mode is unsafe for now. A wrong
-// configuration (layout, options, state file) is not.
-func fallsBack(err error) bool {
-	switch {
-	case errors.Is(err, coord.ErrLayoutMismatch), errors.Is(err, coord.ErrInvalidOptions),
-		errors.Is(err, coord.ErrStateCorrupt), errors.Is(err, coord.ErrStateMismatch),
-		errors.Is(err, coord.ErrStateLocked), errors.Is(err, ErrClosed):
-		return false
+// open sets up what every mode needs: the store (an embedded one when
+// standalone), the registry, the counter's options (checked now, not at
+// the first fallback) and the state file. On failure the caller cleans up.
+func (n *Node) open(ctx context.Context) error {
+	if n.rdb == nil {
+		mr := miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			return fmt.Errorf("standalone store: %w", err)
+		}
+		n.mini = mr
+		n.rdb = redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	}
-	return true
+	ro, err := n.opts.registryOptions(n.mini != nil)
+	if err != nil {
+		return err
+	}
+	if n.reg, err = coord.NewRegistry(n.rdb, ro); err != nil {
+		return err
+	}
+	if n.mini != nil {
+		if err := n.reg.PrepareFresh(ctx); err != nil {
+			return fmt.Errorf("standalone store: %w", err)
+		}
+	}
+	n.maxW = int64(n.reg.Options().MaxWait / n.reg.Layout().TimeUnit)
+	n.opts.Counter = n.opts.counterOptions(n.reg)
+	c, err := fallback.New(n.rdb, n.opts.Counter)
+	if err != nil {
+		return err
+	}
+	c.Close()
+	if n.opts.StateFile != "" {
+		n.state, n.prev, err = coord.OpenStateFS(n.opts.StateFS, n.opts.StateFile, n.reg.Options().Rand)
+	}
+	return err
 }
 
 func (n *Node) cleanup() {

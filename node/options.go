@@ -126,3 +126,58 @@ func (o *Options) withDefaults() error {
 	}
 	return nil
 }
+
+// registryOptions is Registry completed by the node: its clock, randomness
+// and mode, and the horizon and max wait its reach (MaxLead +
+// ReserveAhead) calls for. standalone: the store is the node's embedded
+// one, which only this process can ever see, and the state file holds the
+// only reservation that matters, so the data-loss horizon is not needed.
+func (o *Options) registryOptions(standalone bool) (coord.Options, error) {
+	ro := o.Registry
+	if ro.Clock == nil {
+		ro.Clock = o.Clock
+	}
+	if ro.Rand == nil {
+		ro.Rand = o.Rand
+	}
+	if ro.Owner.Mode == "" {
+		ro.Owner.Mode = o.Mode
+		if o.Mode == ModeAuto {
+			ro.Owner.Mode = ModeFlake
+		}
+	}
+	if standalone {
+		ro.Private = true
+	}
+	if ro.Layout.BitsTime == 0 {
+		ro.Layout = flake.DefaultLayout()
+	}
+	minHorizon := o.MaxLead + o.ReserveAhead + max(ro.MaxSkew, coord.DefaultMaxSkew) + ro.Layout.TimeUnit
+	if ro.Horizon == 0 {
+		ro.Horizon = minHorizon
+	}
+	if ro.MaxWait == 0 {
+		// A registry created a moment ago (a new fleet, or Redis that lost
+		// its data) starts every ID a horizon ahead, and a node restarted
+		// after a crash finds its own reservation up to max lead + reserve
+		// ahead ahead of its clock: wait for either.
+		ro.MaxWait = max(ro.Horizon, o.MaxLead+o.ReserveAhead+ro.Layout.TimeUnit) + coord.DefaultMaxWait
+	}
+	if !standalone && ro.Horizon < minHorizon {
+		return ro, fmt.Errorf("%w: horizon %v is below max lead + reserve ahead + max skew + a tick = %v",
+			ErrInvalidOptions, ro.Horizon, minHorizon)
+	}
+	return ro, nil
+}
+
+// counterOptions is Counter completed from the registry: counter mode
+// shares its namespace, layout, randomness and owner, and the node's clock.
+func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
+	co := o.Counter
+	co.Namespace, co.Layout, co.Clock, co.Rand = reg.Options().Namespace, reg.Layout(), o.Clock, reg.Options().Rand
+	co.LayoutSettle = reg.Options().LayoutSettle // none when private
+	if co.Host == "" {
+		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
+	}
+	return co
+}

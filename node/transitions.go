@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 )
@@ -13,6 +15,40 @@ func (n *Node) clockTick() int64 { return n.reg.Layout().Tick(n.opts.Clock.Now()
 
 // floorLocked is the tick a new generator must start after.
 func (n *Node) floorLocked() int64 { return max(n.lease.Floor(), n.bound) }
+
+// startLocked enters the configured mode at New: in auto mode, counter
+// mode when flake mode is not safe (but not when it is misconfigured).
+func (n *Node) startLocked(ctx context.Context) error {
+	var err error
+	switch n.opts.Mode {
+	case ModeCounter:
+		err = n.toCounterLocked(ctx, "mode counter")
+	case ModeFlake:
+		err = n.startFlakeLocked(ctx)
+	case ModeAuto:
+		if err = n.startFlakeLocked(ctx); err != nil && fallsBack(err) {
+			n.log.Warn().Err(err).Msg("flake mode is not safe at start; issuing in counter mode")
+			err = n.toCounterLocked(ctx, err.Error())
+		}
+	}
+	if err == nil && n.lastMode.Load() == nil {
+		n.setModeLocked(n.src.Load().mode, "start")
+	}
+	return err
+}
+
+// fallsBack reports whether err is a reason for auto mode to issue in
+// counter mode rather than fail: flake mode is unsafe for now. A wrong
+// configuration (layout, options, state file) is not.
+func fallsBack(err error) bool {
+	switch {
+	case errors.Is(err, coord.ErrLayoutMismatch), errors.Is(err, coord.ErrInvalidOptions),
+		errors.Is(err, coord.ErrStateCorrupt), errors.Is(err, coord.ErrStateMismatch),
+		errors.Is(err, coord.ErrStateLocked), errors.Is(err, ErrClosed):
+		return false
+	}
+	return true
+}
 
 // startFlakeLocked claims machine IDs when none are held and starts a
 // generator after everything issued so far.
