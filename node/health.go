@@ -30,47 +30,70 @@ func (n *Node) kick() {
 	}
 }
 
-// checkLocked is one health check; n.mu is held.
+// checkLocked is one health check; n.mu is held. The counter, if it is
+// the source, fetches now rather than at the first caller's request.
 func (n *Node) checkLocked(ctx context.Context) {
 	now := n.opts.Clock.Monotonic()
 	cur := n.src.Load()
 	n.reportStateFileLocked()
 	if cur.ctr != nil {
-		cur.ctr.Warm() // a fetch now, not at the first caller's request
+		cur.ctr.Warm()
 	}
 	switch n.opts.Mode {
 	case ModeCounter:
-		return
+		// A counter node never switches.
 	case ModeFlake:
-		if n.gen != nil && n.lease != nil && n.lease.Err() == nil {
-			return
+		n.checkFlakeLocked(ctx, now)
+	case ModeAuto:
+		// Only auto mode switches, so only it has mode events to catch up
+		// on between the start and Close (which tries once more).
+		n.flushEventsLocked()
+		if cur.mode == ModeFlake {
+			n.checkAutoFlakeLocked(ctx, now)
+		} else {
+			n.checkAutoCounterLocked(ctx, now)
 		}
-		if now < n.retryAt {
-			return
-		}
-		if err := n.restartFlakeLocked(ctx); err != nil {
-			n.retryAt = now + n.opts.RetryInterval
-			n.src.Store(&source{mode: ModeFlake, err: fmt.Errorf("%w: flake mode, reclaiming machine IDs: %w", ErrUnavailable, err)})
-		}
+	}
+}
+
+// checkFlakeLocked keeps flake mode going: a lost lease (or none, after a
+// failed claim) is claimed again every RetryInterval; meanwhile NextID
+// fails with ErrUnavailable.
+func (n *Node) checkFlakeLocked(ctx context.Context, now time.Duration) {
+	if n.gen != nil && n.lease != nil && n.lease.Err() == nil {
 		return
 	}
-	n.flushEventsLocked()
-	// Auto.
-	if cur.mode == ModeFlake {
-		if reason := n.flakeUnsafeLocked(ctx, now); reason != "" {
-			if err := n.restartFlakeLocked(ctx); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
-				return // a fresh lease fixed it (e.g. a lost lease reclaimed)
-			} else if err != nil {
-				reason += "; " + err.Error()
-			}
-			n.log.Warn().Str("reason", reason).Msg("flake mode is not safe; falling back to counter mode")
-			if err := n.toCounterLocked(ctx, reason); err != nil {
-				n.log.Error().Err(err).Msg("counter mode failed to start")
-			}
-		}
+	if now < n.retryAt {
 		return
 	}
-	// Auto, in counter mode: return to flake after RecoverAfter of health.
+	if err := n.restartFlakeLocked(ctx); err != nil {
+		n.retryAt = now + n.opts.RetryInterval
+		n.src.Store(&source{mode: ModeFlake, err: fmt.Errorf("%w: flake mode, reclaiming machine IDs: %w", ErrUnavailable, err)})
+	}
+}
+
+// checkAutoFlakeLocked falls back to counter mode when flake mode is not
+// safe and a fresh lease does not make it so.
+func (n *Node) checkAutoFlakeLocked(ctx context.Context, now time.Duration) {
+	reason := n.flakeUnsafeLocked(ctx, now)
+	if reason == "" {
+		return
+	}
+	if err := n.restartFlakeLocked(ctx); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
+		return // a fresh lease fixed it (e.g. a lost lease reclaimed)
+	} else if err != nil {
+		reason += "; " + err.Error()
+	}
+	n.log.Warn().Str("reason", reason).Msg("flake mode is not safe; falling back to counter mode")
+	if err := n.toCounterLocked(ctx, reason); err != nil {
+		n.log.Error().Err(err).Msg("counter mode failed to start")
+	}
+}
+
+// checkAutoCounterLocked returns to flake mode after RecoverAfter of
+// health (hysteresis, so the node does not flap), trying at most every
+// RetryInterval.
+func (n *Node) checkAutoCounterLocked(ctx context.Context, now time.Duration) {
 	if now < n.retryAt {
 		return
 	}
