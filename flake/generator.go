@@ -568,6 +568,9 @@ func (g *Generator) Close() int64 {
 	return g.LastTick()
 }
 
+// Closed reports whether Close was called.
+func (g *Generator) Closed() bool { return g.closed.Load() }
+
 // LastTick is an upper bound of the ticks of all IDs issued so far (Floor
 // when none was). After Close it is final.
 func (g *Generator) LastTick() int64 {

@@ -428,6 +428,9 @@ func TestClose_StopsIssuing_LastTickBoundsEveryID(t *testing.T) {
 		for issued.Load() < 500 {
 			time.Sleep(100 * time.Microsecond)
 		}
+		if g.Closed() {
+			t.Fatal("Closed() is true before Close")
+		}
 		last := g.Close()
 		wg.Wait()
 		close(stop)
@@ -437,6 +440,12 @@ func TestClose_StopsIssuing_LastTickBoundsEveryID(t *testing.T) {
 		}
 		if _, err := g.NextID(); !errors.Is(err, flake.ErrClosed) {
 			t.Fatalf("NextID after Close: %v", err)
+		}
+		if !g.Closed() {
+			t.Fatal("Closed() is false after Close")
+		}
+		if again := g.Close(); again != last {
+			t.Fatalf("a second Close reported last tick %d, the first %d", again, last)
 		}
 	}
 }

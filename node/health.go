@@ -60,7 +60,7 @@ func (n *Node) checkLocked(ctx context.Context) {
 // failed claim) is claimed again every RetryInterval; meanwhile NextID
 // fails with ErrUnavailable.
 func (n *Node) checkFlakeLocked(ctx context.Context, now time.Duration) {
-	if n.gen != nil && n.lease != nil && n.lease.Err() == nil {
+	if n.generatorLocked() != nil && n.lease != nil && n.lease.Err() == nil {
 		return
 	}
 	if now < n.retryAt {
@@ -149,7 +149,7 @@ func (n *Node) flakeUnsafeLocked(ctx context.Context, now time.Duration) string 
 	if err := n.lease.Err(); err != nil {
 		return err.Error()
 	}
-	st := n.gen.Stats()
+	st := n.src.Load().gen.Stats()
 	if st.LastErr != nil && st.Granted <= max(st.Now, st.Last) {
 		return fmt.Sprintf("reservation spent at tick %d and not extended: %v", st.Granted, st.LastErr)
 	}

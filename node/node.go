@@ -32,7 +32,9 @@ var (
 )
 
 // source is what IDs are issued from at one time: a flake generator, the
-// counter, or neither (err says why).
+// counter, or neither (err says why). It is where the node holds its
+// generator or counter: a switch closes the old one and stores a new
+// source, and callers that met the closed one wait for that (again).
 type source struct {
 	mode string
 	gen  *flake.Generator
@@ -58,8 +60,6 @@ type Node struct {
 	// to wait out a switch.
 	mu     sync.Mutex
 	lease  *coord.Lease
-	gen    *flake.Generator
-	ctr    *fallback.Counter
 	bound  int64 // highest tick any ID issued so far may have
 	closed bool
 	reason string // why the current mode was entered
@@ -88,6 +88,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, log: opts.Logger, rdb: opts.Redis, bound: -1}
+	n.src.Store(&source{err: ErrUnavailable}) // until startLocked enters a mode
 	if err := n.open(ctx); err != nil {
 		n.cleanup()
 		return nil, err
@@ -192,15 +193,16 @@ func (n *Node) Close(ctx context.Context) error {
 		return nil
 	}
 	n.closed = true
-	n.src.Store(&source{mode: n.modeName(), err: ErrClosed})
+	last := n.src.Swap(&source{mode: n.modeName(), err: ErrClosed})
 	if m := n.monitor.Load(); m != nil {
 		m.Stop() // a check that starts now sees closed
 	}
 	defer n.mu.Unlock()
-	n.stopFlakeLocked()
-	if n.ctr != nil {
-		n.ctr.Close()
-		n.ctr = nil
+	if last.gen != nil {
+		n.bound = max(n.bound, last.gen.Close())
+	}
+	if last.ctr != nil {
+		last.ctr.Close()
 	}
 	// A "stopped" mode event tells audit (whois of counter IDs, history)
 	// when this node stopped issuing; one last try for what is pending.

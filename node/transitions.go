@@ -74,17 +74,24 @@ func (n *Node) startFlakeLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.gen = gen
 	n.src.Store(&source{mode: ModeFlake, gen: gen})
 	return nil
 }
 
-// stopFlakeLocked closes the generator; everything it issued is then
-// below n.bound.
+// generatorLocked is the running generator, or nil: in counter mode, once
+// stopped for a switch or a lost lease, or when none could be started.
+func (n *Node) generatorLocked() *flake.Generator {
+	if g := n.src.Load().gen; g != nil && !g.Closed() {
+		return g
+	}
+	return nil
+}
+
+// stopFlakeLocked closes the running generator; everything it issued is
+// then below n.bound.
 func (n *Node) stopFlakeLocked() {
-	if n.gen != nil {
-		n.bound = max(n.bound, n.gen.Close())
-		n.gen = nil
+	if g := n.generatorLocked(); g != nil {
+		n.bound = max(n.bound, g.Close())
 	}
 }
 
@@ -95,7 +102,7 @@ func (n *Node) restartFlakeLocked(ctx context.Context) error {
 		n.stopFlakeLocked()
 		n.dropLeaseLocked(ctx)
 	}
-	if n.gen != nil {
+	if n.generatorLocked() != nil {
 		return nil
 	}
 	if err := n.startFlakeLocked(ctx); err != nil {
@@ -119,7 +126,6 @@ func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
 		ceiling, _ := l.Compose(n.bound, l.MaxSequence(), l.CounterMachineID())
 		ctr.SetFloor(ceiling)
 	}
-	n.ctr = ctr
 	n.reason = reason
 	n.healthy = 0
 	ctr.Warm()
@@ -134,13 +140,11 @@ func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
 // toFlakeLocked returns from counter mode: the counter stops, and the
 // generator starts above everything it issued.
 func (n *Node) toFlakeLocked(ctx context.Context) error {
-	ctr := n.ctr
-	if ctr != nil {
+	if ctr := n.src.Load().ctr; ctr != nil {
 		// Close first, so LastTick is final; on failure below the node
 		// goes on with a new counter.
 		ctr.Close()
 		n.bound = max(n.bound, ctr.LastTick())
-		n.ctr = nil
 	}
 	if err := n.startFlakeLocked(ctx); err != nil {
 		_ = n.toCounterLocked(ctx, n.reason)
