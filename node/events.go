@@ -7,12 +7,9 @@ import (
 
 // setModeLocked logs a mode change and writes it to the audit stream;
 // n.mu is held.
-func (n *Node) setModeLocked(mode, reason string) {
-	from := "none"
-	if p := n.lastMode.Load(); p != nil {
-		from = *p
-	}
-	n.lastMode.Store(&mode)
+func (n *Node) setModeLocked(mode Mode, reason string) {
+	from := n.entered
+	n.entered = mode
 	if from == mode {
 		return
 	}
@@ -21,12 +18,12 @@ func (n *Node) setModeLocked(mode, reason string) {
 		mid = n.lease.MachineIDs()[0]
 	}
 	ev := n.log.Info()
-	if from != "none" && mode != "stopped" {
+	if from != ModeNone && mode != ModeStopped {
 		n.switches.Add(1)
 		ev = n.log.Warn()
 	}
-	ev.Str("from", from).Str("to", mode).Str("reason", reason).Int("machine_id", mid).Msg("mode")
-	n.pending = append(n.pending, []any{mid, "from", from, "to", mode, "reason", reason,
+	ev.Str("from", from.String()).Str("to", mode.String()).Str("reason", reason).Int("machine_id", mid).Msg("mode")
+	n.pending = append(n.pending, []any{mid, "from", from.String(), "to", mode.String(), "reason", reason,
 		"at_ms", n.opts.Clock.Now().UnixMilli()})
 	if len(n.pending) > maxPendingEvents {
 		n.pending = n.pending[1:]
@@ -59,9 +56,11 @@ func (n *Node) flushEventsLocked() {
 	}
 }
 
-func (n *Node) modeName() string {
-	if p := n.lastMode.Load(); p != nil {
-		return *p
+// modeLocked is the mode last entered, or before the first the configured
+// one: what the owner data and a closed node's source say.
+func (n *Node) modeLocked() Mode {
+	if n.entered != ModeNone {
+		return n.entered
 	}
 	return n.opts.Mode
 }

@@ -15,7 +15,7 @@ func (n *Node) Crash() {
 	if m := n.monitor.Load(); m != nil {
 		m.Stop()
 	}
-	last := n.src.Swap(&source{mode: n.modeName(), err: ErrClosed})
+	last := n.src.Swap(&source{mode: n.modeLocked(), err: ErrClosed})
 	if last.gen != nil {
 		last.gen.Close()
 	}

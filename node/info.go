@@ -43,7 +43,7 @@ func (n *Node) Info() [][2]string {
 	}
 	// mode and layout: the server adds them (Mode, Layout).
 	out := [][2]string{
-		{"mode_configured", n.opts.Mode},
+		{"mode_configured", n.opts.Mode.String()},
 		{"mode_reason", n.reason},
 		{"mode_switches", strconv.FormatUint(n.switches.Load(), 10)},
 		{"standalone", standalone},

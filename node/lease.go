@@ -34,7 +34,7 @@ func (n *Node) claimLocked(ctx context.Context) error {
 		n.log.Error().Str("holder", lease.Clone).Str("state_file", n.opts.StateFile).Ints("machine_ids", lease.MachineIDs()).
 			Msg("the state file's machine ID is held by a live process with the same state-file node ID: two processes run from copies of one state file; took other machine IDs")
 	}
-	lease.SetMode(n.modeName())
+	lease.SetMode(n.modeLocked().String())
 	lease.OnLost(n.kick)
 	lease.KeepAlive()
 	n.log.Info().Ints("machine_ids", lease.MachineIDs()).Strs("events", lease.ClaimEvents()).

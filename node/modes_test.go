@@ -100,7 +100,7 @@ func strictlyIncreasing(t *testing.T, l flake.Layout, name string, ids []uint64)
 func TestFleet_FlakeAndCounterNodes_MillionIDs_NoDuplicate(t *testing.T) {
 	srv := realRedis(t)
 	type plan struct {
-		mode string
+		mode node.Mode
 		ids  int
 	}
 	plans := []plan{
@@ -206,7 +206,7 @@ func TestCounterMode_RedisRestartWithoutPersistence_NoDuplicate(t *testing.T) {
 type issuer struct {
 	mu    sync.Mutex
 	ids   []uint64
-	modes []string
+	modes []node.Mode
 	errs  int
 	stop  chan struct{}
 	done  chan struct{}

@@ -36,7 +36,7 @@ var (
 // generator or counter: a switch closes the old one and stores a new
 // source, and callers that met the closed one wait for that (again).
 type source struct {
-	mode string
+	mode Mode
 	gen  *flake.Generator
 	ctr  *fallback.Counter
 	err  error
@@ -72,8 +72,8 @@ type Node struct {
 	stateFailing bool          // the state file could not be written, as last logged
 	pending      [][]any       // mode events not written yet (Redis away)
 	flushAt      time.Duration // no attempt to write them before this
+	entered      Mode          // of the last mode event: ModeNone before the first
 	switches     atomic.Uint64
-	lastMode     atomic.Pointer[string]
 	monitor      atomic.Pointer[flake.Ticker] // the health checks
 }
 
@@ -152,10 +152,10 @@ func (n *Node) cleanup() {
 }
 
 // Mode returns the mode IDs are issued in now: ModeFlake or ModeCounter.
-func (n *Node) Mode() string { return n.src.Load().mode }
+func (n *Node) Mode() Mode { return n.src.Load().mode }
 
 // ConfiguredMode returns the mode the node was started with.
-func (n *Node) ConfiguredMode() string { return n.opts.Mode }
+func (n *Node) ConfiguredMode() Mode { return n.opts.Mode }
 
 // Layout returns the fleet layout.
 func (n *Node) Layout() flake.Layout { return n.reg.Layout() }
@@ -193,7 +193,7 @@ func (n *Node) Close(ctx context.Context) error {
 		return nil
 	}
 	n.closed = true
-	last := n.src.Swap(&source{mode: n.modeName(), err: ErrClosed})
+	last := n.src.Swap(&source{mode: n.modeLocked(), err: ErrClosed})
 	if m := n.monitor.Load(); m != nil {
 		m.Stop() // a check that starts now sees closed
 	}
@@ -207,7 +207,7 @@ func (n *Node) Close(ctx context.Context) error {
 	// A "stopped" mode event tells audit (whois of counter IDs, history)
 	// when this node stopped issuing; one last try for what is pending.
 	n.flushAt = 0
-	n.setModeLocked("stopped", "close")
+	n.setModeLocked(ModeStopped, "close")
 	var err error
 	if n.lease != nil {
 		err = n.lease.Release(ctx, n.bound)

@@ -44,7 +44,7 @@ type Options struct {
 	// on Redis alone).
 	StateFile string
 	// Mode is ModeFlake (default), ModeCounter or ModeAuto.
-	Mode string
+	Mode Mode
 	// MachineIDs is how many machine IDs to lease: 1..256, default 1. A
 	// node with k IDs interleaves them and issues k times one ID's rate.
 	MachineIDs int
@@ -78,10 +78,10 @@ type Options struct {
 }
 
 func (o *Options) withDefaults() error {
-	if o.Mode == "" {
+	if o.Mode == ModeNone {
 		o.Mode = ModeFlake
 	}
-	if o.Mode != ModeFlake && o.Mode != ModeCounter && o.Mode != ModeAuto {
+	if !o.Mode.configurable() {
 		return fmt.Errorf("%w: mode %q: want %s, %s or %s", ErrInvalidOptions, o.Mode, ModeFlake, ModeCounter, ModeAuto)
 	}
 	if o.MachineIDs == 0 {
@@ -141,9 +141,9 @@ func (o *Options) registryOptions(standalone bool) (coord.Options, error) {
 		ro.Rand = o.Rand
 	}
 	if ro.Owner.Mode == "" {
-		ro.Owner.Mode = o.Mode
+		ro.Owner.Mode = o.Mode.String()
 		if o.Mode == ModeAuto {
-			ro.Owner.Mode = ModeFlake
+			ro.Owner.Mode = ModeFlake.String()
 		}
 	}
 	if standalone {

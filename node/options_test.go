@@ -18,6 +18,8 @@ func TestOptions_OutOfRange_ErrorNamesRange(t *testing.T) {
 		o    node.Options
 		want string // in the error
 	}{
+		{"mode stopped", node.Options{Mode: node.ModeStopped}, `mode "stopped": want flake, counter or auto`},
+		{"mode 9", node.Options{Mode: node.Mode(9)}, `mode "Mode(9)": want flake, counter or auto`},
 		{"machine IDs 257", node.Options{MachineIDs: 257}, "machine IDs 257: valid range is 1..256"},
 		{"machine IDs -1", node.Options{MachineIDs: -1}, "machine IDs -1: valid range is 1..256"},
 		{"max lead -1s", node.Options{MaxLead: -time.Second}, "max lead -1s: valid range is 0..1h"},

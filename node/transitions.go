@@ -31,7 +31,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 			err = n.toCounterLocked(ctx, err.Error())
 		}
 	}
-	if err == nil && n.lastMode.Load() == nil {
+	if err == nil && n.entered == ModeNone {
 		n.setModeLocked(n.src.Load().mode, "start")
 	}
 	return err
@@ -131,7 +131,7 @@ func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
 	ctr.Warm()
 	n.src.Store(&source{mode: ModeCounter, ctr: ctr})
 	if n.lease != nil {
-		n.lease.SetMode(ModeCounter)
+		n.lease.SetMode(ModeCounter.String())
 	}
 	n.setModeLocked(ModeCounter, reason)
 	return nil
@@ -150,7 +150,7 @@ func (n *Node) toFlakeLocked(ctx context.Context) error {
 		_ = n.toCounterLocked(ctx, n.reason)
 		return err
 	}
-	n.lease.SetMode(ModeFlake)
+	n.lease.SetMode(ModeFlake.String())
 	n.reason = "healthy for " + n.opts.RecoverAfter.String()
 	n.setModeLocked(ModeFlake, n.reason)
 	return nil

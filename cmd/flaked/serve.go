@@ -44,7 +44,7 @@ func serveFlags() []cli.Flag {
 			Usage: "the fleet's namespace (keys {ns}:...), 1..64 of A-Z a-z 0-9 . _ -"},
 		&cli.StringFlag{Name: "state-file", EnvVars: envVars("state-file"),
 			Usage: "local state file (machine IDs and reservation) that makes restarts reuse the ID and stay unique; empty for none (standalone: restarts are then unsafe)"},
-		&cli.StringFlag{Name: "mode", Value: node.ModeFlake, EnvVars: envVars("mode"),
+		&cli.StringFlag{Name: "mode", Value: node.ModeFlake.String(), EnvVars: envVars("mode"),
 			Usage: "flake (time-based), counter (Redis counter segments) or auto (flake, counter while flake is unsafe)"},
 		durationFlag("lease-ttl", coord.DefaultLeaseTTL, "machine-ID lease TTL, 1s..10m (renewed every TTL/3)"),
 		durationFlag("max-lead", flake.DefaultMaxLead, "how far IDs may run ahead of the clock, 0..1h"),
@@ -115,9 +115,9 @@ func serve(c *cli.Context) error {
 			return err
 		}
 	}
-	mode := c.String("mode")
-	if mode != node.ModeFlake && mode != node.ModeCounter && mode != node.ModeAuto {
-		return usagef("--mode %q: want flake, counter or auto", mode)
+	mode, err := node.ParseMode(c.String("mode"))
+	if err != nil {
+		return usagef("--mode %q: want flake, counter or auto", c.String("mode"))
 	}
 	listen := c.String("listen")
 	if _, _, err := net.SplitHostPort(listen); err != nil {
@@ -241,7 +241,7 @@ func serve(c *cli.Context) error {
 	}
 
 	mids := n.MachineIDs()
-	log.Info().Str("mode", n.Mode()).Str("mode_configured", mode).Ints("machine_ids", mids).
+	log.Info().Str("mode", n.Mode().String()).Str("mode_configured", mode.String()).Ints("machine_ids", mids).
 		Str("layout", n.Layout().String()).Str("redis", target).Bool("standalone", n.Standalone()).
 		Str("listen", ln.Addr().String()).Str("metrics", c.String("metrics-addr")).Str("state_file", c.String("state-file")).
 		Str("version", version).Dur("startup", time.Since(started)).Msg("flaked serving")
