@@ -338,7 +338,7 @@ func TestNextID_ReserveRefused_ErrorsNeverPastGrant(t *testing.T) {
 	if _, err := g.NextID(); !errors.Is(err, flake.ErrReserve) || !strings.Contains(err.Error(), "redis down") {
 		t.Fatalf("err = %v, want ErrReserve naming the cause", err)
 	}
-	if st := g.Stats(); st.LastErr == nil || st.ReserveErrs == 0 {
+	if st := g.Stats(); st.LastError == nil || st.ReserveErrors == 0 {
 		t.Fatalf("stats do not show the failure: %+v", st)
 	}
 	// Recovery: the hook grants again, NextID goes on above everything.

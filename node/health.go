@@ -150,8 +150,8 @@ func (n *Node) flakeUnsafeLocked(ctx context.Context, now time.Duration) string 
 		return err.Error()
 	}
 	st := n.src.Load().gen.Stats()
-	if st.LastErr != nil && st.Granted <= max(st.Now, st.Last) {
-		return fmt.Sprintf("reservation spent at tick %d and not extended: %v", st.Granted, st.LastErr)
+	if st.LastError != nil && st.Granted <= max(st.Now, st.Last) {
+		return fmt.Sprintf("reservation spent at tick %d and not extended: %v", st.Granted, st.LastError)
 	}
 	if st.Floor-st.Now > n.maxW {
 		return fmt.Sprintf("%v: clock at tick %d, floor %d, max wait %v", ErrClockBehind, st.Now, st.Floor, n.reg.Options().MaxWait)

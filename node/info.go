@@ -17,7 +17,7 @@ func (n *Node) Ready() bool {
 		// MaxLead ahead of it.
 		st := s.gen.Stats()
 		lead := int64(n.opts.MaxLead / n.reg.Layout().TimeUnit)
-		return !st.Closed && st.Floor-st.Now <= lead && (st.LastErr == nil || st.Headroom > 0)
+		return !st.Closed && st.Floor-st.Now <= lead && (st.LastError == nil || st.Headroom > 0)
 	case s.ctr != nil:
 		// Ready when IDs are buffered, or the last fetch from Redis worked.
 		st := s.ctr.Stats()
@@ -69,7 +69,7 @@ func (n *Node) Info() [][2]string {
 			[2]string{"lead_ms", strconv.FormatInt(st.Lead.Milliseconds(), 10)},
 			[2]string{"reservation_headroom_ms", strconv.FormatInt(st.Headroom.Milliseconds(), 10)},
 			[2]string{"nextid_waits", strconv.FormatUint(st.Waits, 10)},
-			[2]string{"reserve_errors", strconv.FormatUint(st.ReserveErrs, 10)},
+			[2]string{"reserve_errors", strconv.FormatUint(st.ReserveErrors, 10)},
 		)
 	}
 	if s.ctr != nil {
@@ -88,9 +88,9 @@ func (n *Node) Info() [][2]string {
 		out = append(out,
 			[2]string{"state_file_error", errText(ls.StateErr)},
 			[2]string{"lease_renewals", strconv.FormatUint(ls.Renews, 10)},
-			[2]string{"lease_renewal_failures", strconv.FormatUint(ls.RenewFails, 10)},
+			[2]string{"lease_renewal_failures", strconv.FormatUint(ls.RenewErrors, 10)},
 			[2]string{"lease_lost", strconv.FormatBool(ls.Lost)},
-			[2]string{"lease_last_error", errText(ls.LastErr)},
+			[2]string{"lease_last_error", errText(ls.LastError)},
 		)
 	}
 	out = append(out, [2]string{"claim_last_error", errText(n.claimErr)})
