@@ -3,6 +3,10 @@ package node
 import (
 	"strconv"
 	"strings"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/flake"
 )
 
 // Ready reports whether IDs can be issued now: in flake mode the lease is
@@ -26,7 +30,9 @@ func (n *Node) Ready() bool {
 	return false
 }
 
-// Info returns INFO pairs.
+// Info returns INFO pairs: the node's, then its generator's, counter's and
+// lease's, whichever it has now. The server adds mode and layout (Mode,
+// Layout); numeric fields become the metrics flaked_node_<key>.
 func (n *Node) Info() [][2]string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -35,13 +41,6 @@ func (n *Node) Info() [][2]string {
 	if n.Standalone() {
 		standalone = "yes"
 	}
-	errText := func(err error) string {
-		if err == nil {
-			return ""
-		}
-		return err.Error()
-	}
-	// mode and layout: the server adds them (Mode, Layout).
 	out := [][2]string{
 		{"mode_configured", n.opts.Mode.String()},
 		{"mode_reason", n.reason},
@@ -49,50 +48,72 @@ func (n *Node) Info() [][2]string {
 		{"standalone", standalone},
 		{"namespace", n.reg.Options().Namespace},
 		{"state_file", n.opts.StateFile},
+		{"machine_ids", n.machineIDsText()},
 	}
-	ids := ""
-	if n.lease != nil {
-		parts := make([]string, 0, len(n.lease.MachineIDs()))
-		for _, m := range n.lease.MachineIDs() {
-			parts = append(parts, strconv.Itoa(m))
-		}
-		ids = strings.Join(parts, ",")
-	}
-	out = append(out, [2]string{"machine_ids", ids})
 	if s.gen != nil {
-		st := s.gen.Stats()
-		out = append(out,
-			[2]string{"tick_now", strconv.FormatInt(st.Now, 10)},
-			[2]string{"tick_last", strconv.FormatInt(st.Last, 10)},
-			[2]string{"tick_reserved", strconv.FormatInt(st.Granted, 10)},
-			[2]string{"tick_floor", strconv.FormatInt(st.Floor, 10)},
-			[2]string{"lead_ms", strconv.FormatInt(st.Lead.Milliseconds(), 10)},
-			[2]string{"reservation_headroom_ms", strconv.FormatInt(st.Headroom.Milliseconds(), 10)},
-			[2]string{"nextid_waits", strconv.FormatUint(st.Waits, 10)},
-			[2]string{"reserve_errors", strconv.FormatUint(st.ReserveErrors, 10)},
-		)
+		out = append(out, generatorInfo(s.gen.Stats())...)
 	}
 	if s.ctr != nil {
-		cs := s.ctr.Stats()
-		out = append(out,
-			[2]string{"counter_segments", strconv.FormatUint(cs.SegmentsFetched, 10)},
-			[2]string{"counter_segment_size", strconv.Itoa(cs.SegmentSize)},
-			[2]string{"counter_buffered", strconv.FormatInt(cs.Buffered, 10)},
-			[2]string{"counter_waits", strconv.FormatUint(cs.Waits, 10)},
-			[2]string{"counter_fetch_errors", strconv.FormatUint(cs.FetchErrors, 10)},
-			[2]string{"counter_last_error", errText(cs.LastError)},
-		)
+		out = append(out, counterInfo(s.ctr.Stats())...)
 	}
 	if n.lease != nil {
-		ls := n.lease.Stats()
-		out = append(out,
-			[2]string{"state_file_error", errText(ls.StateErr)},
-			[2]string{"lease_renewals", strconv.FormatUint(ls.Renews, 10)},
-			[2]string{"lease_renewal_failures", strconv.FormatUint(ls.RenewErrors, 10)},
-			[2]string{"lease_lost", strconv.FormatBool(ls.Lost)},
-			[2]string{"lease_last_error", errText(ls.LastError)},
-		)
+		out = append(out, leaseInfo(n.lease.Stats())...)
 	}
-	out = append(out, [2]string{"claim_last_error", errText(n.claimErr)})
-	return out
+	return append(out, [2]string{"claim_last_error", errText(n.claimErr)})
+}
+
+// machineIDsText is the leased machine IDs, comma-separated; n.mu is held.
+func (n *Node) machineIDsText() string {
+	if n.lease == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(n.lease.MachineIDs()))
+	for _, m := range n.lease.MachineIDs() {
+		parts = append(parts, strconv.Itoa(m))
+	}
+	return strings.Join(parts, ",")
+}
+
+func generatorInfo(st flake.Stats) [][2]string {
+	return [][2]string{
+		{"tick_now", strconv.FormatInt(st.Now, 10)},
+		{"tick_last", strconv.FormatInt(st.Last, 10)},
+		{"tick_reserved", strconv.FormatInt(st.Granted, 10)},
+		{"tick_floor", strconv.FormatInt(st.Floor, 10)},
+		{"lead_ms", strconv.FormatInt(st.Lead.Milliseconds(), 10)},
+		{"reservation_headroom_ms", strconv.FormatInt(st.Headroom.Milliseconds(), 10)},
+		{"nextid_waits", strconv.FormatUint(st.Waits, 10)},
+		{"reserve_errors", strconv.FormatUint(st.ReserveErrors, 10)},
+	}
+}
+
+func counterInfo(cs fallback.Stats) [][2]string {
+	return [][2]string{
+		{"counter_segments", strconv.FormatUint(cs.SegmentsFetched, 10)},
+		{"counter_segment_size", strconv.Itoa(cs.SegmentSize)},
+		{"counter_buffered", strconv.FormatInt(cs.Buffered, 10)},
+		{"counter_waits", strconv.FormatUint(cs.Waits, 10)},
+		{"counter_fetch_errors", strconv.FormatUint(cs.FetchErrors, 10)},
+		{"counter_last_error", errText(cs.LastError)},
+	}
+}
+
+// leaseInfo: lease_renewal_failures keeps its INFO and metric name; the
+// Go field is RenewErrors.
+func leaseInfo(ls coord.LeaseStats) [][2]string {
+	return [][2]string{
+		{"state_file_error", errText(ls.StateErr)},
+		{"lease_renewals", strconv.FormatUint(ls.Renews, 10)},
+		{"lease_renewal_failures", strconv.FormatUint(ls.RenewErrors, 10)},
+		{"lease_lost", strconv.FormatBool(ls.Lost)},
+		{"lease_last_error", errText(ls.LastError)},
+	}
+}
+
+// errText is an INFO value for an error: "" for none.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
