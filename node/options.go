@@ -18,7 +18,20 @@ const (
 	DefaultCheckInterval = 100 * time.Millisecond
 	DefaultRecoverAfter  = 3 * time.Second
 	DefaultRetryInterval = time.Second
-	MaxMachineIDs        = 256
+)
+
+// Limits of Options, checked by New and named in its errors; flaked serve
+// takes its flags' ranges from them. A lower limit not listed is 0.
+const (
+	MaxMachineIDs    = 256
+	MaxMaxLead       = time.Hour
+	MinReserveAhead  = 10 * time.Millisecond
+	MaxReserveAhead  = time.Hour
+	MinCheckInterval = 10 * time.Millisecond
+	MaxCheckInterval = time.Minute
+	MaxRecoverAfter  = time.Hour
+	MinRetryInterval = 10 * time.Millisecond
+	MaxRetryInterval = time.Minute
 )
 
 // Options configure a Node. The zero value is a standalone node in flake
@@ -48,9 +61,11 @@ type Options struct {
 	// MachineIDs is how many machine IDs to lease: 1..256, default 1. A
 	// node with k IDs interleaves them and issues k times one ID's rate.
 	MachineIDs int
-	// MaxLead bounds how far ahead of the clock IDs may run: default 1s.
+	// MaxLead bounds how far ahead of the clock IDs may run: 0..1h,
+	// default 1s.
 	MaxLead time.Duration
-	// ReserveAhead is how far ahead each reservation reaches: default 2s.
+	// ReserveAhead is how far ahead each reservation reaches: 10ms..1h,
+	// default 2s.
 	ReserveAhead time.Duration
 	// CheckInterval is how often the node checks its health (lease,
 	// reservation, clock) to switch modes: 10ms..1m, default 100ms.
@@ -90,30 +105,18 @@ func (o *Options) withDefaults() error {
 	if o.MachineIDs < 1 || o.MachineIDs > MaxMachineIDs {
 		return fmt.Errorf("%w: machine IDs %d: valid range is 1..%d", ErrInvalidOptions, o.MachineIDs, MaxMachineIDs)
 	}
-	if o.MaxLead == 0 {
-		o.MaxLead = flake.DefaultMaxLead
-	}
-	if o.ReserveAhead == 0 {
-		o.ReserveAhead = flake.DefaultReserveAhead
-	}
-	if o.MaxLead < 0 || o.MaxLead > time.Hour {
-		return fmt.Errorf("%w: max lead %v: valid range is 0..1h", ErrInvalidOptions, o.MaxLead)
-	}
-	if o.ReserveAhead < 10*time.Millisecond || o.ReserveAhead > time.Hour {
-		return fmt.Errorf("%w: reserve ahead %v: valid range is 10ms..1h", ErrInvalidOptions, o.ReserveAhead)
-	}
-	durations := []struct {
-		v       *time.Duration
-		def     time.Duration
-		lo, hi  time.Duration
-		name    string
-		zeroDef bool
+	for _, d := range []struct {
+		v      *time.Duration
+		def    time.Duration // what 0 means
+		lo, hi time.Duration
+		name   string
 	}{
-		{&o.CheckInterval, DefaultCheckInterval, 10 * time.Millisecond, time.Minute, "check interval", true},
-		{&o.RecoverAfter, DefaultRecoverAfter, 0, time.Hour, "recover after", true},
-		{&o.RetryInterval, DefaultRetryInterval, 10 * time.Millisecond, time.Minute, "retry interval", true},
-	}
-	for _, d := range durations {
+		{&o.MaxLead, flake.DefaultMaxLead, 0, MaxMaxLead, "max lead"},
+		{&o.ReserveAhead, flake.DefaultReserveAhead, MinReserveAhead, MaxReserveAhead, "reserve ahead"},
+		{&o.CheckInterval, DefaultCheckInterval, MinCheckInterval, MaxCheckInterval, "check interval"},
+		{&o.RecoverAfter, DefaultRecoverAfter, 0, MaxRecoverAfter, "recover after"},
+		{&o.RetryInterval, DefaultRetryInterval, MinRetryInterval, MaxRetryInterval, "retry interval"},
+	} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
