@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,23 +40,16 @@ func TestFleet_FlakeAndCounterNodes_MillionIDs_NoDuplicate(t *testing.T) {
 		nodes[i] = newNode(t, node.Options{Redis: srv.Client(t), Mode: p.mode, MachineIDs: 4,
 			Registry: coord.Options{Layout: l}})
 	}
-	got := make([][]uint64, len(plans))
-	var wg sync.WaitGroup
-	for i, p := range plans {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ids := make([]uint64, p.ids)
-			for off := 0; off < len(ids); off += 500 {
-				if _, err := nodes[i].NextIDs(ctxT(t), ids[off:min(off+500, len(ids))]); err != nil {
-					t.Error(err)
-					return
-				}
+	got := eachNode(nodes, func(i int, n *node.Node) []uint64 {
+		ids := make([]uint64, plans[i].ids)
+		for off := 0; off < len(ids); off += 500 {
+			if _, err := n.NextIDs(ctxT(t), ids[off:min(off+500, len(ids))]); err != nil {
+				t.Error(err)
+				return nil
 			}
-			got[i] = ids
-		}()
-	}
-	wg.Wait()
+		}
+		return ids
+	})
 	if t.Failed() {
 		return
 	}

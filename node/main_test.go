@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,4 +97,20 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// eachNode runs f for every node at once and returns what each returned,
+// in node order.
+func eachNode(nodes []*node.Node, f func(i int, n *node.Node) []uint64) [][]uint64 {
+	got := make([][]uint64, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = f(i, n)
+		}()
+	}
+	wg.Wait()
+	return got
 }
