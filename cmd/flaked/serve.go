@@ -28,11 +28,13 @@ import (
 	"github.com/flaked/flaked/server"
 )
 
-// durationFlag is a duration flag whose help line names its range; the
-// range is checked in serve's action (cli has no bounded durations).
-func durationFlag(name string, value time.Duration, usage string) *cli.DurationFlag {
-	return &cli.DurationFlag{Name: name, Value: value, EnvVars: envVars(name), Usage: usage}
-}
+// Ranges of serve's flags that no package owns: server.Options only needs
+// IdleTimeout >= 0, and the shutdown timeout is this command's own.
+const (
+	maxIdleTimeout     = 24 * time.Hour
+	minShutdownTimeout = time.Second
+	maxShutdownTimeout = 10 * time.Minute
+)
 
 func serveFlags() []cli.Flag {
 	flags := []cli.Flag{
@@ -46,10 +48,13 @@ func serveFlags() []cli.Flag {
 			Usage: "local state file (machine IDs and reservation) that makes restarts reuse the ID and stay unique; empty for none (standalone: restarts are then unsafe)"},
 		&cli.StringFlag{Name: "mode", Value: node.ModeFlake.String(), EnvVars: envVars("mode"),
 			Usage: "flake (time-based), counter (Redis counter segments) or auto (flake, counter while flake is unsafe)"},
-		durationFlag("lease-ttl", coord.DefaultLeaseTTL, "machine-ID lease TTL, 1s..10m (renewed every TTL/3)"),
-		durationFlag("max-lead", flake.DefaultMaxLead, "how far IDs may run ahead of the clock, 0..1h"),
-		durationFlag("max-wait", 0, "how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode), 0..1h; 0 means the data-loss horizon (max-lead + 2s reserve-ahead + max-skew + a tick) + 2s, about 6s"),
-		durationFlag("max-skew", coord.DefaultMaxSkew, "largest difference of the local clock from Redis TIME, 1ms..1h"),
+		durationFlag("lease-ttl", coord.DefaultLeaseTTL, coord.MinLeaseTTL, coord.MaxLeaseTTL,
+			"machine-ID lease TTL (renewed every TTL/3)"),
+		durationFlag("max-lead", flake.DefaultMaxLead, 0, node.MaxMaxLead, "how far IDs may run ahead of the clock"),
+		durationFlag("max-wait", 0, 0, coord.MaxMaxWait,
+			"how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode; 0: the data-loss horizon + 2s, about 6s, where the horizon is max-lead + 2s reserve-ahead + max-skew + a tick)"),
+		durationFlag("max-skew", coord.DefaultMaxSkew, coord.MinMaxSkew, coord.MaxMaxSkew,
+			"largest difference of the local clock from Redis TIME"),
 		intFlag("machine-ids", 1, 1, node.MaxMachineIDs, "machine IDs this node leases (k x 25,600 IDs/s at the default layout)"),
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: envVars("metrics-addr"),
 			Usage: "host:port of HTTP /metrics, /healthz, /readyz; empty for none"},
@@ -63,8 +68,9 @@ func serveFlags() []cli.Flag {
 		intFlag("max-bulk", server.DefaultMaxBulk, server.MinMaxBulk, server.MaxMaxBulk, "longest RESP argument, bytes"),
 		intFlag("max-args", server.DefaultMaxArgs, server.MinMaxArgs, server.MaxMaxArgs, "most arguments of one request"),
 		intFlag("io-loops", 0, -1, server.MaxLoops, "epoll event loops serving plain-TCP clients on Linux; 0: one per two cores (GOMAXPROCS/2, at least 1), -1: a goroutine per connection"),
-		durationFlag("idle-timeout", 0, "close connections idle this long, >= 0; 0 means never"),
-		durationFlag("shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight replies, 1s..10m"),
+		durationFlag("idle-timeout", 0, 0, maxIdleTimeout, "close connections idle this long; 0 means never"),
+		durationFlag("shutdown-timeout", 10*time.Second, minShutdownTimeout, maxShutdownTimeout,
+			"how long a graceful stop waits for in-flight replies"),
 		&cli.BoolFlag{Name: "pprof", EnvVars: envVars("pprof"),
 			Usage: "also serve Go's /debug/pprof/ on --metrics-addr (profiling; keep that address private)"},
 		&cli.DurationFlag{Name: "test-clock-offset", EnvVars: envVars("test-clock-offset"), Hidden: true,
@@ -86,34 +92,11 @@ func serveCommand() *cli.Command {
 	}
 }
 
-// checkRange fails with a usage error naming the range.
-func checkRange(c *cli.Context, name string, lo, hi time.Duration) error {
-	if v := c.Duration(name); v < lo || v > hi {
-		return usagef("--%s %v: valid range is %v..%v", name, v, lo, hi)
-	}
-	return nil
-}
-
 func serve(c *cli.Context) error {
 	log := *zerolog.Ctx(c.Context)
 	layout, err := layoutFromFlags(c)
 	if err != nil {
 		return err
-	}
-	for _, r := range []struct {
-		name   string
-		lo, hi time.Duration
-	}{
-		{"lease-ttl", time.Second, 10 * time.Minute},
-		{"max-lead", 0, time.Hour},
-		{"max-wait", 0, time.Hour},
-		{"max-skew", time.Millisecond, time.Hour},
-		{"idle-timeout", 0, 24 * time.Hour},
-		{"shutdown-timeout", time.Second, 10 * time.Minute},
-	} {
-		if err := checkRange(c, r.name, r.lo, r.hi); err != nil {
-			return err
-		}
 	}
 	mode, err := node.ParseMode(c.String("mode"))
 	if err != nil {
