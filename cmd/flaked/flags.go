@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
+
+	"github.com/flaked/flaked/coord"
 )
 
 // envVars is a flag's environment variable, FLAKED_<NAME> with dashes as
@@ -77,4 +80,23 @@ func shortDuration(d time.Duration) string {
 		s = t + "h" // 1h0m
 	}
 	return s
+}
+
+// checkNamespace refuses a --namespace the registry would refuse, before
+// anything connects.
+func checkNamespace(ns string) error {
+	if _, err := coord.NewRegistry(nil, coord.Options{Namespace: ns}); err != nil {
+		return usageError{fmt.Errorf("--namespace: %w", err)}
+	}
+	return nil
+}
+
+// redisClient connects to the fleet's Redis at a --redis URL; a URL that
+// cannot be used is a usage error.
+func redisClient(url string) (redis.UniversalClient, error) {
+	rdb, err := coord.NewClient(url)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--redis: %w", err)}
+	}
+	return rdb, nil
 }

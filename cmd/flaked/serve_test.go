@@ -14,6 +14,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/flaked/flaked/node"
 )
 
 // Every bounded flag of serve refuses a value outside its range while the
@@ -76,6 +81,39 @@ func TestServe_Help_NamesRanges(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// The flags become the options of the node and the server as they did
+// when serve read them itself.
+func TestServe_OptionsFromFlags(t *testing.T) {
+	var got serveOptions
+	cmd := &cli.Command{Name: "serve", Flags: serveFlags(), Action: func(c *cli.Context) error {
+		var err error
+		got, err = serveOptionsFromFlags(c, zerolog.Nop())
+		return err
+	}}
+	t.Setenv("FLAKED_MAX_SKEW", "250ms")
+	err := testApp(cmd).Run([]string{"flaked", "serve", "--listen", "127.0.0.1:7400", "--mode", "auto",
+		"--lease-ttl", "3s", "--max-lead", "20ms", "--max-wait", "1m", "--machine-ids", "3", "--idle-timeout", "90s",
+		"--shutdown-timeout", "2s", "--namespace", "ns1", "--state-file", "/tmp/x.state", "--max-batch", "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, r := got.node, got.node.Registry
+	if n.Mode != node.ModeAuto || n.MachineIDs != 3 || n.MaxLead != 20*time.Millisecond || n.StateFile != "/tmp/x.state" ||
+		n.Redis != nil || n.Clock != nil {
+		t.Errorf("node options %+v", n)
+	}
+	if r.Namespace != "ns1" || r.LeaseTTL != 3*time.Second || r.MaxSkew != 250*time.Millisecond || r.MaxWait != time.Minute ||
+		r.Owner.Addr != "127.0.0.1:7400" || r.Owner.Version != version {
+		t.Errorf("registry options %+v", r)
+	}
+	if s := got.server; s.IdleTimeout != 90*time.Second || s.MaxBatch != 7 || s.TLSConfig != nil || s.Version != version {
+		t.Errorf("server options %+v", s)
+	}
+	if got.shutdownTimeout != 2*time.Second || got.listen != "127.0.0.1:7400" || got.target != "standalone (embedded store)" {
+		t.Errorf("serve options %+v", got)
 	}
 }
 
