@@ -45,14 +45,10 @@ func auditClient(c *cli.Context) (redis.UniversalClient, error) {
 	if url == "" {
 		return nil, usagef("--redis (or FLAKED_REDIS) is required: the fleet's Redis URL, such as redis://127.0.0.1:6379")
 	}
-	if _, err := coord.NewRegistry(nil, coord.Options{Namespace: c.String("namespace")}); err != nil {
-		return nil, usageError{fmt.Errorf("--namespace: %w", err)}
+	if err := checkNamespace(c.String("namespace")); err != nil {
+		return nil, err
 	}
-	rdb, err := coord.NewClient(url)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--redis: %w", err)}
-	}
-	return rdb, nil
+	return redisClient(url)
 }
 
 func auditCommand() *cli.Command {
