@@ -65,7 +65,7 @@ func (f *fleet) start(t testing.TB, sopts server.Options) *testDaemon {
 }
 
 // startMode starts a daemon in a mode of node: flake, counter or auto.
-func (f *fleet) startMode(t testing.TB, mode string, sopts server.Options) *testDaemon {
+func (f *fleet) startMode(t testing.TB, mode node.Mode, sopts server.Options) *testDaemon {
 	t.Helper()
 	n, err := node.New(ctxT(t, 30*time.Second), node.Options{
 		Redis:     f.rdb,

@@ -102,11 +102,11 @@ func (l *Lease) SetMode(mode string) {
 
 // LeaseStats is a snapshot for metrics and INFO.
 type LeaseStats struct {
-	Renews, RenewFails, Reasserts uint64
-	LastRenew                     time.Time
-	LastErr                       error
-	Lost                          bool
-	Granted                       int64
+	Renews, RenewErrors, Reasserts uint64
+	LastRenew                      time.Time
+	LastError                      error
+	Lost                           bool
+	Granted                        int64
 	// StateErr is why the state file could not be written, while it
 	// cannot (disk full, read-only): IDs go on from Redis's reservations.
 	StateErr error
@@ -115,17 +115,17 @@ type LeaseStats struct {
 // Stats returns a snapshot.
 func (l *Lease) Stats() LeaseStats {
 	s := LeaseStats{
-		Renews:     l.renews.Load(),
-		RenewFails: l.renewFails.Load(),
-		Reasserts:  l.reasserts.Load(),
-		Lost:       l.lost.Load(),
-		Granted:    l.granted.Load(),
+		Renews:      l.renews.Load(),
+		RenewErrors: l.renewFails.Load(),
+		Reasserts:   l.reasserts.Load(),
+		Lost:        l.lost.Load(),
+		Granted:     l.granted.Load(),
 	}
 	if ms := l.lastRenew.Load(); ms > 0 {
 		s.LastRenew = time.UnixMilli(ms)
 	}
 	if p := l.lastErr.Load(); p != nil {
-		s.LastErr = *p
+		s.LastError = *p
 	}
 	if p := l.stateErr.Load(); p != nil {
 		s.StateErr = *p

@@ -25,6 +25,17 @@ const (
 	MaxLayoutSettle = 5 * time.Minute
 )
 
+// Limits of Options, named in its errors; flaked serve takes its flags'
+// ranges from them. A lower limit not listed is 0.
+const (
+	MinLeaseTTL = time.Second
+	MaxLeaseTTL = 10 * time.Minute
+	MinMaxSkew  = time.Millisecond
+	MaxMaxSkew  = time.Hour
+	MaxHorizon  = time.Hour
+	MaxMaxWait  = time.Hour
+)
+
 // ErrInvalidOptions is wrapped by option errors.
 var ErrInvalidOptions = errors.New("invalid registry options")
 
@@ -101,26 +112,26 @@ func (o Options) withDefaults() (Options, error) {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
-	if o.LeaseTTL < time.Second || o.LeaseTTL > 10*time.Minute {
-		return o, fmt.Errorf("%w: lease TTL %v: valid range is 1s..10m", ErrInvalidOptions, o.LeaseTTL)
+	if o.LeaseTTL < MinLeaseTTL || o.LeaseTTL > MaxLeaseTTL {
+		return o, fmt.Errorf("%w: lease TTL %v: valid range is %v..%v", ErrInvalidOptions, o.LeaseTTL, MinLeaseTTL, MaxLeaseTTL)
 	}
 	if o.MaxSkew == 0 {
 		o.MaxSkew = DefaultMaxSkew
 	}
-	if o.MaxSkew < time.Millisecond || o.MaxSkew > time.Hour {
-		return o, fmt.Errorf("%w: max skew %v: valid range is 1ms..1h", ErrInvalidOptions, o.MaxSkew)
+	if o.MaxSkew < MinMaxSkew || o.MaxSkew > MaxMaxSkew {
+		return o, fmt.Errorf("%w: max skew %v: valid range is %v..%v", ErrInvalidOptions, o.MaxSkew, MinMaxSkew, MaxMaxSkew)
 	}
 	if o.Horizon == 0 {
 		o.Horizon = DefaultHorizon
 	}
-	if o.Horizon < 0 || o.Horizon > time.Hour {
-		return o, fmt.Errorf("%w: horizon %v: valid range is 0..1h", ErrInvalidOptions, o.Horizon)
+	if o.Horizon < 0 || o.Horizon > MaxHorizon {
+		return o, fmt.Errorf("%w: horizon %v: valid range is 0..%v", ErrInvalidOptions, o.Horizon, MaxHorizon)
 	}
 	if o.MaxWait == 0 {
 		o.MaxWait = DefaultMaxWait
 	}
-	if o.MaxWait < 0 || o.MaxWait > time.Hour {
-		return o, fmt.Errorf("%w: max wait %v: valid range is 0..1h", ErrInvalidOptions, o.MaxWait)
+	if o.MaxWait < 0 || o.MaxWait > MaxMaxWait {
+		return o, fmt.Errorf("%w: max wait %v: valid range is 0..%v", ErrInvalidOptions, o.MaxWait, MaxMaxWait)
 	}
 	if o.EventsMaxLen == 0 {
 		o.EventsMaxLen = DefaultEventsMaxLen

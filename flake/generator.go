@@ -568,6 +568,9 @@ func (g *Generator) Close() int64 {
 	return g.LastTick()
 }
 
+// Closed reports whether Close was called.
+func (g *Generator) Closed() bool { return g.closed.Load() }
+
 // LastTick is an upper bound of the ticks of all IDs issued so far (Floor
 // when none was). After Close it is final.
 func (g *Generator) LastTick() int64 {
@@ -576,18 +579,18 @@ func (g *Generator) LastTick() int64 {
 
 // Stats is a snapshot of a generator's state.
 type Stats struct {
-	Now         int64 // the clock's tick
-	Last        int64 // highest tick handed out (or burned)
-	Granted     int64 // highest tick granted by Reserve
-	Floor       int64
-	Lead        time.Duration // how far ahead of the clock the generator runs
-	Headroom    time.Duration // granted ticks left ahead of max(now, last)
-	Waits       uint64        // times NextID waited for the clock
-	Reserves    uint64        // Reserve calls
-	ReserveErrs uint64        // failed Reserve calls
-	LastErr     error         // the last Reserve failure, nil after a success
-	Closed      bool
-	MachineIDs  []int
+	Now           int64 // the clock's tick
+	Last          int64 // highest tick handed out (or burned)
+	Granted       int64 // highest tick granted by Reserve
+	Floor         int64
+	Lead          time.Duration // how far ahead of the clock the generator runs
+	Headroom      time.Duration // granted ticks left ahead of max(now, last)
+	Waits         uint64        // times NextID waited for the clock
+	Reserves      uint64        // Reserve calls
+	ReserveErrors uint64        // failed Reserve calls
+	LastError     error         // the last Reserve failure, nil after a success
+	Closed        bool
+	MachineIDs    []int
 }
 
 // Stats returns a snapshot; it is not on the hot path.
@@ -600,17 +603,17 @@ func (g *Generator) Stats() Stats {
 	g.mu.Unlock()
 	unit := g.layout.TimeUnit
 	return Stats{
-		Now:         now,
-		Last:        last,
-		Granted:     granted,
-		Floor:       g.floor,
-		Lead:        time.Duration(max(last-now, 0)) * unit,
-		Headroom:    time.Duration(max(granted-max(now, last), 0)) * unit,
-		Waits:       g.waits.Load(),
-		Reserves:    g.reserves.Load(),
-		ReserveErrs: g.reserveErrs.Load(),
-		LastErr:     lastErr,
-		Closed:      g.closed.Load(),
-		MachineIDs:  g.MachineIDs(),
+		Now:           now,
+		Last:          last,
+		Granted:       granted,
+		Floor:         g.floor,
+		Lead:          time.Duration(max(last-now, 0)) * unit,
+		Headroom:      time.Duration(max(granted-max(now, last), 0)) * unit,
+		Waits:         g.waits.Load(),
+		Reserves:      g.reserves.Load(),
+		ReserveErrors: g.reserveErrs.Load(),
+		LastError:     lastErr,
+		Closed:        g.closed.Load(),
+		MachineIDs:    g.MachineIDs(),
 	}
 }

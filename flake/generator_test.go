@@ -338,7 +338,7 @@ func TestNextID_ReserveRefused_ErrorsNeverPastGrant(t *testing.T) {
 	if _, err := g.NextID(); !errors.Is(err, flake.ErrReserve) || !strings.Contains(err.Error(), "redis down") {
 		t.Fatalf("err = %v, want ErrReserve naming the cause", err)
 	}
-	if st := g.Stats(); st.LastErr == nil || st.ReserveErrs == 0 {
+	if st := g.Stats(); st.LastError == nil || st.ReserveErrors == 0 {
 		t.Fatalf("stats do not show the failure: %+v", st)
 	}
 	// Recovery: the hook grants again, NextID goes on above everything.
@@ -428,6 +428,9 @@ func TestClose_StopsIssuing_LastTickBoundsEveryID(t *testing.T) {
 		for issued.Load() < 500 {
 			time.Sleep(100 * time.Microsecond)
 		}
+		if g.Closed() {
+			t.Fatal("Closed() is true before Close")
+		}
 		last := g.Close()
 		wg.Wait()
 		close(stop)
@@ -437,6 +440,12 @@ func TestClose_StopsIssuing_LastTickBoundsEveryID(t *testing.T) {
 		}
 		if _, err := g.NextID(); !errors.Is(err, flake.ErrClosed) {
 			t.Fatalf("NextID after Close: %v", err)
+		}
+		if !g.Closed() {
+			t.Fatal("Closed() is false after Close")
+		}
+		if again := g.Close(); again != last {
+			t.Fatalf("a second Close reported last tick %d, the first %d", again, last)
 		}
 	}
 }

@@ -15,15 +15,15 @@ func (n *Node) Crash() {
 	if m := n.monitor.Load(); m != nil {
 		m.Stop()
 	}
-	n.src.Store(&source{mode: n.modeName(), err: ErrClosed})
-	if n.gen != nil {
-		n.gen.Close()
+	last := n.src.Swap(&source{mode: n.modeLocked(), err: ErrClosed})
+	if last.gen != nil {
+		last.gen.Close()
 	}
 	if n.lease != nil {
 		n.lease.Abandon()
 	}
-	if n.ctr != nil {
-		n.ctr.Close()
+	if last.ctr != nil {
+		last.ctr.Close()
 	}
 	n.cleanup()
 	n.mu.Unlock()

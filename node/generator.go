@@ -6,13 +6,6 @@ import (
 	"github.com/flaked/flaked/flake"
 )
 
-// Modes of a node.
-const (
-	ModeFlake   = "flake"   // time-based IDs under leased machine IDs
-	ModeCounter = "counter" // IDs from the Redis counter, under the reserved machine ID
-	ModeAuto    = "auto"    // flake, falling back to counter while flake is unsafe
-)
-
 // Generator is what the daemon and embedding programs use: one node's ID
 // source, whatever mode it is in. Implementations are safe for concurrent
 // use; IDs are strictly increasing in issue order across mode switches.
@@ -24,7 +17,7 @@ type Generator interface {
 	// err is set).
 	NextIDs(ctx context.Context, dst []uint64) (int, error)
 	// Mode is the mode IDs are issued in now: ModeFlake or ModeCounter.
-	Mode() string
+	Mode() Mode
 	// Layout is the fleet's ID layout.
 	Layout() flake.Layout
 	// Ready reports whether the node can issue IDs now.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,21 +91,28 @@ func nil2(t *testing.T) node.Generator {
 	return n
 }
 
+// stateNode starts a node with 2 machine IDs on Redis at url, with the
+// state file path; the caller closes it.
+func stateNode(t *testing.T, url, path string) *node.Node {
+	t.Helper()
+	rdb, err := coord.NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	n, err := node.New(ctxT(t), node.Options{Redis: rdb, StateFile: path, MachineIDs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func TestFleet_RealRedis_DistinctMachineIDs_NoDuplicate_RestartReusesID(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
 	dir := t.TempDir()
 	start := func(i int) *node.Node {
-		rdb, err := coord.NewClient(srv.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rdb.Close() })
-		n, err := node.New(ctxT(t), node.Options{Redis: rdb, StateFile: filepath.Join(dir, string(rune('a'+i))+".state"), MachineIDs: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
+		return stateNode(t, srv.URL(), filepath.Join(dir, string(rune('a'+i))+".state"))
 	}
 	var nodes []*node.Node
 	for i := range 3 {
@@ -120,21 +126,14 @@ func TestFleet_RealRedis_DistinctMachineIDs_NoDuplicate_RestartReusesID(t *testi
 	if len(slices.Compact(slices.Clone(mids))) != 6 {
 		t.Fatalf("3 nodes x 2 machine IDs: %v", mids)
 	}
-	var mu sync.Mutex
 	var all []uint64
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ids := issue(t, n, 50_000)
-			checkUniqueIncreasing(t, n, ids)
-			mu.Lock()
-			all = append(all, ids...)
-			mu.Unlock()
-		}()
+	for _, ids := range eachNode(nodes, func(_ int, n *node.Node) []uint64 {
+		ids := issue(t, n, 50_000)
+		checkUniqueIncreasing(t, n, ids)
+		return ids
+	}) {
+		all = append(all, ids...)
 	}
-	wg.Wait()
 	// Clean restart of node 0: same machine IDs, at once, IDs above before.
 	before := nodes[0].MachineIDs()
 	if err := nodes[0].Close(ctxT(t)); err != nil {
@@ -155,13 +154,7 @@ func TestFleet_RealRedis_DistinctMachineIDs_NoDuplicate_RestartReusesID(t *testi
 	}
 	all = append(all, id)
 	all = append(all, issue(t, n0, 10_000)...)
-	sorted := slices.Clone(all)
-	slices.Sort(sorted)
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] {
-			t.Fatalf("duplicate %d: %+v", sorted[i], n0.Layout().Decompose(sorted[i]))
-		}
-	}
+	findDuplicates(t, n0.Layout(), all)
 	for _, n := range nodes[1:] {
 		if err := n.Close(ctxT(t)); err != nil {
 			t.Fatal(err)

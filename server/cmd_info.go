@@ -101,7 +101,7 @@ func infoFlaked(s *Server, add func(k, v string)) {
 	for _, kv := range s.gen.Info() {
 		add(kv[0], kv[1])
 	}
-	add("mode", s.gen.Mode())
+	add("mode", s.gen.Mode().String())
 	add("layout", s.layout().String())
 	add("ready", boolDigit(s.gen.Ready()))
 }

@@ -27,6 +27,6 @@ func (s *Server) isCounter(id uint64) bool { return id&s.machMask == s.counterMa
 func (c *conn) generatorError(err error) {
 	s := c.s
 	s.stats.nextIDErrors.Add(1)
-	s.warn.Warn().Err(err).Str("mode", s.gen.Mode()).Msg("no ID issued")
+	s.warn.Warn().Err(err).Str("mode", s.gen.Mode().String()).Msg("no ID issued")
 	c.writeError("ERR no ID issued: " + err.Error())
 }

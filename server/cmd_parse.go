@@ -33,7 +33,7 @@ func cmdParse(c *conn, args [][]byte) {
 	c.writeInt(p.Tick)
 	c.writeInt(int64(p.Sequence))
 	c.writeInt(int64(p.MachineID))
-	c.writeBulkString(mode)
+	c.writeBulkString(mode.String())
 }
 
 func parseIDArg(s string) (uint64, error) {

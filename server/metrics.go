@@ -86,8 +86,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	counter(c.ids, st.idsFlake.Load(), node.ModeFlake)
-	counter(c.ids, st.idsCounter.Load(), node.ModeCounter)
+	counter(c.ids, st.idsFlake.Load(), node.ModeFlake.String())
+	counter(c.ids, st.idsCounter.Load(), node.ModeCounter.String())
 	counter(c.errs, st.nextIDErrors.Load())
 	gauge(c.conns, float64(st.conns.Load()))
 	counter(c.connsTotal, st.connsTotal.Load())
@@ -98,8 +98,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.commands, st.unknown.Load(), "unknown")
 	mode := s.gen.Mode()
-	for _, m := range []string{node.ModeFlake, node.ModeCounter} {
-		gauge(c.mode, float64(btoi(mode == m)), m)
+	for _, m := range []node.Mode{node.ModeFlake, node.ModeCounter} {
+		gauge(c.mode, float64(btoi(mode == m)), m.String())
 	}
 	gauge(c.ready, float64(btoi(s.gen.Ready())))
 }

@@ -57,7 +57,7 @@ func (t *testGen) TryNextIDs(dst []uint64) bool {
 	}
 	return t.g.TryNextIDs(dst)
 }
-func (t *testGen) Mode() string         { return node.ModeFlake }
+func (t *testGen) Mode() node.Mode      { return node.ModeFlake }
 func (t *testGen) Layout() flake.Layout { return t.g.Layout() }
 func (t *testGen) Ready() bool          { return !t.notReady.Load() }
 func (t *testGen) Info() [][2]string {

@@ -240,7 +240,7 @@ func (r *run) issue(p *proc, n int) {
 	if got == 0 {
 		return
 	}
-	r.batches = append(r.batches, batch{p: p, at: r.w.now, mode: p.node.Mode()})
+	r.batches = append(r.batches, batch{p: p, at: r.w.now, mode: p.node.Mode().String()})
 	for _, id := range dst[:got] {
 		r.check(id, uint32(len(r.batches)-1))
 	}

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/flaked/flaked/node"
 )
 
 // Schedule is one simulated run: the fleet's settings and the faults to
@@ -32,7 +34,7 @@ type Schedule struct {
 
 // NodeConfig is one node's settings.
 type NodeConfig struct {
-	Mode          string // flake, counter or auto
+	Mode          node.Mode // flake, counter or auto
 	MachineIDs    int
 	MaxLead       time.Duration
 	ReserveAhead  time.Duration
@@ -140,7 +142,7 @@ func NewSchedule(seed uint64) Schedule {
 		ReplicaLag:    dur(10*time.Millisecond, 5*time.Second),
 		SaveEvery:     dur(time.Second, 60*time.Second),
 	}
-	modes := []string{"flake", "flake", "auto", "auto", "counter"}
+	modes := []node.Mode{node.ModeFlake, node.ModeFlake, node.ModeAuto, node.ModeAuto, node.ModeCounter}
 	// How far ahead of the clock nodes reach is the same across the fleet,
 	// as the README asks: after Redis lost everything, nodes with different
 	// reaches can collide (a documented limit, not a bug to hunt).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,14 @@ func auditFlags() []cli.Flag {
 			Usage: "the fleet's namespace (keys {ns}:...)"},
 		&cli.BoolFlag{Name: "json", EnvVars: envVars("json"), Usage: "print JSON instead of text"},
 	}
+}
+
+// writeReport prints v as JSON with --json, else as text.
+func writeReport[T any](c *cli.Context, v T, text func(io.Writer, T) error) error {
+	if c.Bool("json") {
+		return audit.WriteJSON(c.App.Writer, v)
+	}
+	return text(c.App.Writer, v)
 }
 
 // auditSnapshot connects to --redis and reads --namespace.
@@ -45,14 +54,10 @@ func auditClient(c *cli.Context) (redis.UniversalClient, error) {
 	if url == "" {
 		return nil, usagef("--redis (or FLAKED_REDIS) is required: the fleet's Redis URL, such as redis://127.0.0.1:6379")
 	}
-	if _, err := coord.NewRegistry(nil, coord.Options{Namespace: c.String("namespace")}); err != nil {
-		return nil, usageError{fmt.Errorf("--namespace: %w", err)}
+	if err := checkNamespace(c.String("namespace")); err != nil {
+		return nil, err
 	}
-	rdb, err := coord.NewClient(url)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--redis: %w", err)}
-	}
-	return rdb, nil
+	return redisClient(url)
 }
 
 func auditCommand() *cli.Command {
@@ -84,10 +89,7 @@ func auditCommand() *cli.Command {
 			}
 			rep := audit.Build(s)
 			rep.Only(states)
-			if c.Bool("json") {
-				return audit.WriteJSON(c.App.Writer, rep)
-			}
-			return audit.WriteTable(c.App.Writer, rep)
+			return writeReport(c, rep, audit.WriteTable)
 		},
 		Subcommands: []*cli.Command{auditHistoryCommand(), auditVerifyCommand(), auditPruneCommand()},
 	}
@@ -114,11 +116,7 @@ func auditHistoryCommand() *cli.Command {
 			if l := s.Layout; l.BitsTime != 0 && mid > l.CounterMachineID() {
 				return usagef("machine ID %d: the fleet's layout has machine IDs 0..%d (%d is counter mode's)", mid, l.CounterMachineID(), l.CounterMachineID())
 			}
-			h := audit.HistoryOf(s, mid)
-			if c.Bool("json") {
-				return audit.WriteJSON(c.App.Writer, h)
-			}
-			return audit.WriteHistory(c.App.Writer, h)
+			return writeReport(c, audit.HistoryOf(s, mid), audit.WriteHistory)
 		},
 	}
 }
@@ -210,10 +208,7 @@ func auditPruneCommand() *cli.Command {
 			}
 			zerolog.Ctx(c.Context).Info().Str("namespace", res.Namespace).Bool("dry_run", res.DryRun).
 				Int("pruned", len(res.Pruned)).Int("kept", len(res.Kept)).Dur("older_than", older).Msg("prune")
-			if c.Bool("json") {
-				return audit.WriteJSON(c.App.Writer, res)
-			}
-			return audit.WritePrune(c.App.Writer, res)
+			return writeReport(c, res, audit.WritePrune)
 		},
 	}
 }
@@ -243,12 +238,7 @@ func whoisCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if c.Bool("json") {
-				err = audit.WriteJSON(c.App.Writer, w)
-			} else {
-				err = audit.WriteWhois(c.App.Writer, w)
-			}
-			if err != nil {
+			if err := writeReport(c, w, audit.WriteWhois); err != nil {
 				return err
 			}
 			if !w.Known {

@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
+
+	"github.com/flaked/flaked/coord"
 )
 
 // envVars is a flag's environment variable, FLAKED_<NAME> with dashes as
@@ -36,4 +40,63 @@ func (b *boundedInt) Set(s string) error {
 	}
 	b.v = v
 	return nil
+}
+
+// durationFlag is intFlag for durations (cli has no bounded durations).
+// c.Duration reads it: cli parses the String of a flag's value.
+func durationFlag(name string, value, lo, hi time.Duration, usage string) *cli.GenericFlag {
+	return &cli.GenericFlag{
+		Name:    name,
+		Value:   &boundedDuration{v: value, lo: lo, hi: hi},
+		EnvVars: envVars(name),
+		Usage:   fmt.Sprintf("%s, %s..%s", usage, shortDuration(lo), shortDuration(hi)),
+	}
+}
+
+type boundedDuration struct{ v, lo, hi time.Duration }
+
+func (b *boundedDuration) String() string { return b.v.String() }
+
+func (b *boundedDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil || v < b.lo || v > b.hi {
+		return fmt.Errorf("want a duration in %s..%s", shortDuration(b.lo), shortDuration(b.hi))
+	}
+	b.v = v
+	return nil
+}
+
+// shortDuration writes d as flags are written: 0, 10m, 1h rather than
+// Go's 0s, 10m0s, 1h0m0s.
+func shortDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := d.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m" // 10m0s, 1h0m0s
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h" // 1h0m
+	}
+	return s
+}
+
+// checkNamespace refuses a --namespace the registry would refuse, before
+// anything connects.
+func checkNamespace(ns string) error {
+	if _, err := coord.NewRegistry(nil, coord.Options{Namespace: ns}); err != nil {
+		return usageError{fmt.Errorf("--namespace: %w", err)}
+	}
+	return nil
+}
+
+// redisClient connects to the fleet's Redis at a --redis URL; a URL that
+// cannot be used is a usage error.
+func redisClient(url string) (redis.UniversalClient, error) {
+	rdb, err := coord.NewClient(url)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--redis: %w", err)}
+	}
+	return rdb, nil
 }

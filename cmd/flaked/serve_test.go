@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/flaked/flaked/node"
+)
+
+// Every bounded flag of serve refuses a value outside its range while the
+// flags are parsed, from the command line or the environment: exit status
+// 2, the flag and its range named, nothing started.
+func TestServe_FlagOutOfRange_Exit2NamingRange(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want []string // in stderr
+	}{
+		{nil, []string{"--lease-ttl", "10ms"}, []string{"lease-ttl", "1s..10m"}},
+		{nil, []string{"--lease-ttl", "11m"}, []string{"lease-ttl", "1s..10m"}},
+		{nil, []string{"--lease-ttl", "banana"}, []string{"lease-ttl", "1s..10m"}},
+		{nil, []string{"--max-lead", "-1s"}, []string{"max-lead", "0..1h"}},
+		{nil, []string{"--max-lead", "61m"}, []string{"max-lead", "0..1h"}},
+		{nil, []string{"--max-wait", "2h"}, []string{"max-wait", "0..1h"}},
+		{nil, []string{"--max-skew", "0s"}, []string{"max-skew", "1ms..1h"}},
+		{nil, []string{"--max-skew", "2h"}, []string{"max-skew", "1ms..1h"}},
+		{nil, []string{"--idle-timeout", "-1s"}, []string{"idle-timeout", "0..24h"}},
+		{nil, []string{"--idle-timeout", "25h"}, []string{"idle-timeout", "0..24h"}},
+		{nil, []string{"--shutdown-timeout", "500ms"}, []string{"shutdown-timeout", "1s..10m"}},
+		{nil, []string{"--shutdown-timeout", "1h"}, []string{"shutdown-timeout", "1s..10m"}},
+		{map[string]string{"FLAKED_LEASE_TTL": "10ms"}, nil, []string{"FLAKED_LEASE_TTL", "1s..10m"}},
+		{map[string]string{"FLAKED_SHUTDOWN_TIMEOUT": "0s"}, nil, []string{"FLAKED_SHUTDOWN_TIMEOUT", "1s..10m"}},
+		{nil, []string{"--machine-ids", "0"}, []string{"machine-ids", "1..256"}},
+		{nil, []string{"--mode", "turbo"}, []string{"--mode", "want flake, counter or auto"}},
+		{nil, []string{"--mode", "stopped"}, []string{"--mode", "want flake, counter or auto"}},
+	} {
+		args := append([]string{"serve", "--listen", "127.0.0.1:1"}, tc.args...)
+		t.Run(strings.Join(append(args[3:], fmt.Sprint(tc.env)), " "), func(t *testing.T) {
+			code, out, errs := runT(t, tc.env, args...)
+			if code != exitUsage || out != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2", code, out, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("stderr %q does not name %q", errs, w)
+				}
+			}
+		})
+	}
+}
+
+// The help names each range as the packages that check it define it.
+func TestServe_Help_NamesRanges(t *testing.T) {
+	code, out, _ := runT(t, nil, "serve", "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{
+		"(renewed every TTL/3), 1s..10m (default: 10s)",
+		"how far IDs may run ahead of the clock, 0..1h (default: 1s)",
+		"max-skew + a tick), 0..1h (default: 0s)",
+		"largest difference of the local clock from Redis TIME, 1ms..1h (default: 1s)",
+		"0 means never, 0..24h (default: 0s)",
+		"waits for in-flight replies, 1s..10m (default: 10s)",
+		"--mode value ", "(default: \"flake\")",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// The flags become the options of the node and the server as they did
+// when serve read them itself.
+func TestServe_OptionsFromFlags(t *testing.T) {
+	var got serveOptions
+	cmd := &cli.Command{Name: "serve", Flags: serveFlags(), Action: func(c *cli.Context) error {
+		var err error
+		got, err = serveOptionsFromFlags(c, zerolog.Nop())
+		return err
+	}}
+	t.Setenv("FLAKED_MAX_SKEW", "250ms")
+	err := testApp(cmd).Run([]string{"flaked", "serve", "--listen", "127.0.0.1:7400", "--mode", "auto",
+		"--lease-ttl", "3s", "--max-lead", "20ms", "--max-wait", "1m", "--machine-ids", "3", "--idle-timeout", "90s",
+		"--shutdown-timeout", "2s", "--namespace", "ns1", "--state-file", "/tmp/x.state", "--max-batch", "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, r := got.node, got.node.Registry
+	if n.Mode != node.ModeAuto || n.MachineIDs != 3 || n.MaxLead != 20*time.Millisecond || n.StateFile != "/tmp/x.state" ||
+		n.Redis != nil || n.Clock != nil {
+		t.Errorf("node options %+v", n)
+	}
+	if r.Namespace != "ns1" || r.LeaseTTL != 3*time.Second || r.MaxSkew != 250*time.Millisecond || r.MaxWait != time.Minute ||
+		r.Owner.Addr != "127.0.0.1:7400" || r.Owner.Version != version {
+		t.Errorf("registry options %+v", r)
+	}
+	if s := got.server; s.IdleTimeout != 90*time.Second || s.MaxBatch != 7 || s.TLSConfig != nil || s.Version != version {
+		t.Errorf("server options %+v", s)
+	}
+	if got.shutdownTimeout != 2*time.Second || got.listen != "127.0.0.1:7400" || got.target != "standalone (embedded store)" {
+		t.Errorf("serve options %+v", got)
+	}
+}
+
+// syncBuffer collects the daemon's log while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freeAddr is a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serve runs standalone in-process: it serves NEXTID and the HTTP side,
+// and stops cleanly when its context ends (what SIGTERM does).
+func TestServe_Standalone_ServesAndStopsCleanly(t *testing.T) {
+	listen, metrics := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- newApp(io.Discard, &logs).RunContext(ctx, []string{"flaked", "serve", "--listen", listen,
+			"--metrics-addr", metrics, "--state-file", filepath.Join(t.TempDir(), "node.state"), "--log-format", "json"})
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), `"message":"flaked serving"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving after 20 s:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	conn, err := net.DialTimeout("tcp", listen, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte("NEXTID\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.HasPrefix(line, ":") {
+		t.Fatalf("NEXTID reply %q, %v; want an integer", line, err)
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "flaked_node_mode_switches 0") {
+		t.Errorf("/metrics lacks the node's fields:\n%.2000s", body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v\n%s", err, logs.String())
+	}
+	var last struct{ Message string }
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil || last.Message != "stopped cleanly" {
+		t.Fatalf("last log line %q, want stopped cleanly", lines[len(lines)-1])
+	}
+}

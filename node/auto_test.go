@@ -1,0 +1,243 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/node"
+)
+
+// issuer runs NextID in one goroutine until stopped, recording every ID
+// in issue order and the modes seen.
+type issuer struct {
+	mu    sync.Mutex
+	ids   []uint64
+	modes []node.Mode
+	errs  int
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startIssuer(n *node.Node) *issuer {
+	is := &issuer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(is.done)
+		for {
+			select {
+			case <-is.stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			id, err := n.NextID(ctx)
+			cancel()
+			is.mu.Lock()
+			if err != nil {
+				is.errs++
+			} else {
+				is.ids = append(is.ids, id)
+				if m := n.Mode(); len(is.modes) == 0 || is.modes[len(is.modes)-1] != m {
+					is.modes = append(is.modes, m)
+				}
+			}
+			is.mu.Unlock()
+			if err != nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	return is
+}
+
+func (is *issuer) count() int {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return len(is.ids)
+}
+
+func (is *issuer) halt() {
+	close(is.stop)
+	<-is.done
+}
+
+// modeEvents returns the from->to pairs of the mode events in the stream.
+func modeEvents(t *testing.T, rdb redis.UniversalClient) []string {
+	t.Helper()
+	evs, err := rdb.XRange(ctxT(t), "{flaked}:events", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		if e.Values["type"] == "mode" {
+			out = append(out, fmt.Sprint(e.Values["from"], "->", e.Values["to"]))
+		}
+	}
+	return out
+}
+
+// In auto mode, Redis away for longer than the reservation lasts makes
+// the node leave flake mode (it never issues past the reservation; while
+// Redis is away NextID errors, never guesses); when Redis is back it
+// issues from the counter, then returns to flake mode. IDs are strictly
+// increasing across every switch, and the switches are audit events.
+func TestAuto_RedisAwayLongerThanReservation_FallsBackAndReturns(t *testing.T) {
+	srv := realRedis(t)
+	rdb := client(t, srv)
+	o := fast(node.Options{Redis: rdb, Mode: node.ModeAuto, MaxLead: 50 * time.Millisecond,
+		ReserveAhead: 100 * time.Millisecond, Registry: coord.Options{LeaseTTL: time.Second},
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)})
+	o.RecoverAfter = 1500 * time.Millisecond // long enough to see counter IDs once Redis is back
+	n := newNode(t, o)
+	if n.Mode() != node.ModeFlake {
+		t.Fatalf("started in %s mode", n.Mode())
+	}
+	is := startIssuer(n)
+	waitFor(t, 5*time.Second, "flake IDs", func() bool { return is.count() > 1000 })
+	srv.Pause()
+	paused := time.Now()
+	waitFor(t, 5*time.Second, "the fallback to counter mode", func() bool { return n.Mode() == node.ModeCounter })
+	if since := time.Since(paused); since > 2*time.Second {
+		t.Fatalf("fell back %v after Redis went away; the reservation lasts 150ms", since)
+	}
+	time.Sleep(1500 * time.Millisecond) // longer than the lease TTL
+	before := is.count()
+	srv.Resume()
+	waitFor(t, 10*time.Second, "counter IDs", func() bool {
+		is.mu.Lock()
+		defer is.mu.Unlock()
+		return len(is.ids) > before && slices.Contains(is.modes, node.ModeCounter)
+	})
+	waitFor(t, 15*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
+	after := is.count()
+	waitFor(t, 5*time.Second, "flake IDs after the return", func() bool { return is.count() > after+1000 })
+	is.halt()
+
+	l := n.Layout()
+	strictlyIncreasing(t, l, "auto node", is.ids)
+	findDuplicates(t, l, is.ids)
+	if !slices.Contains(is.modes, node.ModeCounter) || is.modes[len(is.modes)-1] != node.ModeFlake {
+		t.Fatalf("modes seen: %v", is.modes)
+	}
+	if is.errs == 0 {
+		t.Fatal("no NextID failed while Redis was paused: something issued without Redis")
+	}
+	evs := modeEvents(t, rdb)
+	if !slices.Contains(evs, "flake->counter") || !slices.Contains(evs, "counter->flake") {
+		t.Fatalf("mode events: %v", evs)
+	}
+	if n.Switches() < 2 {
+		t.Fatalf("%d switches", n.Switches())
+	}
+}
+
+// In auto mode a node whose clock is behind the reservation of every
+// machine ID it could take falls back to counter mode, and returns to
+// flake mode once its clock has caught up. The machine-ID space is tiny
+// (2 bits: IDs 0, 1, 2) so that the other IDs are held by live nodes.
+func TestAuto_ClockBehindFloor_FallsBackAndReturns(t *testing.T) {
+	srv := realRedis(t)
+	rdb := client(t, srv)
+	l, err := flake.NewLayout(8, 2, 10*time.Millisecond, flake.DefaultStartTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := coord.Options{Layout: l, MaxSkew: 10 * time.Second}
+	state := filepath.Join(t.TempDir(), "b.state")
+	// The first owner of the state file's ID runs, then stops cleanly: its
+	// ID's reservation is its last tick, about now.
+	a := newNode(t, node.Options{Redis: rdb, Registry: reg, StateFile: state})
+	first := issue(t, a, 5000)
+	if err := a.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the other two IDs are held
+		newNode(t, node.Options{Redis: rdb, Registry: reg})
+	}
+	// Restarted with its clock 4 s back: the state file's ID starts 4 s
+	// ahead of it, more than max wait.
+	clk := flake.NewOffsetClock(-4 * time.Second)
+	breg := reg
+	breg.MaxWait = time.Second
+	b := newNode(t, fast(node.Options{Redis: rdb, Registry: breg, StateFile: state, Mode: node.ModeAuto, Clock: clk}))
+	if b.Mode() != node.ModeCounter {
+		t.Fatalf("clock 4 s behind the floor: mode %s, want counter", b.Mode())
+	}
+	is := startIssuer(b)
+	waitFor(t, 5*time.Second, "counter IDs", func() bool { return is.count() > 500 })
+	clk.Set(0) // the clock is fixed
+	waitFor(t, 10*time.Second, "the return to flake mode", func() bool { return b.Mode() == node.ModeFlake })
+	after := is.count()
+	waitFor(t, 5*time.Second, "flake IDs", func() bool { return is.count() > after+500 })
+	is.halt()
+
+	strictlyIncreasing(t, l, "node b", is.ids)
+	findDuplicates(t, l, append(slices.Clone(first), is.ids...))
+	last := is.ids[len(is.ids)-1]
+	if m := l.Decompose(last).MachineID; m == l.CounterMachineID() {
+		t.Fatalf("last ID %d is a counter ID after the return to flake mode", last)
+	}
+	if is.modes[0] != node.ModeCounter || is.modes[len(is.modes)-1] != node.ModeFlake {
+		t.Fatalf("modes seen: %v", is.modes)
+	}
+}
+
+// The clock guard: a node whose wall clock is an hour off Redis TIME
+// starts in counter mode (auto) and returns when the clock is fixed; in
+// flake mode it refuses to start, naming the skew.
+func TestAuto_ClockSkewed_CounterUntilFixed(t *testing.T) {
+	srv := realRedis(t)
+	rdb := client(t, srv)
+	clk := flake.NewOffsetClock(-time.Hour)
+	if _, err := node.New(ctxT(t), node.Options{Redis: rdb, Clock: clk}); !errors.Is(err, coord.ErrClockSkew) {
+		t.Fatalf("flake mode with a clock 1h off: err = %v, want ErrClockSkew", err)
+	}
+	n := newNode(t, fast(node.Options{Redis: rdb, Mode: node.ModeAuto, Clock: clk}))
+	if n.Mode() != node.ModeCounter {
+		t.Fatalf("auto mode with a clock 1h off: mode %s", n.Mode())
+	}
+	ids := issue(t, n, 2000)
+	clk.Set(0)
+	waitFor(t, 15*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
+	ids = append(ids, issue(t, n, 2000)...)
+	strictlyIncreasing(t, n.Layout(), "node", ids)
+}
+
+// Auto mode starts even when Redis does not answer: in counter mode, not
+// ready, NextID failing clearly (never a guessed ID); once Redis answers it
+// issues, and returns to flake mode.
+func TestAuto_StartsWithRedisAway(t *testing.T) {
+	srv := realRedis(t)
+	rdb := client(t, srv)
+	srv.Pause()
+	n := newNode(t, fast(node.Options{Redis: rdb, Mode: node.ModeAuto}))
+	if n.Mode() != node.ModeCounter || n.Ready() {
+		t.Fatalf("started with Redis away: mode %s, ready %v; want counter, not ready", n.Mode(), n.Ready())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := n.NextID(ctx)
+	cancel()
+	if !errors.Is(err, fallback.ErrUnavailable) {
+		t.Fatalf("NextID with Redis away: %v, want ErrUnavailable", err)
+	}
+	srv.Resume()
+	ids := issue(t, n, 100)
+	waitFor(t, 20*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
+	ids = append(ids, issue(t, n, 1000)...)
+	strictlyIncreasing(t, n.Layout(), "node", ids)
+	if !n.Ready() {
+		t.Fatal("not ready in flake mode with Redis back")
+	}
+}

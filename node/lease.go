@@ -1,0 +1,64 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/flaked/flaked/coord"
+)
+
+// claimLocked claims machine IDs; in auto mode it does not wait for IDs
+// further ahead than MaxWait, and drops a preferred one that is.
+func (n *Node) claimLocked(ctx context.Context) error {
+	prev := n.prev
+	n.prev = nil // the state file's IDs are preferred once
+	lease, err := n.reg.Claim(ctx, coord.ClaimOptions{Count: n.opts.MachineIDs, State: n.state, Previous: prev})
+	if err != nil {
+		return err
+	}
+	if gap := max(lease.Floor(), n.bound) - n.clockTick(); gap > n.maxW && prev != nil {
+		// The state file's IDs start too far ahead of our clock (it was
+		// set back): give them back untouched and take others.
+		n.log.Warn().Ints("machine_ids", lease.MachineIDs()).Dur("behind", time.Duration(gap)*n.reg.Layout().TimeUnit).
+			Msg("clock is behind the reservation of the state file's machine IDs; claiming others")
+		_ = lease.Release(ctx, lease.Floor())
+		lease, err = n.reg.Claim(ctx, coord.ClaimOptions{Count: n.opts.MachineIDs, State: n.state})
+		if err != nil {
+			return err
+		}
+	}
+	n.lease = lease
+	n.claimErr = nil
+	if lease.Clone != "" {
+		n.log.Error().Str("holder", lease.Clone).Str("state_file", n.opts.StateFile).Ints("machine_ids", lease.MachineIDs()).
+			Msg("the state file's machine ID is held by a live process with the same state-file node ID: two processes run from copies of one state file; took other machine IDs")
+	}
+	lease.SetMode(n.modeLocked().String())
+	lease.OnLost(n.kick)
+	lease.KeepAlive()
+	n.log.Info().Ints("machine_ids", lease.MachineIDs()).Strs("events", lease.ClaimEvents()).
+		Int64("floor", lease.Floor()).Bool("data_loss", lease.DataLoss).Msg("machine IDs claimed")
+	return nil
+}
+
+// dropLeaseLocked gives up the current lease (lost, or being replaced).
+// The generator must be closed first.
+func (n *Node) dropLeaseLocked(ctx context.Context) {
+	if n.lease == nil {
+		return
+	}
+	if err := n.lease.Err(); errors.Is(err, coord.ErrFenced) {
+		// Not a pause or a network fault: another process runs from a copy
+		// of this node's state file. The fencing kept the IDs apart; the
+		// operator must give one of them a state file of its own.
+		n.log.Error().Err(err).Ints("machine_ids", n.lease.MachineIDs()).Str("state_file", n.opts.StateFile).
+			Msg("lease fenced: two processes run from copies of one state file; claiming other machine IDs")
+	} else if err != nil {
+		n.log.Warn().Err(err).Ints("machine_ids", n.lease.MachineIDs()).Msg("lease lost")
+	}
+	// Releasing a lost lease touches nothing in Redis (the scripts check
+	// the token); it stops the keep-alive and records the last tick.
+	_ = n.lease.Release(ctx, n.bound)
+	n.lease = nil
+}

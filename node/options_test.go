@@ -1,0 +1,64 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flaked/flaked/node"
+)
+
+// Every option out of its range is refused with ErrInvalidOptions and a
+// message naming the option and the valid range.
+func TestOptions_OutOfRange_ErrorNamesRange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    node.Options
+		want string // in the error
+	}{
+		{"mode stopped", node.Options{Mode: node.ModeStopped}, `mode "stopped": want flake, counter or auto`},
+		{"mode 9", node.Options{Mode: node.Mode(9)}, `mode "Mode(9)": want flake, counter or auto`},
+		{"machine IDs 257", node.Options{MachineIDs: 257}, "machine IDs 257: valid range is 1..256"},
+		{"machine IDs -1", node.Options{MachineIDs: -1}, "machine IDs -1: valid range is 1..256"},
+		{"max lead -1s", node.Options{MaxLead: -time.Second}, "max lead -1s: valid range is 0s..1h"},
+		{"max lead 2h", node.Options{MaxLead: 2 * time.Hour}, "max lead 2h0m0s: valid range is 0s..1h"},
+		{"reserve ahead 1ms", node.Options{ReserveAhead: time.Millisecond}, "reserve ahead 1ms: valid range is 10ms..1h"},
+		{"reserve ahead 2h", node.Options{ReserveAhead: 2 * time.Hour}, "reserve ahead 2h0m0s: valid range is 10ms..1h"},
+		{"check interval 1ms", node.Options{CheckInterval: time.Millisecond}, "check interval 1ms: valid range is 10ms..1m"},
+		{"check interval 2m", node.Options{CheckInterval: 2 * time.Minute}, "check interval 2m0s: valid range is 10ms..1m"},
+		{"recover after -1s", node.Options{RecoverAfter: -time.Second}, "recover after -1s: valid range is 0s..1h"},
+		{"recover after 2h", node.Options{RecoverAfter: 2 * time.Hour}, "recover after 2h0m0s: valid range is 0s..1h"},
+		{"retry interval 1ms", node.Options{RetryInterval: time.Millisecond}, "retry interval 1ms: valid range is 10ms..1m"},
+		{"retry interval 2m", node.Options{RetryInterval: 2 * time.Minute}, "retry interval 2m0s: valid range is 10ms..1m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := node.New(context.Background(), tc.o)
+			if err == nil {
+				n.Close(context.Background())
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, node.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v; want ErrInvalidOptions naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The limits themselves are accepted. (MaxLead and ReserveAhead at 1h are
+// not: the horizon they make is beyond the registry's.)
+func TestOptions_AtTheLimits_Accepted(t *testing.T) {
+	for _, o := range []node.Options{
+		{CheckInterval: time.Minute, RecoverAfter: time.Hour, RetryInterval: time.Minute},
+		{MaxLead: time.Nanosecond, ReserveAhead: 10 * time.Millisecond, CheckInterval: 10 * time.Millisecond, RetryInterval: 10 * time.Millisecond},
+	} {
+		n, err := node.New(ctxT(t), o)
+		if err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+		if err := n.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

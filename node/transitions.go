@@ -1,0 +1,157 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/flake"
+)
+
+func (n *Node) clockTick() int64 { return n.reg.Layout().Tick(n.opts.Clock.Now()) }
+
+// floorLocked is the tick a new generator must start after.
+func (n *Node) floorLocked() int64 { return max(n.lease.Floor(), n.bound) }
+
+// startLocked enters the configured mode at New: in auto mode, counter
+// mode when flake mode is not safe (but not when it is misconfigured).
+func (n *Node) startLocked(ctx context.Context) error {
+	var err error
+	switch n.opts.Mode {
+	case ModeCounter:
+		err = n.toCounterLocked(ctx, "mode counter")
+	case ModeFlake:
+		err = n.startFlakeLocked(ctx)
+	case ModeAuto:
+		if err = n.startFlakeLocked(ctx); err != nil && fallsBack(err) {
+			n.log.Warn().Err(err).Msg("flake mode is not safe at start; issuing in counter mode")
+			err = n.toCounterLocked(ctx, err.Error())
+		}
+	}
+	if err == nil && n.entered == ModeNone {
+		n.setModeLocked(n.src.Load().mode, "start")
+	}
+	return err
+}
+
+// fallsBack reports whether err is a reason for auto mode to issue in
+// counter mode rather than fail: flake mode is unsafe for now. A wrong
+// configuration (layout, options, state file) is not.
+func fallsBack(err error) bool {
+	switch {
+	case errors.Is(err, coord.ErrLayoutMismatch), errors.Is(err, coord.ErrInvalidOptions),
+		errors.Is(err, coord.ErrStateCorrupt), errors.Is(err, coord.ErrStateMismatch),
+		errors.Is(err, coord.ErrStateLocked), errors.Is(err, ErrClosed):
+		return false
+	}
+	return true
+}
+
+// startFlakeLocked claims machine IDs when none are held and starts a
+// generator after everything issued so far.
+func (n *Node) startFlakeLocked(ctx context.Context) error {
+	if n.lease == nil {
+		if err := n.claimLocked(ctx); err != nil {
+			return err
+		}
+	}
+	floor := n.floorLocked()
+	if gap := floor - n.clockTick(); gap > n.maxW {
+		return fmt.Errorf("%w: machine IDs %v start at tick %d (%s), %v ahead of this clock, max wait %v; fix the clock or run in auto mode",
+			ErrClockBehind, n.lease.MachineIDs(), floor+1, n.reg.Layout().TickTime(floor+1).Format(time.RFC3339Nano),
+			time.Duration(gap)*n.reg.Layout().TimeUnit, n.reg.Options().MaxWait)
+	}
+	l := n.reg.Layout()
+	gen, err := flake.New(flake.Settings{
+		BitsSequence: l.BitsSequence, BitsMachineID: l.BitsMachineID, TimeUnit: l.TimeUnit, StartTime: l.StartTime,
+		MachineIDs: n.lease.MachineIDs(), MaxLead: n.opts.MaxLead,
+		Floor: floor, Reserved: n.lease.Granted(), Reserve: n.lease.Reserve, ReserveAhead: n.opts.ReserveAhead,
+		Clock: n.opts.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	n.src.Store(&source{mode: ModeFlake, gen: gen})
+	return nil
+}
+
+// generatorLocked is the running generator, or nil: in counter mode, once
+// stopped for a switch or a lost lease, or when none could be started.
+func (n *Node) generatorLocked() *flake.Generator {
+	if g := n.src.Load().gen; g != nil && !g.Closed() {
+		return g
+	}
+	return nil
+}
+
+// stopFlakeLocked closes the running generator; everything it issued is
+// then below n.bound.
+func (n *Node) stopFlakeLocked() {
+	if g := n.generatorLocked(); g != nil {
+		n.bound = max(n.bound, g.Close())
+	}
+}
+
+// restartFlakeLocked replaces a lost (or missing) lease and its generator,
+// staying in flake mode.
+func (n *Node) restartFlakeLocked(ctx context.Context) error {
+	if n.lease != nil && n.lease.Err() != nil {
+		n.stopFlakeLocked()
+		n.dropLeaseLocked(ctx)
+	}
+	if n.generatorLocked() != nil {
+		return nil
+	}
+	if err := n.startFlakeLocked(ctx); err != nil {
+		n.claimErr = err
+		return err
+	}
+	n.log.Info().Ints("machine_ids", n.lease.MachineIDs()).Msg("flake mode resumed")
+	return nil
+}
+
+// toCounterLocked switches to counter mode: the generator stops, and the
+// counter starts above everything it issued.
+func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
+	n.stopFlakeLocked()
+	ctr, err := fallback.New(n.rdb, n.opts.Counter)
+	if err != nil {
+		return err
+	}
+	if n.bound >= 0 {
+		l := n.reg.Layout()
+		ceiling, _ := l.Compose(n.bound, l.MaxSequence(), l.CounterMachineID())
+		ctr.SetFloor(ceiling)
+	}
+	n.reason = reason
+	n.healthy = 0
+	ctr.Warm()
+	n.src.Store(&source{mode: ModeCounter, ctr: ctr})
+	if n.lease != nil {
+		n.lease.SetMode(ModeCounter.String())
+	}
+	n.setModeLocked(ModeCounter, reason)
+	return nil
+}
+
+// toFlakeLocked returns from counter mode: the counter stops, and the
+// generator starts above everything it issued.
+func (n *Node) toFlakeLocked(ctx context.Context) error {
+	if ctr := n.src.Load().ctr; ctr != nil {
+		// Close first, so LastTick is final; on failure below the node
+		// goes on with a new counter.
+		ctr.Close()
+		n.bound = max(n.bound, ctr.LastTick())
+	}
+	if err := n.startFlakeLocked(ctx); err != nil {
+		_ = n.toCounterLocked(ctx, n.reason)
+		return err
+	}
+	n.lease.SetMode(ModeFlake.String())
+	n.reason = "healthy for " + n.opts.RecoverAfter.String()
+	n.setModeLocked(ModeFlake, n.reason)
+	return nil
+}
