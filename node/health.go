@@ -66,20 +66,23 @@ func (n *Node) checkFlakeLocked(ctx context.Context, now time.Duration) {
 	if now < n.retryAt {
 		return
 	}
-	if err := n.restartFlakeLocked(ctx); err != nil {
+	if err := n.restartFlakeLocked(ctx, -1); err != nil {
 		n.retryAt = now + n.opts.RetryInterval
 		n.src.Store(&source{mode: ModeFlake, err: fmt.Errorf("%w: flake mode, reclaiming machine IDs: %w", ErrUnavailable, err)})
 	}
 }
 
 // checkAutoFlakeLocked falls back to counter mode when flake mode is not
-// safe and a fresh lease does not make it so.
+// safe and a fresh lease does not make it so. A fresh lease that starts
+// further ahead of the clock than MaxLead (a lease claimed again after a
+// Redis restart or failover starts at the loss floor, seconds ahead) would
+// make every caller wait for it: counter mode serves them meanwhile.
 func (n *Node) checkAutoFlakeLocked(ctx context.Context, now time.Duration) {
 	reason := n.flakeUnsafeLocked(ctx, now)
 	if reason == "" {
 		return
 	}
-	if err := n.restartFlakeLocked(ctx); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
+	if err := n.restartFlakeLocked(ctx, n.opts.MaxLead); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
 		return // a fresh lease fixed it (e.g. a lost lease reclaimed)
 	} else if err != nil {
 		reason += "; " + err.Error()
@@ -167,7 +170,8 @@ func (n *Node) flakeUnsafeLocked(ctx context.Context, now time.Duration) string 
 
 // flakeReadyLocked makes sure a healthy lease is held, for a return to
 // flake mode: the clock agrees with Redis, a lease is held and renewed,
-// and the clock is within MaxWait of where the generator would start.
+// and the clock is within MaxLead of where the generator would start (so
+// no caller waits after the return).
 func (n *Node) flakeReadyLocked(ctx context.Context) error {
 	if err := n.reg.CheckClock(ctx); err != nil {
 		return err
@@ -183,9 +187,9 @@ func (n *Node) flakeReadyLocked(ctx context.Context) error {
 	if err := n.lease.Renew(ctx); err != nil {
 		return err
 	}
-	if gap := n.floorLocked() - n.clockTick(); gap > n.maxW {
-		return fmt.Errorf("%w: by %v, max wait %v", ErrClockBehind, time.Duration(gap)*n.reg.Layout().TimeUnit,
-			n.reg.Options().MaxWait)
+	if gap := time.Duration(n.floorLocked()-n.clockTick()) * n.reg.Layout().TimeUnit; gap > n.opts.MaxLead {
+		// Back in flake mode every caller would wait for the clock.
+		return fmt.Errorf("%w: by %v, max lead %v", ErrClockBehind, gap, n.opts.MaxLead)
 	}
 	return nil
 }

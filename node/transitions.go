@@ -96,14 +96,29 @@ func (n *Node) stopFlakeLocked() {
 }
 
 // restartFlakeLocked replaces a lost (or missing) lease and its generator,
-// staying in flake mode.
-func (n *Node) restartFlakeLocked(ctx context.Context) error {
+// staying in flake mode. With lead >= 0 a new lease that starts more than
+// lead ahead of the clock (claimed again after a Redis restart or
+// failover: at the loss floor) gets no generator, so no caller waits on
+// one: it returns ErrClockBehind and keeps the lease. With -1 callers wait
+// (up to MaxWait, which startFlakeLocked checks).
+func (n *Node) restartFlakeLocked(ctx context.Context, lead time.Duration) error {
 	if n.lease != nil && n.lease.Err() != nil {
 		n.stopFlakeLocked()
 		n.dropLeaseLocked(ctx)
 	}
 	if n.generatorLocked() != nil {
 		return nil
+	}
+	if lead >= 0 && n.lease == nil {
+		if err := n.claimLocked(ctx); err != nil {
+			n.claimErr = err
+			return err
+		}
+		if ahead := time.Duration(n.floorLocked()-n.clockTick()) * n.reg.Layout().TimeUnit; ahead > lead {
+			// Callers would wait for the clock: the lease is kept, and
+			// the caller decides (auto mode serves counter IDs meanwhile).
+			return fmt.Errorf("%w: the new lease starts %v ahead of the clock (max lead %v)", ErrClockBehind, ahead, lead)
+		}
 	}
 	if err := n.startFlakeLocked(ctx); err != nil {
 		n.claimErr = err
