@@ -129,115 +129,142 @@ func (f Fault) String() string {
 
 // NewSchedule draws a schedule from seed.
 func NewSchedule(seed uint64) Schedule {
-	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	d := drawer{rand.New(rand.NewPCG(seed, 0x5eed))}
 	s := Schedule{
 		Seed:          seed,
-		Duration:      dur(45*time.Second, 2*time.Minute),
-		BitsSequence:  2 + r.IntN(4),
-		BitsMachineID: 2 + r.IntN(2),
-		LeaseTTL:      dur(10*time.Second, 30*time.Second),
-		MaxSkew:       dur(100*time.Millisecond, time.Second),
-		Slack:         dur(20*time.Millisecond, 500*time.Millisecond),
-		ReplicaLag:    dur(10*time.Millisecond, 5*time.Second),
-		SaveEvery:     dur(time.Second, 60*time.Second),
+		Duration:      d.dur(45*time.Second, 2*time.Minute),
+		BitsSequence:  2 + d.IntN(4),
+		BitsMachineID: 2 + d.IntN(2),
+		LeaseTTL:      d.dur(10*time.Second, 30*time.Second),
+		MaxSkew:       d.dur(100*time.Millisecond, time.Second),
+		Slack:         d.dur(20*time.Millisecond, 500*time.Millisecond),
+		ReplicaLag:    d.dur(10*time.Millisecond, 5*time.Second),
+		SaveEvery:     d.dur(time.Second, 60*time.Second),
 	}
-	modes := []node.Mode{node.ModeFlake, node.ModeFlake, node.ModeAuto, node.ModeAuto, node.ModeCounter}
-	// How far ahead of the clock nodes reach is the same across the fleet,
-	// as the README asks: after Redis lost everything, nodes with different
-	// reaches can collide (a documented limit, not a bug to hunt).
-	maxLead, ahead, counterLead := dur(0, time.Second), dur(2*time.Second, 10*time.Second), dur(0, time.Second)
-	for range 3 + r.IntN(3) {
-		minSeg := 128 + r.IntN(385)
-		s.Nodes = append(s.Nodes, NodeConfig{
-			Mode:          modes[r.IntN(len(modes))],
-			MachineIDs:    1 + r.IntN(2),
-			MaxLead:       maxLead,
-			ReserveAhead:  ahead,
-			CheckInterval: dur(100*time.Millisecond, time.Second),
-			RetryInterval: dur(time.Second, 5*time.Second),
-			RecoverAfter:  dur(0, 5*time.Second),
-			MinSegment:    minSeg,
-			MaxSegment:    minSeg + r.IntN(256),
-			CounterLead:   counterLead,
-		})
-	}
-	n := len(s.Nodes)
-	for range 3 + r.IntN(12) {
-		f := Fault{At: dur(time.Second, s.Duration-time.Second), Node: r.IntN(n)}
-		switch k := r.IntN(100); {
-		case k < 8:
-			f.Kind = FaultFailover
-		case k < 13:
-			f.Kind = FaultRestartSaved
-		case k < 16:
-			f.Kind = FaultRestartEmpty
-		case k < 19:
-			f.Kind = FaultRestoreOld
-		case k < 24:
-			f.Kind, f.For = FaultRedisDown, dur(100*time.Millisecond, 3*s.LeaseTTL)
-		case k < 28:
-			f.Kind, f.For, f.Delay = FaultRedisSlow, dur(time.Second, 10*time.Second), dur(time.Millisecond, s.LeaseTTL/2)
-		case k < 36:
-			f.Kind, f.For = FaultPartition, dur(100*time.Millisecond, 3*s.LeaseTTL)
-		case k < 42:
-			f.Kind, f.For, f.Delay = FaultDelay, dur(time.Second, 10*time.Second), dur(time.Millisecond, s.LeaseTTL)
-		case k < 48:
-			f.Kind, f.For = FaultLossy, dur(time.Second, 10*time.Second)
-		case k < 60:
-			f.Kind, f.For = FaultPause, dur(10*time.Millisecond, 4*s.LeaseTTL)
-		case k < 76:
-			f.Kind = []string{FaultCrash, FaultStop}[r.IntN(2)]
-			f.For = dur(0, 3*s.LeaseTTL)
-			if r.IntN(3) == 0 {
-				f.For = dur(0, 200*time.Millisecond) // a supervisor restarts it at once
-			}
-			f.State = []string{StateKept, StateKept, StateNone, StateCopy, StateBackup}[r.IntN(5)]
-			f.From = (f.Node + 1 + r.IntN(n-1)) % n
-			if r.IntN(4) == 0 {
-				f.Back = dur(time.Millisecond, 2*s.MaxSkew)
-			}
-			if s.BitsSequence > 1 && r.IntN(3) == 0 {
-				f.Layout, f.State = true, StateNone
-			}
-		case k < 92:
-			f.Kind, f.Delay = FaultClockStep, dur(-3*s.MaxSkew, 3*s.MaxSkew)
-		default:
-			f.Kind, f.For = FaultDiskFull, dur(time.Second, 20*time.Second)
-		}
+	s.Nodes = d.nodes()
+	ahead := s.Nodes[0].ReserveAhead
+	for range 3 + d.IntN(12) {
+		f := d.fault(s)
 		s.Faults = append(s.Faults, f)
-		if f.Kind == FaultPause && f.For > s.LeaseTTL && r.IntN(3) == 0 {
-			// Another adversary's favourite: while a node is paused past
-			// its lease (and someone may claim its ID), Redis fails over
-			// to a replica that missed the last writes.
-			s.Faults = append(s.Faults, Fault{At: f.At + s.LeaseTTL + dur(0, f.For-s.LeaseTTL), Kind: FaultFailover})
-		}
-		if f.State == StateCopy && r.IntN(2) == 0 {
-			// Another: a node starts from a copy of another's state file
-			// and takes its lease over while the original is cut off;
-			// once the copy issues, Redis loses the takeover; then the
-			// original comes back.
-			back := f.At + f.For
-			loss := []string{FaultFailover, FaultRestartSaved, FaultRestoreOld}[r.IntN(3)]
-			s.Faults = append(s.Faults,
-				Fault{At: back - dur(0, 500*time.Millisecond), Kind: FaultPartition, Node: f.From, For: ahead + dur(3*time.Second, 2*s.LeaseTTL)},
-				Fault{At: back + ahead + dur(0, 3*time.Second), Kind: loss})
-		}
-		if (f.Kind == FaultRestartEmpty || f.Kind == FaultRestoreOld) && s.BitsSequence > 1 && r.IntN(2) == 0 {
-			// The adversary's favourite: a node with another layout comes
-			// up while the registry is empty.
-			stray := Fault{At: f.At + dur(0, 2*time.Second), Kind: FaultCrash, Node: r.IntN(n),
-				For: dur(0, 200*time.Millisecond), State: StateNone, Layout: true}
-			s.Faults = append(s.Faults, stray)
-			if r.IntN(2) == 0 {
-				// And then Redis goes back to a copy made while the
-				// stray's layout settled (a replica that caught up then).
-				s.Faults = append(s.Faults, Fault{At: stray.At + dur(time.Second, s.LeaseTTL/2), Kind: FaultFailover})
-			}
-		}
+		s.Faults = append(s.Faults, d.adversary(s, f, ahead)...)
 	}
 	sortFaults(s.Faults)
 	return s
+}
+
+// drawer draws a schedule's parts, in an order that is part of what a
+// seed means (RELIABILITY.md names seeds): add draws only at the end of a
+// part's, or every seed changes.
+type drawer struct{ *rand.Rand }
+
+func (d drawer) dur(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(d.Int64N(int64(hi-lo)+1))
+}
+
+// nodes draws 3-5 nodes. How far ahead of the clock nodes reach is the
+// same across the fleet, as the README asks: after Redis lost everything,
+// nodes with different reaches can collide (a documented limit, not a bug
+// to hunt).
+func (d drawer) nodes() []NodeConfig {
+	modes := []node.Mode{node.ModeFlake, node.ModeFlake, node.ModeAuto, node.ModeAuto, node.ModeCounter}
+	maxLead, ahead, counterLead := d.dur(0, time.Second), d.dur(2*time.Second, 10*time.Second), d.dur(0, time.Second)
+	var nodes []NodeConfig
+	for range 3 + d.IntN(3) {
+		minSeg := 128 + d.IntN(385)
+		nodes = append(nodes, NodeConfig{
+			Mode:          modes[d.IntN(len(modes))],
+			MachineIDs:    1 + d.IntN(2),
+			MaxLead:       maxLead,
+			ReserveAhead:  ahead,
+			CheckInterval: d.dur(100*time.Millisecond, time.Second),
+			RetryInterval: d.dur(time.Second, 5*time.Second),
+			RecoverAfter:  d.dur(0, 5*time.Second),
+			MinSegment:    minSeg,
+			MaxSegment:    minSeg + d.IntN(256),
+			CounterLead:   counterLead,
+		})
+	}
+	return nodes
+}
+
+// fault draws one fault of s.
+func (d drawer) fault(s Schedule) Fault {
+	n := len(s.Nodes)
+	f := Fault{At: d.dur(time.Second, s.Duration-time.Second), Node: d.IntN(n)}
+	switch k := d.IntN(100); {
+	case k < 8:
+		f.Kind = FaultFailover
+	case k < 13:
+		f.Kind = FaultRestartSaved
+	case k < 16:
+		f.Kind = FaultRestartEmpty
+	case k < 19:
+		f.Kind = FaultRestoreOld
+	case k < 24:
+		f.Kind, f.For = FaultRedisDown, d.dur(100*time.Millisecond, 3*s.LeaseTTL)
+	case k < 28:
+		f.Kind, f.For, f.Delay = FaultRedisSlow, d.dur(time.Second, 10*time.Second), d.dur(time.Millisecond, s.LeaseTTL/2)
+	case k < 36:
+		f.Kind, f.For = FaultPartition, d.dur(100*time.Millisecond, 3*s.LeaseTTL)
+	case k < 42:
+		f.Kind, f.For, f.Delay = FaultDelay, d.dur(time.Second, 10*time.Second), d.dur(time.Millisecond, s.LeaseTTL)
+	case k < 48:
+		f.Kind, f.For = FaultLossy, d.dur(time.Second, 10*time.Second)
+	case k < 60:
+		f.Kind, f.For = FaultPause, d.dur(10*time.Millisecond, 4*s.LeaseTTL)
+	case k < 76:
+		f.Kind = []string{FaultCrash, FaultStop}[d.IntN(2)]
+		f.For = d.dur(0, 3*s.LeaseTTL)
+		if d.IntN(3) == 0 {
+			f.For = d.dur(0, 200*time.Millisecond) // a supervisor restarts it at once
+		}
+		f.State = []string{StateKept, StateKept, StateNone, StateCopy, StateBackup}[d.IntN(5)]
+		f.From = (f.Node + 1 + d.IntN(n-1)) % n
+		if d.IntN(4) == 0 {
+			f.Back = d.dur(time.Millisecond, 2*s.MaxSkew)
+		}
+		if s.BitsSequence > 1 && d.IntN(3) == 0 {
+			f.Layout, f.State = true, StateNone
+		}
+	case k < 92:
+		f.Kind, f.Delay = FaultClockStep, d.dur(-3*s.MaxSkew, 3*s.MaxSkew)
+	default:
+		f.Kind, f.For = FaultDiskFull, d.dur(time.Second, 20*time.Second)
+	}
+	return f
+}
+
+// adversary draws the faults an adversary would add to f: the patterns
+// random draws rarely line up.
+func (d drawer) adversary(s Schedule, f Fault, ahead time.Duration) []Fault {
+	var out []Fault
+	if f.Kind == FaultPause && f.For > s.LeaseTTL && d.IntN(3) == 0 {
+		// While a node is paused past its lease (and someone may claim its
+		// ID), Redis fails over to a replica that missed the last writes.
+		out = append(out, Fault{At: f.At + s.LeaseTTL + d.dur(0, f.For-s.LeaseTTL), Kind: FaultFailover})
+	}
+	if f.State == StateCopy && d.IntN(2) == 0 {
+		// A node starts from a copy of another's state file and takes its
+		// lease over while the original is cut off; once the copy issues,
+		// Redis loses the takeover; then the original comes back.
+		back := f.At + f.For
+		loss := []string{FaultFailover, FaultRestartSaved, FaultRestoreOld}[d.IntN(3)]
+		out = append(out,
+			Fault{At: back - d.dur(0, 500*time.Millisecond), Kind: FaultPartition, Node: f.From, For: ahead + d.dur(3*time.Second, 2*s.LeaseTTL)},
+			Fault{At: back + ahead + d.dur(0, 3*time.Second), Kind: loss})
+	}
+	if (f.Kind == FaultRestartEmpty || f.Kind == FaultRestoreOld) && s.BitsSequence > 1 && d.IntN(2) == 0 {
+		// A node with another layout comes up while the registry is empty.
+		stray := Fault{At: f.At + d.dur(0, 2*time.Second), Kind: FaultCrash, Node: d.IntN(len(s.Nodes)),
+			For: d.dur(0, 200*time.Millisecond), State: StateNone, Layout: true}
+		out = append(out, stray)
+		if d.IntN(2) == 0 {
+			// And then Redis goes back to a copy made while the stray's
+			// layout settled (a replica that caught up then).
+			out = append(out, Fault{At: stray.At + d.dur(time.Second, s.LeaseTTL/2), Kind: FaultFailover})
+		}
+	}
+	return out
 }
 
 func sortFaults(fs []Fault) {
