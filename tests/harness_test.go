@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -38,12 +39,10 @@ var binary string
 // repeated.
 var long = os.Getenv("FLAKED_FLEET_LONG") == "1"
 
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{})
+	// go-redis's log lines about failed dials to daemons and servers the
+	// tests stopped on purpose are dropped.
+	redis.SetLogger(idtest.QuietRedis{})
 	dir, err := os.MkdirTemp("", "flaked-fleet-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -189,11 +188,8 @@ func goRedisTB(tb testing.TB, d *Daemon) *redis.Client {
 	return c
 }
 
-func ctxTB(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
-}
+// ctxT bounds a test's calls to a daemon or Redis: 10 s.
+func ctxT(tb testing.TB) context.Context { return idtest.Context(tb, 10*time.Second) }
 
 // MustStart is Start failing the test.
 func (d *Daemon) MustStart() {
