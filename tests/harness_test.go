@@ -5,7 +5,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,7 +79,7 @@ type Daemon struct {
 	t    testing.TB
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *idtest.LogBuffer
 	exit chan error
 	inc  atomic.Int64 // incarnation: bumped at every start
 	down atomic.Bool
@@ -151,7 +150,7 @@ func (d *Daemon) startNoWait() error {
 	}
 	d.inc.Add(1)
 	cmd := exec.Command(binary, d.args()...)
-	d.log = &syncBuffer{}
+	d.log = &idtest.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = d.log, d.log
 	cmd.Env = append(os.Environ(), "FLAKED_LOG_LEVEL=info")
 	if err := cmd.Start(); err != nil {
@@ -161,24 +160,6 @@ func (d *Daemon) startNoWait() error {
 	d.exit = make(chan error, 1)
 	go func() { d.exit <- cmd.Wait() }()
 	return nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // goRedisTB is a go-redis client for d, closed at the end.
