@@ -17,9 +17,9 @@ func Decoded(l flake.Layout, id uint64) string {
 	return fmt.Sprintf("%d %+v", id, l.Decompose(id))
 }
 
-// Unique fails tb (Fatalf) if an ID occurs more than once in ids, with how
-// many IDs repeat and the first ten of them, in order, decoded under l. It
-// does not change ids.
+// Unique fails tb (Fatalf) if an ID occurs more than once in ids, with the
+// number of repeats (an ID three times is two) and the first ten, smallest
+// first, decoded under l. It does not change ids.
 func Unique(tb testing.TB, l flake.Layout, ids []uint64) {
 	tb.Helper()
 	sorted := slices.Clone(ids)
