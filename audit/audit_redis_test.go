@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flaked/flaked/audit"
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -34,15 +37,7 @@ func TestFleet_Table_LiveKilledStopped(t *testing.T) {
 	}
 
 	_, rep := report(t, rdb, ns)
-	if !rep.Consistent() || rep.Summary.Counts[audit.Live] != 3 || len(rep.Machines) != 3 {
-		t.Fatalf("after claims: %d machines, counts %v, findings %v", len(rep.Machines), rep.Summary.Counts, rep.Findings)
-	}
-	for _, p := range ps {
-		checkOwner(t, l, row(t, rep, p.mid), p, audit.Live)
-		if m := row(t, rep, p.mid); *m.LeaseTTLMs <= 0 || *m.LeaseTTLMs > 1000 || *m.HeartbeatAgeMs > 1000 {
-			t.Errorf("machine ID %d: lease TTL %d ms, heartbeat age %d ms: want within the 1 s TTL", p.mid, *m.LeaseTTLMs, *m.HeartbeatAgeMs)
-		}
-	}
+	checkAllLive(t, l, rep, ps)
 
 	a.kill()
 	b.stop()
@@ -57,23 +52,58 @@ func TestFleet_Table_LiveKilledStopped(t *testing.T) {
 	if sum.Leasable != 7 || sum.Leased != 1 || sum.Free != 6 || sum.NeverUsed != 4 {
 		t.Errorf("summary %+v", sum)
 	}
-	// The table: sorted, one row each, the summary line.
+	checkTable(t, rep, map[*proc]string{a: "expired", b: "released", c: "live"},
+		"3 machine IDs: 1 live, 1 expired, 1 released, 0 orphan, 0 conflict; 6 of 7 leasable IDs free")
+	checkJSONOwners(t, rep, ps)
+	lastB := l.Decompose(b.ids[len(b.ids)-1]).Tick
+	checkKilledAndStoppedHistory(t, s, a, b, lastB)
+	checkWhoisEach(t, s, ps)
+	checkHandMadeConflicts(t, rdb, ns, c, b, lastB)
+}
+
+// checkAllLive checks the audit right after the processes ps claimed:
+// consistent, each live, owned by its process, within its lease TTL.
+func checkAllLive(t *testing.T, l flake.Layout, rep *audit.Report, ps []*proc) {
+	t.Helper()
+	if !rep.Consistent() || rep.Summary.Counts[audit.Live] != len(ps) || len(rep.Machines) != len(ps) {
+		t.Fatalf("after claims: %d machines, counts %v, findings %v", len(rep.Machines), rep.Summary.Counts, rep.Findings)
+	}
+	for _, p := range ps {
+		checkOwner(t, l, row(t, rep, p.mid), p, audit.Live)
+		if m := row(t, rep, p.mid); *m.LeaseTTLMs <= 0 || *m.LeaseTTLMs > 1000 || *m.HeartbeatAgeMs > 1000 {
+			t.Errorf("machine ID %d: lease TTL %d ms, heartbeat age %d ms: want within the 1 s TTL", p.mid, *m.LeaseTTLMs, *m.HeartbeatAgeMs)
+		}
+	}
+}
+
+// checkTable checks the table of rep: a title, the header, one row per
+// process in states, sorted by machine ID, with its state and pid, then
+// the summary line, which starts with summary.
+func checkTable(t *testing.T, rep *audit.Report, states map[*proc]string, summary string) {
+	t.Helper()
 	var out bytes.Buffer
 	if err := audit.WriteTable(&out, rep); err != nil {
 		t.Fatal(err)
 	}
+	n := len(states)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 6 || !strings.HasPrefix(lines[1], "MID  STATE") ||
-		!strings.HasPrefix(lines[5], "3 machine IDs: 1 live, 1 expired, 1 released, 0 orphan, 0 conflict; 6 of 7 leasable IDs free") {
+	if len(lines) != n+3 || !strings.HasPrefix(lines[1], "MID  STATE") || !strings.HasPrefix(lines[n+2], summary) {
 		t.Fatalf("table:\n%s", out.String())
 	}
+	byMID := map[int]*proc{}
+	for p := range states {
+		byMID[p.mid] = p
+	}
 	var mids []int
-	for _, line := range lines[2:5] {
+	for _, line := range lines[2 : n+2] {
 		f := strings.Fields(line)
 		mid, _ := strconv.Atoi(f[0])
 		mids = append(mids, mid)
-		pid := map[int]int{a.mid: a.pid, b.mid: b.pid, c.mid: c.pid}[mid]
-		state := map[int]string{a.mid: "expired", b.mid: "released", c.mid: "live"}[mid]
+		var pid int
+		var state string
+		if p := byMID[mid]; p != nil {
+			pid, state = p.pid, states[p]
+		}
 		if f[1] != state || f[3] != strconv.Itoa(pid) {
 			t.Errorf("row %q: want state %s pid %d", line, state, pid)
 		}
@@ -81,8 +111,13 @@ func TestFleet_Table_LiveKilledStopped(t *testing.T) {
 	if !slices.IsSorted(mids) {
 		t.Errorf("rows not sorted by machine ID: %v", mids)
 	}
-	// JSON says the same.
-	out.Reset()
+}
+
+// checkJSONOwners checks that the JSON of rep names each machine ID's
+// process, one of ps, by pid and addr.
+func checkJSONOwners(t *testing.T, rep *audit.Report, ps []*proc) {
+	t.Helper()
+	var out bytes.Buffer
 	if err := audit.WriteJSON(&out, rep); err != nil {
 		t.Fatal(err)
 	}
@@ -100,29 +135,42 @@ func TestFleet_Table_LiveKilledStopped(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &js); err != nil {
 		t.Fatal(err)
 	}
+	byMID := map[int]*proc{}
+	for _, p := range ps {
+		byMID[p.mid] = p
+	}
 	for _, m := range js.Machines {
-		p := map[int]*proc{a.mid: a, b.mid: b, c.mid: c}[m.MachineID]
+		p := byMID[m.MachineID]
 		if p == nil || m.Owner.PID != p.pid || m.Owner.Addr != p.addr {
 			t.Errorf("JSON machine %+v", m)
 		}
 	}
-	// History: the killed node's claim, no release; the stopped node's
-	// claim and release with its last tick.
-	hb := audit.HistoryOf(s, b.mid)
+}
+
+// checkKilledAndStoppedHistory checks the history: the killed node's
+// claim, no release; the stopped node's claim and its release with its
+// last tick, lastStopped.
+func checkKilledAndStoppedHistory(t *testing.T, s *audit.Snapshot, killed, stopped *proc, lastStopped int64) {
+	t.Helper()
+	hb := audit.HistoryOf(s, stopped.mid)
 	if len(hb.Events) < 2 || hb.Events[0].Type != "claim" || hb.Events[len(hb.Events)-1].Type != "release" ||
-		hb.Events[0].Owner.PID != b.pid || !hb.Stream.Complete {
-		t.Errorf("history of %d: %+v", b.mid, hb.Events)
+		hb.Events[0].Owner.PID != stopped.pid || !hb.Stream.Complete {
+		t.Errorf("history of %d: %+v", stopped.mid, hb.Events)
 	}
-	lastB := l.Decompose(b.ids[len(b.ids)-1]).Tick
-	if got := hb.Events[len(hb.Events)-1].Fields["last"]; got != strconv.FormatInt(lastB, 10) {
-		t.Errorf("release of %d says last tick %s, the node's last ID has tick %d", b.mid, got, lastB)
+	if got := hb.Events[len(hb.Events)-1].Fields["last"]; got != strconv.FormatInt(lastStopped, 10) {
+		t.Errorf("release of %d says last tick %s, the node's last ID has tick %d", stopped.mid, got, lastStopped)
 	}
-	for _, e := range audit.HistoryOf(s, a.mid).Events {
+	for _, e := range audit.HistoryOf(s, killed.mid).Events {
 		if e.Type == "release" {
 			t.Errorf("killed node released: %+v", e)
 		}
 	}
-	// Whois names each node for its own IDs.
+}
+
+// checkWhoisEach checks that whois names each process for its first and
+// last IDs.
+func checkWhoisEach(t *testing.T, s *audit.Snapshot, ps []*proc) {
+	t.Helper()
 	for _, p := range ps {
 		for _, id := range []uint64{p.ids[0], p.ids[len(p.ids)-1]} {
 			w, err := audit.WhoIs(s, id)
@@ -131,28 +179,33 @@ func TestFleet_Table_LiveKilledStopped(t *testing.T) {
 			}
 		}
 	}
+}
 
-	// Hand-made inconsistencies: the live ID leaves the registry set, and
-	// the released ID's reservation drops below its last tick.
+// checkHandMadeConflicts makes two inconsistencies by hand, the live ID
+// leaves the registry set and the released ID's reservation drops below
+// its last tick, and checks that the audit finds both, each ID in
+// conflict.
+func checkHandMadeConflicts(t *testing.T, rdb redis.UniversalClient, ns string, live, released *proc, lastReleased int64) {
+	t.Helper()
 	ctx := ctxT(t)
-	if err := rdb.SRem(ctx, "{fleet}:machines", c.mid).Err(); err != nil {
+	if err := rdb.SRem(ctx, "{"+ns+"}:machines", live.mid).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.HSet(ctx, "{fleet}:reserved", b.mid, lastB-10).Err(); err != nil {
+	if err := rdb.HSet(ctx, "{"+ns+"}:reserved", released.mid, lastReleased-10).Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, rep = report(t, rdb, ns)
+	_, rep := report(t, rdb, ns)
 	var got []string
 	for _, f := range rep.Findings {
 		got = append(got, f.Check+" "+strconv.Itoa(*f.MachineID))
 	}
 	slices.Sort(got)
-	want := []string{audit.CheckLeaseNotRegistered + " " + strconv.Itoa(c.mid), audit.CheckReservationBelowUsed + " " + strconv.Itoa(b.mid)}
+	want := []string{audit.CheckLeaseNotRegistered + " " + strconv.Itoa(live.mid), audit.CheckReservationBelowUsed + " " + strconv.Itoa(released.mid)}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("findings %v, want %v", rep.Findings, want)
 	}
-	if row(t, rep, b.mid).State != audit.Conflict || row(t, rep, c.mid).State != audit.Conflict {
+	if row(t, rep, released.mid).State != audit.Conflict || row(t, rep, live.mid).State != audit.Conflict {
 		t.Errorf("inconsistent IDs not in conflict: %+v", rep.Machines)
 	}
 }
@@ -359,104 +412,37 @@ func TestFleet_Clone_StateFileCopied(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := client(t, srv.URL())
 	ctx := ctxT(t)
-	const ns = "copies"
-	if err := redistest.ForgetLoss(ctx, rdb, ns); err != nil { // no claim waits a loss floor
+	f := statefulFleet{t: t, ctx: ctx, rdb: rdb, ns: "copies"}
+	if err := redistest.ForgetLoss(ctx, rdb, f.ns); err != nil { // no claim waits a loss floor
 		t.Fatal(err)
-	}
-	reg := func(host string, pid int) *coord.Registry {
-		r, err := coord.NewRegistry(rdb, coord.Options{Namespace: ns, Layout: fleetLayout(3), LayoutSettle: time.Millisecond,
-			Owner: coord.Owner{Host: host, PID: pid, Addr: host + ":7379"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	open := func(path string) (*coord.StateFile, *coord.State) {
-		sf, st, err := coord.OpenState(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sf.Close() })
-		return sf, st
-	}
-	// A node reserves ahead at once; without a reservation the audit
-	// reports the lease.
-	reserve := func(l *coord.Lease) {
-		if _, err := l.Reserve(ctx, fleetLayout(3).Tick(time.Now())+10); err != nil {
-			t.Fatal(err)
-		}
 	}
 	dir := t.TempDir()
 	orig, cp := dir+"/orig.state", dir+"/copy.state"
-	regA, regB := reg("orig", 1111), reg("copy", 2222)
+	regA, regB := f.registry("orig", 1111), f.registry("copy", 2222)
 
-	sfA, _ := open(orig)
-	a, err := regA.Claim(ctx, coord.ClaimOptions{State: sfA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Release(context.Background(), a.Floor()) })
-	reserve(a)
-	data, err := os.ReadFile(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cp, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sfB, prevB := open(cp)
-	b, err := regB.Claim(ctx, coord.ClaimOptions{State: sfB, Previous: prevB})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Release(context.Background(), b.Floor()) })
-	reserve(b)
+	sfA, _ := f.open(orig)
+	a := f.claim(regA, coord.ClaimOptions{State: sfA})
+	copyFile(t, orig, cp)
+	sfB, prevB := f.open(cp)
+	b := f.claim(regB, coord.ClaimOptions{State: sfB, Previous: prevB})
 	taken := a.MachineIDs()[0]
 	if b.MachineIDs()[0] != taken {
 		t.Fatalf("the copy claimed %v, want %d taken over", b.MachineIDs(), taken)
 	}
 	// The original still thinks it holds the ID, but one live lease is
 	// all Redis has: no clone yet.
-	if _, rep := report(t, rdb, ns); !rep.Consistent() {
+	if _, rep := report(t, rdb, f.ns); !rep.Consistent() {
 		t.Fatalf("after the takeover: %v", rep.Findings)
 	}
 	if err := a.Renew(ctx); !errors.Is(err, coord.ErrFenced) {
 		t.Fatalf("the original's renewal: %v, want fenced", err)
 	}
-	a2, err := regA.Claim(ctx, coord.ClaimOptions{State: sfA}) // what node.Node does next
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a2.Release(context.Background(), a2.Floor()) })
-	reserve(a2)
+	a2 := f.claim(regA, coord.ClaimOptions{State: sfA}) // what node.Node does next
 	other := a2.MachineIDs()[0]
 
-	s, rep := report(t, rdb, ns)
-	if len(rep.Findings) != 1 || rep.Findings[0].Check != audit.CheckClone {
-		t.Fatalf("findings %v, want one clone", rep.Findings)
-	}
-	ids := []int{taken, other}
-	slices.Sort(ids)
-	f := rep.Findings[0]
-	if !slices.Equal(f.MachineIDs, ids) || !strings.Contains(f.Message, "node "+sfA.Node()) ||
-		!strings.Contains(f.Message, "orig pid 1111 addr orig:7379 token "+a2.Token()[:8]+" (machine ID "+strconv.Itoa(other)+")") ||
-		!strings.Contains(f.Message, "copy pid 2222 addr copy:7379 token "+b.Token()[:8]+" (machine ID "+strconv.Itoa(taken)+")") {
-		t.Errorf("finding %s\nwant IDs %v, node %s, both processes", f, ids, sfA.Node())
-	}
-	for _, id := range ids {
-		if m := row(t, rep, id); m.State != audit.Conflict || m.Owner.Node != sfA.Node() {
-			t.Errorf("machine ID %d: %s, owner %+v; want conflict, node %s", id, m.State, m.Owner, sfA.Node())
-		}
-	}
-	var kinds []string
-	h := audit.HistoryOf(s, taken)
-	for _, e := range h.Events {
-		kinds = append(kinds, e.Type)
-	}
-	if !slices.Equal(kinds, []string{"claim", "reclaim", "fenced"}) || h.Events[1].Fields["fenced"] != a.Token()[:8] ||
-		!strings.Contains(h.Events[2].Detail, "taken over by copy pid 2222 token "+b.Token()[:8]+", which started from a copy") {
-		t.Errorf("history of %d: %v\n%+v", taken, kinds, h.Events)
-	}
+	s, rep := report(t, rdb, f.ns)
+	checkCloneFinding(t, rep, sfA.Node(), a2, other, b, taken)
+	checkFencedHistory(t, s, taken, a, b)
 	if s.Meta.Server == "" || !s.Meta.LossAt.IsZero() || rep.DataLoss != nil {
 		t.Errorf("meta %+v, data loss %+v: want this server's identity and no loss (ForgetLoss)", s.Meta, rep.DataLoss)
 	}
@@ -465,8 +451,108 @@ func TestFleet_Clone_StateFileCopied(t *testing.T) {
 	if err := b.Release(ctx, b.Floor()); err != nil {
 		t.Fatal(err)
 	}
-	if _, rep := report(t, rdb, ns); !rep.Consistent() {
+	if _, rep := report(t, rdb, f.ns); !rep.Consistent() {
 		t.Errorf("after the copy stopped: %v", rep.Findings)
+	}
+}
+
+// statefulFleet claims machine IDs in namespace ns for processes of its
+// own making, each with a state file, under fleetLayout(3).
+type statefulFleet struct {
+	t   *testing.T
+	ctx context.Context
+	rdb redis.UniversalClient
+	ns  string
+}
+
+// registry is the registry of a process on host with pid, at addr
+// host:7379.
+func (f statefulFleet) registry(host string, pid int) *coord.Registry {
+	f.t.Helper()
+	r, err := coord.NewRegistry(f.rdb, coord.Options{Namespace: f.ns, Layout: fleetLayout(3), LayoutSettle: time.Millisecond,
+		Owner: coord.Owner{Host: host, PID: pid, Addr: host + ":7379"}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+// open opens the state file at path until the end of the test.
+func (f statefulFleet) open(path string) (*coord.StateFile, *coord.State) {
+	f.t.Helper()
+	sf, st, err := coord.OpenState(path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { sf.Close() })
+	return sf, st
+}
+
+// claim claims a machine ID from reg, released at the end of the test, and
+// reserves ahead at once, as a node does: without a reservation the audit
+// reports the lease.
+func (f statefulFleet) claim(reg *coord.Registry, o coord.ClaimOptions) *coord.Lease {
+	f.t.Helper()
+	l, err := reg.Claim(f.ctx, o)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = l.Release(context.Background(), l.Floor()) })
+	if _, err := l.Reserve(f.ctx, fleetLayout(3).Tick(time.Now())+10); err != nil {
+		f.t.Fatal(err)
+	}
+	return l
+}
+
+// copyFile copies the file at from to to, as a copied data directory does.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkCloneFinding checks that rep has one finding, a clone naming node
+// and both processes: the original, whose lease orig now holds machine ID
+// other, and the copy, whose lease cp holds the machine ID it took over;
+// both IDs are in conflict under node.
+func checkCloneFinding(t *testing.T, rep *audit.Report, node string, orig *coord.Lease, other int, cp *coord.Lease, taken int) {
+	t.Helper()
+	if len(rep.Findings) != 1 || rep.Findings[0].Check != audit.CheckClone {
+		t.Fatalf("findings %v, want one clone", rep.Findings)
+	}
+	ids := []int{taken, other}
+	slices.Sort(ids)
+	f := rep.Findings[0]
+	if !slices.Equal(f.MachineIDs, ids) || !strings.Contains(f.Message, "node "+node) ||
+		!strings.Contains(f.Message, "orig pid 1111 addr orig:7379 token "+orig.Token()[:8]+" (machine ID "+strconv.Itoa(other)+")") ||
+		!strings.Contains(f.Message, "copy pid 2222 addr copy:7379 token "+cp.Token()[:8]+" (machine ID "+strconv.Itoa(taken)+")") {
+		t.Errorf("finding %s\nwant IDs %v, node %s, both processes", f, ids, node)
+	}
+	for _, id := range ids {
+		if m := row(t, rep, id); m.State != audit.Conflict || m.Owner.Node != node {
+			t.Errorf("machine ID %d: %s, owner %+v; want conflict, node %s", id, m.State, m.Owner, node)
+		}
+	}
+}
+
+// checkFencedHistory checks the history of machine ID taken: the
+// original's claim (lease orig), the copy's reclaim (lease cp) fencing it,
+// and the original's fencing event naming the copy.
+func checkFencedHistory(t *testing.T, s *audit.Snapshot, taken int, orig, cp *coord.Lease) {
+	t.Helper()
+	var kinds []string
+	h := audit.HistoryOf(s, taken)
+	for _, e := range h.Events {
+		kinds = append(kinds, e.Type)
+	}
+	if !slices.Equal(kinds, []string{"claim", "reclaim", "fenced"}) || h.Events[1].Fields["fenced"] != orig.Token()[:8] ||
+		!strings.Contains(h.Events[2].Detail, "taken over by copy pid 2222 token "+cp.Token()[:8]+", which started from a copy") {
+		t.Errorf("history of %d: %v\n%+v", taken, kinds, h.Events)
 	}
 }
 

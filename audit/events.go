@@ -3,8 +3,6 @@ package audit
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -210,120 +208,6 @@ func (e Event) details() map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-// detailText is the DETAIL column of a history: the fields that matter
-// for the event's type first, then the rest in name order.
-func (e Event) detailText(s *Snapshot) string {
-	d := e.details()
-	var parts []string
-	take := func(k, label string) {
-		if v, ok := d[k]; ok {
-			delete(d, k)
-			if v != "" {
-				parts = append(parts, label+v)
-			}
-		}
-	}
-	tick := func(k, label string) {
-		if v, ok := d[k]; ok {
-			delete(d, k)
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || s.Layout.BitsTime == 0 || n < 0 {
-				parts = append(parts, label+v)
-				return
-			}
-			parts = append(parts, fmt.Sprintf("%s%d (%s)", label, n, fmtTimeMs(s.Layout.TickTime(n))))
-		}
-	}
-	switch e.Type {
-	case lua.EventClaim, lua.EventReclaim, lua.EventTakeover:
-		tick(lua.FieldFloor, "floor ")
-		// Every claim records its loss floor; it is news only where it
-		// set the floor (a claim after a restart, failover or creation).
-		if lf, ok := e.Int(lua.FieldLossFloor); ok {
-			delete(d, lua.FieldLossFloor)
-			if f, ok := e.Int(lua.FieldFloor); ok && lf >= f {
-				parts = append(parts, "the loss floor (a horizon after Redis may have lost writes)")
-			}
-		}
-		if p, ok := e.PrevOwner(); ok {
-			parts = append(parts, "previous owner "+p.String())
-		}
-		drop(d, prevOwnerFields...)
-		if v := d[lua.FieldFenced]; v != "" {
-			parts = append(parts, "fenced the live lease token "+v+
-				" its state file named (its previous process, or a copy of it still running)")
-		}
-		delete(d, lua.FieldFenced)
-		take(lua.FieldMode, "mode ")
-		take(lua.FieldNode, "node ")
-	case lua.EventRelease:
-		tick(lua.FieldLast, "last tick ")
-		tick(lua.FieldReserved, "reservation was ")
-	case lua.EventReassert:
-		tick(lua.FieldReserved, "reservation ")
-	case lua.EventMode:
-		if from, to := d[lua.FieldFrom], d[lua.FieldTo]; from != "" || to != "" {
-			parts = append(parts, from+" -> "+to)
-			drop(d, lua.FieldFrom, lua.FieldTo)
-		}
-		take(lua.FieldReason, "reason: ")
-		if ms, ok := e.Int(lua.FieldAtMs); ok {
-			delete(d, lua.FieldAtMs)
-			if at := time.UnixMilli(ms).UTC(); at.Before(e.Time.Add(-time.Second)) {
-				parts = append(parts, "happened "+fmtTimeMs(at))
-			}
-		}
-	case lua.EventClone:
-		parts = append(parts, fmt.Sprintf("not taken: held by %s, a live process started from a copy of the same state file (node %s)",
-			holderOf(d), orDash(d[lua.FieldNode])))
-		drop(d, lua.FieldHolder, lua.FieldHolderHost, lua.FieldHolderPID, lua.FieldNode, lua.FieldDetail)
-	case lua.EventFenced:
-		parts = append(parts, fmt.Sprintf("taken over by %s, which started from a copy of this owner's state file", holderOf(d)))
-		drop(d, lua.FieldHolder, lua.FieldHolderHost, lua.FieldHolderPID, lua.FieldDetail)
-	case lua.EventLayoutRestored:
-		if v := d[lua.FieldRefused]; v != "" {
-			parts = append(parts, fmt.Sprintf("restored layout %s over %s, which a claim stored after Redis lost its data", orDash(d[lua.FieldLayout]), v))
-		} else {
-			parts = append(parts, fmt.Sprintf("restored layout %s: the fleet's layout was missing (Redis lost it)", orDash(d[lua.FieldLayout])))
-		}
-		drop(d, lua.FieldLayout, lua.FieldRefused, lua.FieldDetail)
-	case lua.EventDataLoss:
-		take(lua.FieldDetail, "")
-		if v, ok := d[lua.FieldServer]; ok {
-			parts = append(parts, fmt.Sprintf("server %s, was %s", orDash(shortServer(v)), orDash(shortServer(d[lua.FieldPreviousServer]))))
-			drop(d, lua.FieldServer, lua.FieldPreviousServer)
-		}
-		take(lua.FieldPreviousGeneration, "generation was ")
-		take(lua.FieldGeneration, "generation ")
-	case lua.EventRenewFail:
-		take(lua.FieldReason, "reason: ")
-		if l, st := d[lua.FieldLayout], d[lua.FieldStored]; l != "" || st != "" {
-			parts = append(parts, fmt.Sprintf("this owner runs %s, the fleet's is %s", orDash(l), orDash(st)))
-			drop(d, lua.FieldLayout, lua.FieldStored)
-		}
-		if t, ok := msTime(d[lua.FieldLossMs]); ok {
-			parts = append(parts, "possible data loss at "+fmtTimeMs(t))
-			delete(d, lua.FieldLossMs)
-		}
-		tick(lua.FieldHeld, "held reservation ")
-		tick(lua.FieldReserved, "reservation ")
-		take(lua.FieldHolder, "lease token ")
-	case lua.EventPrune:
-		if p, ok := e.PrevOwner(); ok {
-			parts = append(parts, "forgot owner "+p.String())
-		}
-		drop(d, prevOwnerFields...)
-		take(lua.FieldPrevState, "state was ")
-		tick(lua.FieldReserved, "reservation kept ")
-	}
-	for _, k := range slices.Sorted(maps.Keys(d)) {
-		if d[k] != "" {
-			parts = append(parts, k+" "+d[k])
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // prevOwnerFields name the owner a claim replaced or a prune forgot

@@ -19,6 +19,7 @@ import (
 	"github.com/flaked/flaked/audit"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 )
 
@@ -30,15 +31,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FLAKED_AUDIT_TEST_NODE") != "" {
 		os.Exit(nodeMain())
 	}
-	redis.SetLogger(quiet{})
+	// go-redis's log lines about failed dials to servers the tests killed
+	// on purpose are dropped.
+	redis.SetLogger(idtest.QuietRedis{})
 	os.Exit(m.Run())
 }
-
-// quiet drops go-redis's log lines about failed dials to servers the
-// tests killed on purpose.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
 
 // nodeConfig is what a fleet test tells a node process, as JSON in
 // FLAKED_AUDIT_TEST_NODE.
@@ -233,11 +230,8 @@ func (p *proc) kill() {
 	})
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT bounds a test's calls to Redis: a minute.
+func ctxT(t *testing.T) context.Context { return idtest.Context(t, time.Minute) }
 
 func client(t *testing.T, url string) redis.UniversalClient {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/client"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/server"
 )
 
@@ -88,11 +89,11 @@ func TestNextID_32Goroutines_NoDuplicates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t, tc.opts)
-			ids := hammer(t, goroutines, tc.perG, tc.next(c, ctxT(t, 2*time.Minute)))
+			ids := hammer(t, goroutines, tc.perG, tc.next(c, idtest.Context(t, 2*time.Minute)))
 			if len(ids) != goroutines*tc.perG {
 				t.Fatalf("%d IDs, want %d", len(ids), goroutines*tc.perG)
 			}
-			checkUnique(t, ids)
+			idtest.Unique(t, testLayout, ids)
 			// Load was spread: every daemon served requests.
 			for _, d := range c.Stats().Daemons {
 				if d.Requests == 0 || d.Failures != 0 {
@@ -123,7 +124,7 @@ func TestFailover_DaemonKilledMidRun(t *testing.T) {
 			opts := tc.opts
 			opts.Addrs = []string{ds[0].addr, ds[1].addr, ds[2].addr}
 			c := newClient(t, opts)
-			next := tc.next(c, ctxT(t, time.Minute))
+			next := tc.next(c, idtest.Context(t, time.Minute))
 			const goroutines, perG = 16, 6000
 			var drawn atomic.Int64
 			var killed atomic.Bool
@@ -136,7 +137,7 @@ func TestFailover_DaemonKilledMidRun(t *testing.T) {
 				}
 				return got, err
 			})
-			checkUnique(t, ids)
+			idtest.Unique(t, testLayout, ids)
 			if !killed.Load() {
 				t.Fatal("the daemon was not killed")
 			}
@@ -152,7 +153,7 @@ func TestFailover_DaemonKilledMidRun(t *testing.T) {
 				t.Errorf("%d IDs from the killed daemon, %d from the others: want some before the kill, most after", fromVictim, fromOthers)
 			}
 			// The client still answers, without the dead daemon.
-			if _, err := c.NextID(ctxT(t, 10*time.Second)); err != nil {
+			if _, err := c.NextID(idtest.Context(t, 10*time.Second)); err != nil {
 				t.Fatalf("NextID after the kill: %v", err)
 			}
 			t.Logf("stats: %+v", c.Stats())
@@ -174,13 +175,13 @@ func TestFailover_Timeout_LateReplyDiscarded(t *testing.T) {
 	var ids []uint64
 	for range 10 {
 		clock.Advance(time.Hour) // the slow daemon is never down when picked
-		id, err := c.NextID(ctxT(t, 10*time.Second))
+		id, err := c.NextID(idtest.Context(t, 10*time.Second))
 		if err != nil {
 			t.Fatalf("NextID: %v", err)
 		}
 		ids = append(ids, id)
 	}
-	checkUnique(t, ids)
+	idtest.Unique(t, testLayout, ids)
 	for _, id := range ids {
 		if m := testLayout.Decompose(id).MachineID; m != fast.machineIDs()[0] {
 			t.Fatalf("ID %d from machine %d, the slow daemon's: a late reply was used", id, m)
@@ -208,7 +209,7 @@ func TestFailover_ErrorReply(t *testing.T) {
 	small, big := f.start(t, server.Options{MaxBatch: 10}), f.start(t, server.Options{})
 	c := newClient(t, client.Options{Addrs: []string{small.addr, big.addr}, DownFor: time.Millisecond})
 	for range 6 {
-		ids, err := c.NextIDs(ctxT(t, 10*time.Second), 50)
+		ids, err := c.NextIDs(idtest.Context(t, 10*time.Second), 50)
 		if err != nil {
 			t.Fatalf("NextIDs: %v", err)
 		}
@@ -225,7 +226,7 @@ func TestNextIDs(t *testing.T) {
 	f := newFleet(t)
 	d := f.start(t, server.Options{})
 	c := newClient(t, client.Options{Addrs: []string{d.addr}, MaxBatch: 1000})
-	ctx := ctxT(t, 30*time.Second)
+	ctx := idtest.Context(t, 30*time.Second)
 	for _, n := range []int{1, 999, 1000, 1001, 25_000} {
 		ids, err := c.NextIDs(ctx, n)
 		if err != nil {
@@ -259,7 +260,7 @@ func TestClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := ctxT(t, 10*time.Second)
+		ctx := idtest.Context(t, 10*time.Second)
 		if _, err := c.NextID(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 	"github.com/flaked/flaked/server"
@@ -29,13 +30,6 @@ var testLayout = func() flake.Layout {
 	}
 	return l
 }()
-
-// ctxT is a context that ends with the test, and after d at the latest.
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // fleet is daemons on one real redis-server, as a deployment runs them.
 type fleet struct {
@@ -67,7 +61,7 @@ func (f *fleet) start(t testing.TB, sopts server.Options) *testDaemon {
 // startMode starts a daemon in a mode of node: flake, counter or auto.
 func (f *fleet) startMode(t testing.TB, mode node.Mode, sopts server.Options) *testDaemon {
 	t.Helper()
-	n, err := node.New(ctxT(t, 30*time.Second), node.Options{
+	n, err := node.New(idtest.Context(t, 30*time.Second), node.Options{
 		Redis:     f.rdb,
 		Mode:      mode,
 		Registry:  coord.Options{Layout: testLayout},
@@ -79,7 +73,7 @@ func (f *fleet) startMode(t testing.TB, mode node.Mode, sopts server.Options) *t
 	// A fresh registry starts its IDs a few seconds ahead (coord's
 	// Horizon), and NEXTID waits until the clock is near them: wait that
 	// out here, so tests time the client, not the fleet's first start.
-	if _, err := n.NextID(ctxT(t, 30*time.Second)); err != nil {
+	if _, err := n.NextID(idtest.Context(t, 30*time.Second)); err != nil {
 		t.Fatalf("first ID of the node: %v", err)
 	}
 	return serveNode(t, n, sopts)
@@ -134,7 +128,7 @@ func (d *testDaemon) info(t testing.TB, password string) map[string]string {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: d.addr, Protocol: 2, Password: password})
 	defer rdb.Close()
-	s, err := rdb.Info(ctxT(t, 10*time.Second)).Result()
+	s, err := rdb.Info(idtest.Context(t, 10*time.Second)).Result()
 	if err != nil {
 		t.Fatalf("INFO %s: %v", d.addr, err)
 	}
@@ -155,155 +149,6 @@ func (d *testDaemon) issued(t testing.TB) int {
 		t.Fatalf("INFO ids_issued of %s: %v", d.addr, err)
 	}
 	return n
-}
-
-// closedAddr is a loopback address where nothing listens.
-func closedAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
-// blackHole accepts connections and reads what is sent, but never
-// answers: a hung daemon.
-func blackHole(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
-// newDelayProxy forwards connections to target, holding back for delay
-// every reply chunk that starts with one of the bytes of kinds (":" for
-// NEXTID's integers, "*" for arrays): a daemon slower than the client
-// wants. Handshake replies other than those kinds pass at once.
-func newDelayProxy(t testing.TB, target string, delay time.Duration, kinds string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			track(in)
-			track(out)
-			wg.Add(2)
-			go func() { // requests: at once
-				defer wg.Done()
-				buf := make([]byte, 4096)
-				for {
-					n, err := in.Read(buf)
-					if err != nil {
-						out.Close()
-						return
-					}
-					if _, err := out.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-			}()
-			go func() { // replies: late
-				defer wg.Done()
-				buf := make([]byte, 4096)
-				for {
-					n, err := out.Read(buf)
-					if err != nil {
-						in.Close()
-						return
-					}
-					if strings.IndexByte(kinds, buf[0]) >= 0 {
-						time.Sleep(delay)
-					}
-					if _, err := in.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
-// checkUnique fails the test on a duplicate ID, naming its parts.
-func checkUnique(t testing.TB, ids []uint64) {
-	t.Helper()
-	seen := make(map[uint64]struct{}, len(ids))
-	for _, id := range ids {
-		if _, dup := seen[id]; dup {
-			t.Fatalf("duplicate ID %d (%+v)", id, testLayout.Decompose(id))
-		}
-		seen[id] = struct{}{}
-	}
 }
 
 // fakeClock is a wall clock that moves only when told to.

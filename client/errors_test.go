@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/client"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/server"
 )
 
@@ -23,7 +24,7 @@ func TestNextID_NoDaemonAnswers_ErrorNamesEach(t *testing.T) {
 			Prefetch:    prefetch,
 		})
 		start := time.Now()
-		_, err := c.NextID(ctxT(t, 10*time.Second))
+		_, err := c.NextID(idtest.Context(t, 10*time.Second))
 		if took := time.Since(start); took > 3*time.Second {
 			t.Errorf("prefetch %d: NextID took %v to fail", prefetch, took)
 		}
@@ -74,7 +75,7 @@ func TestNextID_ContextDeadline(t *testing.T) {
 func TestAUTH(t *testing.T) {
 	f := newFleet(t)
 	d := f.start(t, server.Options{RequirePass: "s3cret"})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := idtest.Context(t, 10*time.Second)
 	for _, tc := range []struct {
 		name     string
 		opts     client.Options

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flaked/flaked/client"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 	"github.com/flaked/flaked/server"
 )
@@ -21,7 +22,7 @@ func TestParse_EqualsDaemonPARSE(t *testing.T) {
 	f := newFleet(t)
 	flakeD, counterD := f.start(t, server.Options{}), f.startMode(t, node.ModeCounter, server.Options{})
 	c := newClient(t, client.Options{Addrs: []string{flakeD.addr, counterD.addr}})
-	ctx := ctxT(t, 30*time.Second)
+	ctx := idtest.Context(t, 30*time.Second)
 
 	var ids []uint64
 	for range 4 { // round robin: both daemons, twice

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/client"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/server"
 )
 
@@ -18,7 +19,7 @@ func TestPrefetch_MaxAge(t *testing.T) {
 	d := f.start(t, server.Options{})
 	clock := newFakeClock()
 	c := newClient(t, client.Options{Addrs: []string{d.addr}, Prefetch: 100, MaxAge: time.Second, Now: clock.Now})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := idtest.Context(t, 10*time.Second)
 	base := d.issued(t)
 
 	var last uint64
@@ -65,7 +66,7 @@ func TestPrefetch_RefillsInBackground(t *testing.T) {
 	f := newFleet(t)
 	d := f.start(t, server.Options{})
 	c := newClient(t, client.Options{Addrs: []string{d.addr}, Prefetch: 100, MaxAge: time.Minute})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := idtest.Context(t, 10*time.Second)
 	base := d.issued(t)
 	ids := make([]uint64, 0, 1000)
 	for range 1000 {
@@ -75,7 +76,7 @@ func TestPrefetch_RefillsInBackground(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	checkUnique(t, ids)
+	idtest.Unique(t, testLayout, ids)
 	// 1,000 handed out, at most two batches waiting (a refill may still
 	// be on its way: issued, not yet received).
 	st := c.Stats()
@@ -98,7 +99,7 @@ func TestPrefetch_BatchSlowerThanMaxAge(t *testing.T) {
 		Prefetch: 10,
 		MaxAge:   50 * time.Millisecond,
 	})
-	_, err := c.NextID(ctxT(t, 10*time.Second))
+	_, err := c.NextID(idtest.Context(t, 10*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "more than MaxAge 50ms, so its IDs were dropped: raise MaxAge") {
 		t.Fatalf("NextID = %v, want the batch-too-late error", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/client"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/testcert"
 	"github.com/flaked/flaked/server"
 )
@@ -18,7 +19,7 @@ func TestTLS(t *testing.T) {
 	cert := testcert.SelfSigned(t)
 	f := newFleet(t)
 	d := f.start(t, server.Options{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, RequirePass: "pw"})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := idtest.Context(t, 10*time.Second)
 
 	roots := x509.NewCertPool()
 	roots.AddCert(cert.Leaf)

@@ -20,14 +20,12 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/flake/flaketest"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT bounds a test's calls to Redis: 30 s.
+func ctxT(t *testing.T) context.Context { return idtest.Context(t, 30*time.Second) }
 
 // realRedis starts a redis-server for the test.
 func realRedis(t *testing.T) (*redistest.Server, redis.UniversalClient) {
@@ -326,19 +324,8 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 		if leaseA.Err() == nil {
 			t.Fatal("A's lease is not marked lost")
 		}
-		checkUnique(t, l, ids)
+		idtest.Unique(t, l, ids)
 	})
-}
-
-func checkUnique(t *testing.T, l flake.Layout, ids []uint64) {
-	t.Helper()
-	s := slices.Clone(ids)
-	slices.Sort(s)
-	for i := 1; i < len(s); i++ {
-		if s[i] == s[i-1] {
-			t.Fatalf("duplicate ID %d: %+v", s[i], l.Decompose(s[i]))
-		}
-	}
 }
 
 func TestRestart_ReusesMachineIDFromStateFile(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,27 +17,18 @@ import (
 
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
 const key = "{flaked}:counter"
 
-// quiet drops go-redis's log lines (failed dials while Redis is down on
+// TestMain drops go-redis's log lines (failed dials while Redis is down on
 // purpose); failures are reported by the tests themselves.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{})
+	redis.SetLogger(idtest.QuietRedis{})
 	m.Run()
-}
-
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // realRedis starts a redis-server without persistence for the test.
@@ -95,33 +85,29 @@ func idOf(l flake.Layout, v uint64) uint64 {
 	return v<<l.BitsMachineID | uint64(l.CounterMachineID())
 }
 
-// checkIncreasing fails unless ids are strictly increasing.
-func checkIncreasing(t *testing.T, l flake.Layout, name string, ids []uint64) {
+// increasingEach fails unless each goroutine's IDs strictly increase, and
+// returns them all.
+func increasingEach(t *testing.T, l flake.Layout, results [][]uint64) []uint64 {
 	t.Helper()
-	for i := 1; i < len(ids); i++ {
-		if ids[i] <= ids[i-1] {
-			t.Fatalf("%s: ID %d (%+v) follows %d (%+v): not strictly increasing",
-				name, ids[i], l.Decompose(ids[i]), ids[i-1], l.Decompose(ids[i-1]))
-		}
+	var all []uint64
+	for g, ids := range results {
+		idtest.Increasing(t, l, fmt.Sprintf("goroutine %d", g), ids)
+		all = append(all, ids...)
 	}
+	return all
 }
 
-// checkUnique sorts ids and fails on duplicates or a foreign machine ID.
-func checkUnique(t *testing.T, l flake.Layout, ids []uint64) {
+// checkCounterIDs fails on no IDs, a duplicate, or an ID with a machine ID
+// other than the counter's.
+func checkCounterIDs(t *testing.T, l flake.Layout, ids []uint64) {
 	t.Helper()
-	slices.Sort(ids)
-	var dups []string
-	for i := 1; i < len(ids); i++ {
-		if ids[i] == ids[i-1] && len(dups) < 10 {
-			dups = append(dups, fmt.Sprintf("%d %+v", ids[i], l.Decompose(ids[i])))
-		}
+	if len(ids) == 0 {
+		t.Fatal("no IDs to check")
 	}
-	if len(dups) > 0 {
-		t.Fatalf("duplicate IDs among %d (first %d):\n%s", len(ids), len(dups), strings.Join(dups, "\n"))
-	}
-	for _, id := range []uint64{ids[0], ids[len(ids)-1]} {
+	idtest.Unique(t, l, ids)
+	for _, id := range ids {
 		if m := l.Decompose(id).MachineID; m != l.CounterMachineID() {
-			t.Fatalf("ID %d has machine ID %d, want the counter's %d", id, m, l.CounterMachineID())
+			t.Fatalf("ID %s has machine ID %d, want the counter's %d", idtest.Decoded(l, id), m, l.CounterMachineID())
 		}
 	}
 }
@@ -131,7 +117,7 @@ func TestCounter_ManyNodes_NoDuplicates(t *testing.T) {
 		const nodes, perNode, total = 4, 4, 1_000_000
 		const each = total / (nodes * perNode)
 		l := layout(t, 16, 8, 10*time.Millisecond, time.Time{})
-		ctx := ctxT(t, 20*time.Second)
+		ctx := idtest.Context(t, 20*time.Second)
 		counters := make([]*fallback.Counter, nodes)
 		for i := range counters {
 			counters[i] = newCounter(t, rdb, fallback.Options{Layout: l})
@@ -176,12 +162,7 @@ func TestCounter_ManyNodes_NoDuplicates(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		all := make([]uint64, 0, total)
-		for g, ids := range results {
-			checkIncreasing(t, l, fmt.Sprintf("goroutine %d", g), ids)
-			all = append(all, ids...)
-		}
-		checkUnique(t, l, all)
+		checkCounterIDs(t, l, increasingEach(t, l, results))
 		for i, c := range counters {
 			st := c.Stats()
 			if st.SegmentSize <= fallback.DefaultMinSegment || st.SegmentsFetched == 0 || st.LastError != nil {
@@ -202,7 +183,7 @@ func TestCounter_RedisRestartWithoutPersistence_NoDuplicates(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{AOF: false})
 	const nodes, perNode, before, total = 4, 2, 300_000, 600_000
 	l := layout(t, 8, 8, time.Millisecond, time.Time{})
-	ctx := ctxT(t, 25*time.Second)
+	ctx := idtest.Context(t, 25*time.Second)
 	counters := make([]*fallback.Counter, nodes)
 	for i := range counters {
 		counters[i] = newCounter(t, srv.Client(t), fallback.Options{Layout: l, MaxSegment: 4096})
@@ -268,17 +249,13 @@ func TestCounter_RedisRestartWithoutPersistence_NoDuplicates(t *testing.T) {
 	}
 	t.Logf("counter was %d ticks ahead of Redis TIME when Redis restarted; %d NextID calls found Redis down",
 		ahead, unavailable.Load())
-	all := make([]uint64, 0, total+nodes*perNode)
-	for g, ids := range results {
-		checkIncreasing(t, l, fmt.Sprintf("goroutine %d", g), ids)
-		all = append(all, ids...)
-	}
+	all := increasingEach(t, l, results)
 	for i, c := range counters {
 		if st := c.Stats(); st.SegmentsFetched <= fetched[i]+1 {
 			t.Errorf("node %d fetched %d segments after the restart, want several: %+v", i, st.SegmentsFetched-fetched[i], st)
 		}
 	}
-	checkUnique(t, l, all)
+	checkCounterIDs(t, l, all)
 }
 
 // redisTick is the current tick of Redis TIME.
@@ -295,7 +272,7 @@ func TestCounter_FlooredToRedisTime(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		l := flake.DefaultLayout()
 		lead := int64(fallback.DefaultMaxLead / l.TimeUnit)
-		ctx := ctxT(t, 10*time.Second)
+		ctx := idtest.Context(t, 10*time.Second)
 
 		// A fresh counter (no key): Redis may have lost a counter that ran
 		// up to the lead ahead, so it starts past the lead.
@@ -344,7 +321,7 @@ func TestCounter_LeadCapped(t *testing.T) {
 		const maxLead = 50 * time.Millisecond
 		lead := int64(maxLead / l.TimeUnit)
 		c := newCounter(t, rdb, fallback.Options{MaxLead: maxLead})
-		ctx := ctxT(t, 10*time.Second)
+		ctx := idtest.Context(t, 10*time.Second)
 		ids := make([]uint64, 3000)
 		for i := range ids {
 			id, err := c.NextID(ctx)
@@ -356,7 +333,7 @@ func TestCounter_LeadCapped(t *testing.T) {
 			}
 			ids[i] = id
 		}
-		checkIncreasing(t, l, "ids", ids)
+		idtest.Increasing(t, l, "ids", ids)
 		if st := c.Stats(); st.Waits == 0 {
 			t.Fatalf("stats %+v: want waits for ticks (3000 IDs exceed %d per tick)", st, l.IDsPerTick())
 		}
@@ -366,7 +343,7 @@ func TestCounter_LeadCapped(t *testing.T) {
 func TestCounter_SetFloor(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		l := flake.DefaultLayout()
-		ctx := ctxT(t, 10*time.Second)
+		ctx := idtest.Context(t, 10*time.Second)
 		mb := uint(l.BitsMachineID)
 		next := func(c *fallback.Counter) uint64 {
 			t.Helper()
@@ -447,7 +424,7 @@ func TestCounter_PrefetchInBackground(t *testing.T) {
 	// 2^16 values per tick: the lead cap never cuts a segment short.
 	l := layout(t, 16, 8, 10*time.Millisecond, time.Time{})
 	c := newCounter(t, rdb, fallback.Options{Layout: l, MinSegment: 1000, MaxSegment: 1000})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := idtest.Context(t, 10*time.Second)
 	for range 850 {
 		if _, err := c.NextID(ctx); err != nil {
 			t.Fatal(err)
@@ -492,7 +469,7 @@ func TestCounter_RedisDown_Unavailable(t *testing.T) {
 	}
 	run := func(t *testing.T, b backend) {
 		l := flake.DefaultLayout()
-		ctx := ctxT(t, 15*time.Second)
+		ctx := idtest.Context(t, 15*time.Second)
 		c := newCounter(t, b.rdb, fallback.Options{MinSegment: 100, MaxSegment: 100})
 		first, err := c.NextID(ctx)
 		if err != nil {
@@ -526,7 +503,7 @@ func TestCounter_RedisDown_Unavailable(t *testing.T) {
 			t.Fatalf("after restart: %v", err)
 		}
 		ids = append([]uint64{first}, append(ids, id)...)
-		checkIncreasing(t, l, "ids", ids)
+		idtest.Increasing(t, l, "ids", ids)
 		if st := c.Stats(); st.LastError != nil {
 			t.Fatalf("stats %+v: want the error cleared", st)
 		}
@@ -556,7 +533,7 @@ func TestCounter_Close(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t, 10*time.Second)
+	ctx := idtest.Context(t, 10*time.Second)
 	if _, err := c.NextID(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -630,7 +607,7 @@ func TestCounter_LargeValues_RoundTrip(t *testing.T) {
 		for _, tl := range layouts {
 			t.Run(tl.name, func(t *testing.T) {
 				l := layout(t, tl.seq, tl.mach, tl.unit, tl.start)
-				ctx := ctxT(t, 10*time.Second)
+				ctx := idtest.Context(t, 10*time.Second)
 				// Half the 1 s lead ahead: inside the lead, and ahead of Redis
 				// TIME however slow the test runs.
 				tick := l.Tick(time.Now()) + int64(fallback.DefaultMaxLead/l.TimeUnit)/2
@@ -694,7 +671,7 @@ func log2(v uint64) float64 {
 func TestCounterScript_ExactValues(t *testing.T) {
 	script := redis.NewScript(lua.Counter)
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := ctxT(t, 20*time.Second)
+		ctx := idtest.Context(t, 20*time.Second)
 		rng := rand.New(rand.NewPCG(1, 2))
 		keys := []string{key, "{flaked}:layout", "{flaked}:events", "{flaked}:meta"}
 		run := func(n int64, epochUs, bits, lead int64, minValue string) *redis.Cmd {
@@ -767,7 +744,7 @@ func TestCounterScript_ExactValues(t *testing.T) {
 // counter key, and LastTick bounds every ID it handed out.
 func TestCounter_LayoutAgreement_InitEvent_LastTick(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := ctxT(t, 10*time.Second)
+		ctx := idtest.Context(t, 10*time.Second)
 		c := newCounter(t, rdb, fallback.Options{Host: "h1", PID: 7})
 		if got := c.LastTick(); got != -1 {
 			t.Fatalf("LastTick before any fetch = %d, want -1", got)
@@ -816,7 +793,7 @@ func TestCounter_Warm(t *testing.T) {
 		if st := c.Stats(); st.SegmentsFetched != 1 || st.Waits != 0 {
 			t.Fatalf("after Warm: %+v, want one segment and no waits", st)
 		}
-		if _, err := c.NextID(ctxT(t, 5*time.Second)); err != nil || c.Stats().Waits != 0 {
+		if _, err := c.NextID(idtest.Context(t, 5*time.Second)); err != nil || c.Stats().Waits != 0 {
 			t.Fatalf("first NextID after Warm: %v, waits %d", err, c.Stats().Waits)
 		}
 	})
@@ -840,7 +817,7 @@ func TestCounter_JoinedFetchFailed_RetriesOnce(t *testing.T) {
 	resumed := time.AfterFunc(400*time.Millisecond, srv.Resume)
 	defer resumed.Stop()
 	start := time.Now()
-	if _, err := c.NextID(ctxT(t, 5*time.Second)); err != nil {
+	if _, err := c.NextID(idtest.Context(t, 5*time.Second)); err != nil {
 		t.Fatalf("NextID after %v (Redis back at 400ms): %v", time.Since(start), err)
 	}
 	if st := c.Stats(); st.SegmentsFetched != 1 {

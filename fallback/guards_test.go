@@ -8,6 +8,7 @@ import (
 
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 )
 
 // Fault: Redis lost a suffix of its writes to the counter key but kept it
@@ -24,7 +25,7 @@ import (
 func TestGuard_CounterRolledBack_NewCounterAboveEveryEarlierID(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		l := flake.DefaultLayout()
-		ctx := ctxT(t, 20*time.Second)
+		ctx := idtest.Context(t, 20*time.Second)
 		o := fallback.Options{MaxLead: 3 * time.Second, MinSegment: 16, MaxSegment: 16, Host: "old"}
 		c1 := newCounter(t, rdb, o)
 		first, err := c1.NextID(ctx)

@@ -11,6 +11,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -23,7 +24,7 @@ import (
 // machine ID), and the owner would be refused instead.
 func TestGuard_CounterOtherLayoutAfterTotalLoss_OwnerWins(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := ctxT(t, 20*time.Second)
+		ctx := idtest.Context(t, 20*time.Second)
 		x := flake.DefaultLayout() // seq 8, machine 16
 		y := layout(t, 10, 14, 10*time.Millisecond, flake.DefaultStartTime)
 		reg, err := coord.NewRegistry(rdb, coord.Options{Layout: x, Horizon: 4 * time.Second, LayoutSettle: time.Millisecond})
@@ -86,7 +87,7 @@ func TestGuard_CounterOtherLayoutAfterTotalLoss_OwnerWins(t *testing.T) {
 // 15149 of session 6).
 func TestGuard_CounterRemakesRegistry_NewGenerationEachTime(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-		ctx := ctxT(t, 20*time.Second)
+		ctx := idtest.Context(t, 20*time.Second)
 		c := newCounter(t, rdb, fallback.Options{LayoutSettle: time.Millisecond})
 		var gens []string
 		for range 2 {

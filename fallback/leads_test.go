@@ -8,6 +8,7 @@ import (
 
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 )
 
 // Counters configured with different leads. The first fixes the fleet's
@@ -19,7 +20,7 @@ import (
 func TestGuard_CounterMixedLeads_NoRepeat(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		l := flake.DefaultLayout()
-		ctx := ctxT(t, 20*time.Second)
+		ctx := idtest.Context(t, 20*time.Second)
 		bigLead := newCounter(t, rdb, fallback.Options{MaxLead: 3 * time.Second, MinSegment: 16, MaxSegment: 16})
 		first, err := bigLead.NextID(ctx)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/flake/flaketest"
+	"github.com/flaked/flaked/internal/idtest"
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -42,27 +43,6 @@ func next(t *testing.T, g *flake.Generator) uint64 {
 		t.Fatal(err)
 	}
 	return id
-}
-
-// checkUnique fails on a repeated ID, printing it decoded.
-func checkUnique(t *testing.T, l flake.Layout, ids []uint64) {
-	t.Helper()
-	sorted := slices.Clone(ids)
-	slices.Sort(sorted)
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] {
-			t.Fatalf("duplicate ID %d (%+v)", sorted[i], l.Decompose(sorted[i]))
-		}
-	}
-}
-
-func checkIncreasing(t *testing.T, l flake.Layout, ids []uint64) {
-	t.Helper()
-	for i := 1; i < len(ids); i++ {
-		if ids[i] <= ids[i-1] {
-			t.Fatalf("ID %d (%+v) after %d (%+v): not increasing", ids[i], l.Decompose(ids[i]), ids[i-1], l.Decompose(ids[i-1]))
-		}
-	}
 }
 
 // drive advances the clock one tick at a time until stop is closed.
@@ -123,10 +103,10 @@ func TestNextID_Concurrent_NoDuplicatesStrictlyIncreasing(t *testing.T) {
 	l := g.Layout()
 	var all []uint64
 	for _, ids := range results {
-		checkIncreasing(t, l, ids)
+		idtest.Increasing(t, l, "", ids)
 		all = append(all, ids...)
 	}
-	checkUnique(t, l, all)
+	idtest.Unique(t, l, all)
 	for _, id := range all {
 		if m := l.Decompose(id).MachineID; m != 7 {
 			t.Fatalf("machine %d in %d", m, id)
@@ -164,7 +144,7 @@ func TestNextID_WallClockStepsBackwards_IDsKeepIncreasing(t *testing.T) {
 			for range 1000 {
 				ids = append(ids, next(t, g))
 			}
-			checkIncreasing(t, l, ids)
+			idtest.Increasing(t, l, "", ids)
 			if after := l.Decompose(ids[len(ids)-1]).Tick; after < before+2 {
 				t.Fatalf("tick went from %d to %d after a %v wall step back; the monotonic clock moved 2 ticks", before, after, step)
 			}
@@ -187,7 +167,7 @@ func TestNextID_SequenceExhausted_BorrowsNextTick(t *testing.T) {
 	for range 16 * 3 {
 		ids = append(ids, next(t, g))
 	}
-	checkIncreasing(t, l, ids)
+	idtest.Increasing(t, l, "", ids)
 	first, last := l.Decompose(ids[0]), l.Decompose(ids[len(ids)-1])
 	if last.Tick != first.Tick+2 || last.Sequence != 15 {
 		t.Fatalf("48 IDs at 16 per tick should span 3 ticks: first %+v, last %+v", first, last)
@@ -227,7 +207,7 @@ func TestNextID_MaxLeadReached_WaitsThenErrorsAtDeadline(t *testing.T) {
 	}
 	clk.Advance(10 * time.Millisecond)
 	id := <-got
-	checkIncreasing(t, l, append(ids, id))
+	idtest.Increasing(t, l, "", append(ids, id))
 }
 
 func TestNextID_FloorAboveNow_StartsAfterFloor(t *testing.T) {
@@ -296,7 +276,7 @@ func TestNextID_Reserve_CalledBeforeEnteringTicks(t *testing.T) {
 			t.Fatalf("issued tick %d above grant %d", l.Decompose(id).Tick, granted)
 		}
 	}
-	checkIncreasing(t, l, ids)
+	idtest.Increasing(t, l, "", ids)
 	// 3.7 s of clock with 1 s grants, renewed at half: a handful of calls, not one per tick.
 	if _, calls := r.get(); calls < 3 || calls > 12 {
 		t.Fatalf("Reserve called %d times over 3.7 s with 1 s grants", calls)
@@ -346,7 +326,7 @@ func TestNextID_ReserveRefused_ErrorsNeverPastGrant(t *testing.T) {
 	r.fail, r.limit = nil, -1
 	r.mu.Unlock()
 	id := next(t, g)
-	checkIncreasing(t, l, append(ids, id))
+	idtest.Increasing(t, l, "", append(ids, id))
 }
 
 func TestNextID_MultipleMachineIDs_InterleaveAscending(t *testing.T) {
@@ -359,8 +339,8 @@ func TestNextID_MultipleMachineIDs_InterleaveAscending(t *testing.T) {
 		}
 		ids = append(ids, next(t, g))
 	}
-	checkIncreasing(t, l, ids)
-	checkUnique(t, l, ids)
+	idtest.Increasing(t, l, "", ids)
+	idtest.Unique(t, l, ids)
 	p0, p1, p2, p3 := l.Decompose(ids[0]), l.Decompose(ids[1]), l.Decompose(ids[2]), l.Decompose(ids[3])
 	if p0.MachineID != 3 || p1.MachineID != 5 || p2.MachineID != 9 || p3.MachineID != 3 ||
 		p0.Sequence != p2.Sequence || p3.Sequence != p0.Sequence+1 {
@@ -389,7 +369,7 @@ func TestNextIDs_Batch_MatchesSingleIssue(t *testing.T) {
 				ids = append(ids, buf...)
 				ids = append(ids, next(t, g))
 			}
-			checkIncreasing(t, l, ids)
+			idtest.Increasing(t, l, "", ids)
 		})
 	}
 }
@@ -520,7 +500,7 @@ func TestNextID_WaitingAtMaxLead_BurnsNoSequence(t *testing.T) {
 			}
 			clk.Advance(10 * time.Millisecond)
 		}
-		checkIncreasing(t, l, ids)
+		idtest.Increasing(t, l, "", ids)
 		for i := 4; i < len(ids); i++ {
 			if p := l.Decompose(ids[i]); int(p.Sequence) != i%4 {
 				t.Fatalf("batch %d: ID %d has sequence %d, want %d", batch, i, p.Sequence, i%4)
@@ -585,10 +565,10 @@ func TestTryNextIDs_MixedWithNextID_NoDuplicates(t *testing.T) {
 			l := g.Layout()
 			var all []uint64
 			for _, ids := range results {
-				checkIncreasing(t, l, ids)
+				idtest.Increasing(t, l, "", ids)
 				all = append(all, ids...)
 			}
-			checkUnique(t, l, all)
+			idtest.Unique(t, l, all)
 			t.Logf("%d IDs; %d of %d tries refused", len(all), refused.Load(), tries.Load())
 		})
 	}

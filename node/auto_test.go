@@ -17,6 +17,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 )
 
@@ -73,6 +74,31 @@ func (is *issuer) halt() {
 	<-is.done
 }
 
+// counterAfter says whether IDs were issued after the first n and counter
+// mode was seen.
+func (is *issuer) counterAfter(n int) bool {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return len(is.ids) > n && slices.Contains(is.modes, node.ModeCounter)
+}
+
+// backToFlake waits up to d for n's return to flake mode and then for 1000
+// IDs more, and stops the issuer.
+func (is *issuer) backToFlake(t *testing.T, n *node.Node, d time.Duration) {
+	t.Helper()
+	waitFor(t, d, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
+	after := is.count()
+	waitFor(t, 5*time.Second, "flake IDs after the return", func() bool { return is.count() > after+1000 })
+	is.halt()
+}
+
+// checkIDs fails unless the IDs issued strictly increase and are unique.
+func (is *issuer) checkIDs(t *testing.T, l flake.Layout, name string) {
+	t.Helper()
+	idtest.Increasing(t, l, name, is.ids)
+	idtest.Unique(t, l, is.ids)
+}
+
 // modeEvents returns the from->to pairs of the mode events in the stream.
 func modeEvents(t *testing.T, rdb redis.UniversalClient) []string {
 	t.Helper()
@@ -116,19 +142,10 @@ func TestAuto_RedisAwayLongerThanReservation_FallsBackAndReturns(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // longer than the lease TTL
 	before := is.count()
 	srv.Resume()
-	waitFor(t, 10*time.Second, "counter IDs", func() bool {
-		is.mu.Lock()
-		defer is.mu.Unlock()
-		return len(is.ids) > before && slices.Contains(is.modes, node.ModeCounter)
-	})
-	waitFor(t, 15*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
-	after := is.count()
-	waitFor(t, 5*time.Second, "flake IDs after the return", func() bool { return is.count() > after+1000 })
-	is.halt()
+	waitFor(t, 10*time.Second, "counter IDs", func() bool { return is.counterAfter(before) })
+	is.backToFlake(t, n, 15*time.Second)
 
-	l := n.Layout()
-	strictlyIncreasing(t, l, "auto node", is.ids)
-	findDuplicates(t, l, is.ids)
+	is.checkIDs(t, n.Layout(), "auto node")
 	if !slices.Contains(is.modes, node.ModeCounter) || is.modes[len(is.modes)-1] != node.ModeFlake {
 		t.Fatalf("modes seen: %v", is.modes)
 	}
@@ -184,8 +201,8 @@ func TestAuto_ClockBehindFloor_FallsBackAndReturns(t *testing.T) {
 	waitFor(t, 5*time.Second, "flake IDs", func() bool { return is.count() > after+500 })
 	is.halt()
 
-	strictlyIncreasing(t, l, "node b", is.ids)
-	findDuplicates(t, l, append(slices.Clone(first), is.ids...))
+	idtest.Increasing(t, l, "node b", is.ids)
+	idtest.Unique(t, l, append(slices.Clone(first), is.ids...))
 	last := is.ids[len(is.ids)-1]
 	if m := l.Decompose(last).MachineID; m == l.CounterMachineID() {
 		t.Fatalf("last ID %d is a counter ID after the return to flake mode", last)
@@ -213,7 +230,7 @@ func TestAuto_ClockSkewed_CounterUntilFixed(t *testing.T) {
 	clk.Set(0)
 	waitFor(t, 15*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
 	ids = append(ids, issue(t, n, 2000)...)
-	strictlyIncreasing(t, n.Layout(), "node", ids)
+	idtest.Increasing(t, n.Layout(), "node", ids)
 }
 
 // Auto mode starts even when Redis does not answer: in counter mode, not
@@ -237,7 +254,7 @@ func TestAuto_StartsWithRedisAway(t *testing.T) {
 	ids := issue(t, n, 100)
 	waitFor(t, 20*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
 	ids = append(ids, issue(t, n, 1000)...)
-	strictlyIncreasing(t, n.Layout(), "node", ids)
+	idtest.Increasing(t, n.Layout(), "node", ids)
 	if !n.Ready() {
 		t.Fatal("not ready in flake mode with Redis back")
 	}
@@ -265,19 +282,10 @@ func TestAuto_RedisRestart_CounterUntilTheNewLeaseStarts(t *testing.T) {
 	srv.Kill()
 	srv.Restart(t)
 	restarted := is.count()
-	waitFor(t, 20*time.Second, "counter IDs after the restart", func() bool {
-		is.mu.Lock()
-		defer is.mu.Unlock()
-		return len(is.ids) > restarted && slices.Contains(is.modes, node.ModeCounter)
-	})
-	waitFor(t, 20*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
-	after := is.count()
-	waitFor(t, 5*time.Second, "flake IDs after the return", func() bool { return is.count() > after+1000 })
-	is.halt()
+	waitFor(t, 20*time.Second, "counter IDs after the restart", func() bool { return is.counterAfter(restarted) })
+	is.backToFlake(t, n, 20*time.Second)
 
-	l := n.Layout()
-	strictlyIncreasing(t, l, "auto node", is.ids)
-	findDuplicates(t, l, is.ids)
+	is.checkIDs(t, n.Layout(), "auto node")
 	if want := []node.Mode{node.ModeFlake, node.ModeCounter, node.ModeFlake}; !slices.Equal(is.modes, want) {
 		t.Fatalf("modes seen: %v, want %v", is.modes, want)
 	}

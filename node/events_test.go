@@ -7,35 +7,22 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 )
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// syncBuffer is a bytes.Buffer safe for the node's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// modeLines returns the "mode" log lines as "level from->to reason".
-func (s *syncBuffer) modeLines(t *testing.T) []string {
+// modeLines returns the "mode" lines of the node's log as "level
+// from->to reason".
+func modeLines(t *testing.T, logs *idtest.LogBuffer) []string {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []string
-	for _, line := range bytes.Split(s.b.Bytes(), []byte("\n")) {
+	for _, line := range bytes.Split([]byte(logs.String()), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
@@ -94,7 +81,7 @@ func TestModeEvents_StartAndClose(t *testing.T) {
 			if err := rdb.Del(ctxT(t), "{flaked}:events").Err(); err != nil {
 				t.Fatal(err)
 			}
-			var logs syncBuffer
+			var logs idtest.LogBuffer
 			o := tc.mode
 			o.Redis, o.Logger = rdb, zerolog.New(&logs)
 			n, err := node.New(ctxT(t), o)
@@ -104,7 +91,7 @@ func TestModeEvents_StartAndClose(t *testing.T) {
 			if err := n.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if got := logs.modeLines(t); !slices.Equal(got, tc.wantLogs) {
+			if got := modeLines(t, &logs); !slices.Equal(got, tc.wantLogs) {
 				t.Errorf("mode log lines %q, want %q", got, tc.wantLogs)
 			}
 			if got := modeEventReasons(events); !slices.Equal(got, tc.wantEvent) {

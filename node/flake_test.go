@@ -9,6 +9,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 )
 
@@ -47,7 +48,7 @@ func TestFlake_RedisAway_ReservationSpent_ClearError(t *testing.T) {
 		t.Fatal("node is ready with its reservation spent")
 	}
 	ids = append(ids, issue(t, n, 1000)...)
-	strictlyIncreasing(t, n.Layout(), "node", ids)
+	idtest.Increasing(t, n.Layout(), "node", ids)
 }
 
 // In flake mode a lost lease (another owner's claim moved the reservation)
@@ -73,7 +74,7 @@ func TestFlake_LeaseLost_Reclaims(t *testing.T) {
 		return len(m) == 1 && m[0] != old
 	})
 	ids = append(ids, issue(t, n, 2000)...)
-	strictlyIncreasing(t, n.Layout(), "node", ids)
+	idtest.Increasing(t, n.Layout(), "node", ids)
 	for _, id := range ids[2000:] {
 		if p := n.Layout().Decompose(id); p.MachineID == old && p.Tick > n.Layout().Tick(time.Now())-500 {
 			// IDs under the old ID after the loss must be within its grant,

@@ -12,6 +12,7 @@ import (
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/flake/flaketest"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 )
 
@@ -57,7 +58,7 @@ func TestFleet_FlakeAndCounterNodes_MillionIDs_NoDuplicate(t *testing.T) {
 	var all []uint64
 	seen := map[int]int{}
 	for i, ids := range got {
-		strictlyIncreasing(t, l, fmt.Sprintf("node %d (%s)", i, plans[i].mode), ids)
+		idtest.Increasing(t, l, fmt.Sprintf("node %d (%s)", i, plans[i].mode), ids)
 		for _, id := range ids {
 			m := l.Decompose(id).MachineID
 			if (m == l.CounterMachineID()) != (plans[i].mode == node.ModeCounter) {
@@ -75,7 +76,7 @@ func TestFleet_FlakeAndCounterNodes_MillionIDs_NoDuplicate(t *testing.T) {
 	if len(all) != 1_000_000 || len(seen) != 16 {
 		t.Fatalf("%d IDs, %d machine IDs; want 1M and 16", len(all), len(seen))
 	}
-	findDuplicates(t, l, all)
+	idtest.Unique(t, l, all)
 }
 
 // Counter mode goes on after Redis restarts without persistence (its data
@@ -108,8 +109,8 @@ func TestCounterMode_RedisRestartWithoutPersistence_NoDuplicate(t *testing.T) {
 		take(len(ids) + 30_000)
 	}
 	l := n.Layout()
-	strictlyIncreasing(t, l, "counter node", ids)
-	findDuplicates(t, l, ids)
+	idtest.Increasing(t, l, "counter node", ids)
+	idtest.Unique(t, l, ids)
 	if n.Mode() != node.ModeCounter {
 		t.Fatalf("mode %s", n.Mode())
 	}
@@ -130,7 +131,7 @@ func TestMachineIDs_K_InterleavesAndMultipliesRate(t *testing.T) {
 		t.Fatalf("NextIDs(1024) in one tick: %d, %v", got, err)
 	}
 	l := n.Layout()
-	strictlyIncreasing(t, l, "node", ids)
+	idtest.Increasing(t, l, "node", ids)
 	tick := l.Decompose(ids[0]).Tick
 	for i, id := range ids {
 		p := l.Decompose(id)

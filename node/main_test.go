@@ -2,27 +2,21 @@ package node_test
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 )
 
-// quiet drops go-redis's log lines about failed dials while Redis is
+// TestMain drops go-redis's log lines about failed dials while Redis is
 // paused or down on purpose.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{})
+	redis.SetLogger(idtest.QuietRedis{})
 	m.Run()
 }
 
@@ -59,32 +53,6 @@ func fast(o node.Options) node.Options {
 	o.RetryInterval = 50 * time.Millisecond
 	o.RecoverAfter = 300 * time.Millisecond
 	return o
-}
-
-// findDuplicates fails the test with every duplicate decoded.
-func findDuplicates(t *testing.T, l flake.Layout, ids []uint64) {
-	t.Helper()
-	sorted := slices.Clone(ids)
-	slices.Sort(sorted)
-	var dups []string
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] && len(dups) < 10 {
-			dups = append(dups, fmt.Sprintf("%d %+v", sorted[i], l.Decompose(sorted[i])))
-		}
-	}
-	if len(dups) > 0 {
-		t.Fatalf("duplicates among %d IDs: %v", len(ids), dups)
-	}
-}
-
-func strictlyIncreasing(t *testing.T, l flake.Layout, name string, ids []uint64) {
-	t.Helper()
-	for i := 1; i < len(ids); i++ {
-		if ids[i] <= ids[i-1] {
-			t.Fatalf("%s: ID %d %+v follows %d %+v: not strictly increasing", name,
-				ids[i], l.Decompose(ids[i]), ids[i-1], l.Decompose(ids[i-1]))
-		}
-	}
 }
 
 // waitFor polls cond for up to d.

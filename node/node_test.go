@@ -8,15 +8,14 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 )
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT bounds a test's calls to a node: 30 s.
+func ctxT(t *testing.T) context.Context { return idtest.Context(t, 30*time.Second) }
 
 func issue(t *testing.T, g node.Generator, n int) []uint64 {
 	t.Helper()
@@ -39,24 +38,17 @@ func issue(t *testing.T, g node.Generator, n int) []uint64 {
 	return ids
 }
 
-func checkUniqueIncreasing(t *testing.T, g node.Generator, ids []uint64) {
-	t.Helper()
-	for i := 1; i < len(ids); i++ {
-		if ids[i] <= ids[i-1] {
-			t.Fatalf("ID %d (%+v) after %d: not increasing", ids[i], g.Layout().Decompose(ids[i]), ids[i-1])
-		}
-	}
-}
-
 func TestStandalone_RestartWithStateFile_NoDuplicate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "node.state")
 	var all []uint64
 	var mid []int
+	var l flake.Layout
 	for round := range 3 {
 		n, err := node.New(ctxT(t), node.Options{StateFile: path})
 		if err != nil {
 			t.Fatal(err)
 		}
+		l = n.Layout()
 		if !n.Standalone() {
 			t.Fatal("node without Redis is not standalone")
 		}
@@ -75,20 +67,10 @@ func TestStandalone_RestartWithStateFile_NoDuplicate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkUniqueIncreasing(t, nil2(t), all)
+	idtest.Increasing(t, l, "across restarts", all)
 	if mid[0] != mid[1] || mid[1] != mid[2] {
 		t.Fatalf("machine IDs across restarts: %v", mid)
 	}
-}
-
-// nil2 gives checkUniqueIncreasing a layout source for its messages.
-func nil2(t *testing.T) node.Generator {
-	n, err := node.New(ctxT(t), node.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close(context.Background()) })
-	return n
 }
 
 // stateNode starts a node with 2 machine IDs on Redis at url, with the
@@ -129,7 +111,7 @@ func TestFleet_RealRedis_DistinctMachineIDs_NoDuplicate_RestartReusesID(t *testi
 	var all []uint64
 	for _, ids := range eachNode(nodes, func(_ int, n *node.Node) []uint64 {
 		ids := issue(t, n, 50_000)
-		checkUniqueIncreasing(t, n, ids)
+		idtest.Increasing(t, n.Layout(), "", ids)
 		return ids
 	}) {
 		all = append(all, ids...)
@@ -154,7 +136,7 @@ func TestFleet_RealRedis_DistinctMachineIDs_NoDuplicate_RestartReusesID(t *testi
 	}
 	all = append(all, id)
 	all = append(all, issue(t, n0, 10_000)...)
-	findDuplicates(t, n0.Layout(), all)
+	idtest.Unique(t, n0.Layout(), all)
 	for _, n := range nodes[1:] {
 		if err := n.Close(ctxT(t)); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"os"
 	"slices"
 	"strings"
@@ -261,10 +260,4 @@ func TestFleet_MachineIDSpaceExhausted(t *testing.T) {
 			t.Fatalf("the node without a machine ID issued %d under machine ID %d", id, m)
 		}
 	}
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }

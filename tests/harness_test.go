@@ -5,7 +5,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -38,12 +38,10 @@ var binary string
 // repeated.
 var long = os.Getenv("FLAKED_FLEET_LONG") == "1"
 
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{})
+	// go-redis's log lines about failed dials to daemons and servers the
+	// tests stopped on purpose are dropped.
+	redis.SetLogger(idtest.QuietRedis{})
 	dir, err := os.MkdirTemp("", "flaked-fleet-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -81,7 +79,7 @@ type Daemon struct {
 	t    testing.TB
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *idtest.LogBuffer
 	exit chan error
 	inc  atomic.Int64 // incarnation: bumped at every start
 	down atomic.Bool
@@ -152,7 +150,7 @@ func (d *Daemon) startNoWait() error {
 	}
 	d.inc.Add(1)
 	cmd := exec.Command(binary, d.args()...)
-	d.log = &syncBuffer{}
+	d.log = &idtest.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = d.log, d.log
 	cmd.Env = append(os.Environ(), "FLAKED_LOG_LEVEL=info")
 	if err := cmd.Start(); err != nil {
@@ -164,24 +162,6 @@ func (d *Daemon) startNoWait() error {
 	return nil
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // goRedisTB is a go-redis client for d, closed at the end.
 func goRedisTB(tb testing.TB, d *Daemon) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: d.Addr(), MaxRetries: -1, ReadTimeout: 5 * time.Second, DisableIdentity: true})
@@ -189,11 +169,8 @@ func goRedisTB(tb testing.TB, d *Daemon) *redis.Client {
 	return c
 }
 
-func ctxTB(tb testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
-}
+// ctxT bounds a test's calls to a daemon or Redis: 10 s.
+func ctxT(tb testing.TB) context.Context { return idtest.Context(tb, 10*time.Second) }
 
 // MustStart is Start failing the test.
 func (d *Daemon) MustStart() {

@@ -26,7 +26,7 @@ func BenchmarkStartup_Redis(b *testing.B) {
 	d.MustStart() // creates the registry; waits for the horizon
 	c := goRedisTB(b, d)
 	for {
-		if _, err := c.Do(ctxTB(b), "NEXTID").Uint64(); err == nil {
+		if _, err := c.Do(ctxT(b), "NEXTID").Uint64(); err == nil {
 			break
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 )
@@ -35,8 +36,7 @@ func startAuditFleet(t *testing.T) *auditFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
+	ctx := idtest.Context(t, time.Minute)
 	l, err := flake.NewLayout(8, 3, 10*time.Millisecond, flake.DefaultStartTime)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,13 +10,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 )
 
@@ -117,24 +116,6 @@ func TestServe_OptionsFromFlags(t *testing.T) {
 	}
 }
 
-// syncBuffer collects the daemon's log while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // freeAddr is a loopback address nothing listens on now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -152,7 +133,7 @@ func TestServe_Standalone_ServesAndStopsCleanly(t *testing.T) {
 	listen, metrics := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs idtest.LogBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- newApp(io.Discard, &logs).RunContext(ctx, []string{"flaked", "serve", "--listen", listen,

@@ -10,18 +10,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+	"github.com/flaked/flaked/internal/idtest"
+)
 
 func TestStandalone(t *testing.T) {
 	t.Parallel()
 	s := Start(t, Options{Password: "s3cret"})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := idtest.Context(t, 10*time.Second)
 	c := s.Client(t)
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING: %v", err)
@@ -59,7 +55,7 @@ func TestRestart(t *testing.T) {
 			t.Parallel()
 			s := Start(t, Options{AOF: aof})
 			port := s.Port()
-			ctx := ctxT(t, 20*time.Second)
+			ctx := idtest.Context(t, 20*time.Second)
 			c := s.Client(t)
 			if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
 				t.Fatalf("SET: %v", err)
@@ -96,7 +92,7 @@ func TestPauseResume(t *testing.T) {
 	opt := &redis.Options{Addr: s.Addr(), DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, MaxRetries: -1}
 	c := redis.NewClient(opt)
 	defer c.Close()
-	ctx := ctxT(t, 10*time.Second)
+	ctx := idtest.Context(t, 10*time.Second)
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING: %v", err)
 	}
@@ -140,7 +136,7 @@ func TestCluster(t *testing.T) {
 	if len(cl.Servers()) != 3 || len(cl.Addrs()) != 3 {
 		t.Fatalf("servers %d, addrs %v", len(cl.Servers()), cl.Addrs())
 	}
-	ctx := ctxT(t, 20*time.Second)
+	ctx := idtest.Context(t, 20*time.Second)
 	c := cl.Client(t)
 
 	// Keys in different slots, and so (with 3 masters) on different nodes.
@@ -191,7 +187,7 @@ func TestCluster(t *testing.T) {
 func TestSentinel(t *testing.T) {
 	t.Parallel()
 	sn := StartSentinel(t)
-	ctx := ctxT(t, 40*time.Second)
+	ctx := idtest.Context(t, 40*time.Second)
 
 	opt, err := redis.ParseFailoverURL(sn.URL())
 	if err != nil {
@@ -243,7 +239,7 @@ func TestSentinel(t *testing.T) {
 func TestSentinelKillMaster(t *testing.T) {
 	t.Parallel()
 	sn := StartSentinel(t)
-	ctx := ctxT(t, 40*time.Second)
+	ctx := idtest.Context(t, 40*time.Second)
 	oldReplica := sn.Replica()
 	c := sn.Client(t)
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {

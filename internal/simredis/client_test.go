@@ -21,107 +21,147 @@ func TestClientCommands(t *testing.T) {
 	s := newServer(c, 1)
 	rdb := s.Client()
 	defer rdb.Close()
-	ctx := context.Background()
-	check := func(what string, got, want any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Errorf("%s: %v", what, err)
-		} else if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s = %#v, want %#v", what, got, want)
-		}
-	}
+	f := clientRun{t: t, ctx: context.Background(), c: c, s: s, rdb: rdb}
+	f.stringKeys()
+	f.hashes()
+	f.sets()
+	f.streams()
+	f.serverInfo()
+	f.keyspace()
+	f.errorReplies()
+}
 
+// clientRun sends commands through the simulated client of server s,
+// whose clock is c, and checks what go-redis reads of the replies.
+type clientRun struct {
+	t   *testing.T
+	ctx context.Context
+	c   *clock
+	s   *Server
+	rdb *redis.Client
+}
+
+// check fails the test on err or a reply other than want.
+func (f clientRun) check(what string, got, want any, err error) {
+	f.t.Helper()
+	if err != nil {
+		f.t.Errorf("%s: %v", what, err)
+	} else if !reflect.DeepEqual(got, want) {
+		f.t.Errorf("%s = %#v, want %#v", what, got, want)
+	}
+}
+
+func (f clientRun) stringKeys() {
+	ctx, rdb := f.ctx, f.rdb
 	pong, err := rdb.Ping(ctx).Result()
-	check("PING", pong, "PONG", err)
+	f.check("PING", pong, "PONG", err)
 	ok, err := rdb.SetNX(ctx, "k", "v", time.Second).Result()
-	check("SET NX PX", ok, true, err)
+	f.check("SET NX PX", ok, true, err)
 	ok, err = rdb.SetNX(ctx, "k", "v", time.Second).Result() // nil reply: false, no error
-	check("SET NX PX again", ok, false, err)
+	f.check("SET NX PX again", ok, false, err)
 	old, err := rdb.SetArgs(ctx, "k", 42, redis.SetArgs{Get: true, KeepTTL: true}).Result()
-	check("SET GET KEEPTTL", old, "v", err)
+	f.check("SET GET KEEPTTL", old, "v", err)
 	ttl, err := rdb.PTTL(ctx, "k").Result()
-	check("PTTL", ttl, time.Second, err)
+	f.check("PTTL", ttl, time.Second, err)
 	ttl, err = rdb.TTL(ctx, "k").Result()
-	check("TTL", ttl, time.Second, err)
+	f.check("TTL", ttl, time.Second, err)
 	ttl, err = rdb.PTTL(ctx, "missing").Result()
-	check("PTTL missing", ttl, time.Duration(-2), err)
+	f.check("PTTL missing", ttl, time.Duration(-2), err)
 	_, err = rdb.Get(ctx, "missing").Result()
 	if !errors.Is(err, redis.Nil) {
-		t.Errorf("GET missing: %v, want redis.Nil", err)
+		f.t.Errorf("GET missing: %v, want redis.Nil", err)
 	}
 	n, err := rdb.Incr(ctx, "k").Result()
-	check("INCR", n, int64(43), err)
+	f.check("INCR", n, int64(43), err)
 	b, err := rdb.PExpire(ctx, "k", 5*time.Second).Result()
-	check("PEXPIRE", b, true, err)
+	f.check("PEXPIRE", b, true, err)
 	typ, err := rdb.Type(ctx, "k").Result()
-	check("TYPE", typ, "string", err)
+	f.check("TYPE", typ, "string", err)
+}
 
-	n, err = rdb.HSet(ctx, "h", "a", 1, "b", true, "c", 2.5).Result()
-	check("HSET", n, int64(3), err)
+func (f clientRun) hashes() {
+	ctx, rdb := f.ctx, f.rdb
+	n, err := rdb.HSet(ctx, "h", "a", 1, "b", true, "c", 2.5).Result()
+	f.check("HSET", n, int64(3), err)
 	m, err := rdb.HGetAll(ctx, "h").Result()
-	check("HGETALL", m, map[string]string{"a": "1", "b": "1", "c": "2.5"}, err)
+	f.check("HGETALL", m, map[string]string{"a": "1", "b": "1", "c": "2.5"}, err)
 	vals, err := rdb.HMGet(ctx, "h", "a", "zz").Result()
-	check("HMGET", vals, []any{"1", nil}, err)
+	f.check("HMGET", vals, []any{"1", nil}, err)
 	hk, err := rdb.HKeys(ctx, "h").Result()
-	check("HKEYS", hk, []string{"a", "b", "c"}, err)
+	f.check("HKEYS", hk, []string{"a", "b", "c"}, err)
 	set, err := rdb.HSetNX(ctx, "h", "a", "x").Result()
-	check("HSETNX", set, false, err)
+	f.check("HSETNX", set, false, err)
 	n, err = rdb.HIncrBy(ctx, "h", "a", 9).Result()
-	check("HINCRBY", n, int64(10), err)
+	f.check("HINCRBY", n, int64(10), err)
+}
 
+func (f clientRun) sets() {
+	ctx, rdb := f.ctx, f.rdb
 	rdb.SAdd(ctx, "s", 3, 1, 2)
 	members, err := rdb.SMembers(ctx, "s").Result()
-	check("SMEMBERS", members, []string{"3", "1", "2"}, err)
+	f.check("SMEMBERS", members, []string{"3", "1", "2"}, err)
 	is, err := rdb.SIsMember(ctx, "s", 2).Result()
-	check("SISMEMBER", is, true, err)
+	f.check("SISMEMBER", is, true, err)
 	sm, err := rdb.SMembersMap(ctx, "s").Result()
-	check("SMEMBERS map", sm, map[string]struct{}{"1": {}, "2": {}, "3": {}}, err)
+	f.check("SMEMBERS map", sm, map[string]struct{}{"1": {}, "2": {}, "3": {}}, err)
 	rm, err := rdb.SRandMemberN(ctx, "s", 5).Result()
-	check("SRANDMEMBER 5", len(rm), 3, err)
+	f.check("SRANDMEMBER 5", len(rm), 3, err)
+}
 
+func (f clientRun) streams() {
+	ctx, rdb := f.ctx, f.rdb
 	id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "st", MaxLen: 100, Approx: true, Values: []any{"type", "claim", "mid", 7}}).Result()
-	check("XADD", id, strconv.FormatInt(c.t.UnixMilli(), 10)+"-0", err)
+	f.check("XADD", id, strconv.FormatInt(f.c.t.UnixMilli(), 10)+"-0", err)
 	msgs, err := rdb.XRange(ctx, "st", "-", "+").Result()
-	check("XRANGE", msgs, []redis.XMessage{{ID: id, Values: map[string]any{"type": "claim", "mid": "7"}}}, err)
+	f.check("XRANGE", msgs, []redis.XMessage{{ID: id, Values: map[string]any{"type": "claim", "mid": "7"}}}, err)
 	msgs, err = rdb.XRevRangeN(ctx, "st", "+", "-", 1).Result()
-	check("XREVRANGE", len(msgs), 1, err)
+	f.check("XREVRANGE", len(msgs), 1, err)
 	xl, err := rdb.XLen(ctx, "st").Result()
-	check("XLEN", xl, int64(1), err)
+	f.check("XLEN", xl, int64(1), err)
 	info, err := rdb.XInfoStream(ctx, "st").Result()
 	if err != nil || info.Length != 1 || info.EntriesAdded != 1 || info.LastGeneratedID != id || info.FirstEntry.ID != id {
-		t.Errorf("XINFO STREAM = %+v, %v", info, err)
+		f.t.Errorf("XINFO STREAM = %+v, %v", info, err)
 	}
+}
 
+func (f clientRun) serverInfo() {
+	ctx, rdb := f.ctx, f.rdb
 	tm, err := rdb.Time(ctx).Result()
-	check("TIME", tm.UnixMicro(), c.t.UnixMicro(), err)
+	f.check("TIME", tm.UnixMicro(), f.c.t.UnixMicro(), err)
 	text, err := rdb.Info(ctx, "server").Result()
-	if err != nil || !strings.Contains(text, "run_id:"+s.RunID()) {
-		t.Errorf("INFO server = %q, %v", text, err)
+	if err != nil || !strings.Contains(text, "run_id:"+f.s.RunID()) {
+		f.t.Errorf("INFO server = %q, %v", text, err)
 	}
 	im, err := rdb.InfoMap(ctx, "replication").Result()
-	check("INFO map", im["Replication"]["master_replid"], s.ReplID(), err)
+	f.check("INFO map", im["Replication"]["master_replid"], f.s.ReplID(), err)
+}
 
+// keyspace runs last: it expects the keys the others wrote.
+func (f clientRun) keyspace() {
+	ctx, rdb := f.ctx, f.rdb
 	keys, err := rdb.Keys(ctx, "*").Result()
-	check("KEYS", keys, []string{"h", "k", "s", "st"}, err)
+	f.check("KEYS", keys, []string{"h", "k", "s", "st"}, err)
 	var scanned []string
 	it := rdb.Scan(ctx, 0, "*", 1).Iterator()
 	for it.Next(ctx) {
 		scanned = append(scanned, it.Val())
 	}
-	check("SCAN", scanned, keys, it.Err())
-	n, err = rdb.Del(ctx, "h", "s", "nope").Result()
-	check("DEL", n, int64(2), err)
+	f.check("SCAN", scanned, keys, it.Err())
+	n, err := rdb.Del(ctx, "h", "s", "nope").Result()
+	f.check("DEL", n, int64(2), err)
 	n, err = rdb.Exists(ctx, "h", "k").Result()
-	check("EXISTS", n, int64(1), err)
+	f.check("EXISTS", n, int64(1), err)
+}
 
-	// Error replies are redis.Error values with Redis's text.
-	err = rdb.HGet(ctx, "k", "f").Err()
+// errorReplies: error replies are redis.Error values with Redis's text.
+func (f clientRun) errorReplies() {
+	err := f.rdb.HGet(f.ctx, "k", "f").Err()
 	if !redis.HasErrorPrefix(err, "WRONGTYPE") {
-		t.Errorf("HGET on a string: %v", err)
+		f.t.Errorf("HGET on a string: %v", err)
 	}
-	err = rdb.Do(ctx, "NOPE", 1).Err()
+	err = f.rdb.Do(f.ctx, "NOPE", 1).Err()
 	if !redis.HasErrorPrefix(err, "unknown command 'NOPE'") { // HasErrorPrefix skips "ERR "
-		t.Errorf("unknown command: %v", err)
+		f.t.Errorf("unknown command: %v", err)
 	}
 }
 

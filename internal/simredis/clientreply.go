@@ -29,109 +29,102 @@ func setReply(cmd redis.Cmder, v any, err error) {
 // setVal converts v for cmd's type. The conversions are go-redis's
 // readers' (proto.Reader.ReadString, ReadInt, ReadBool, ...).
 func setVal(cmd redis.Cmder, v any) error {
-	var err error
 	switch c := cmd.(type) {
 	case *redis.Cmd:
 		c.SetVal(v)
+		return nil
 	case *redis.StatusCmd:
-		var s string
-		s, err = replyString(v)
-		c.SetVal(s)
+		return setWith(c.SetVal, replyString, v)
 	case *redis.StringCmd:
-		var s string
-		s, err = replyString(v)
-		c.SetVal(s)
+		return setWith(c.SetVal, replyString, v)
 	case *redis.IntCmd:
-		var n int64
-		n, err = replyInt(v)
-		c.SetVal(n)
+		return setWith(c.SetVal, replyInt, v)
 	case *redis.UintCmd:
-		var s string
-		if s, err = replyString(v); err == nil {
-			var n uint64
-			n, err = strconv.ParseUint(s, 10, 64)
-			c.SetVal(n)
-		}
+		return setParsed(c.SetVal, v, func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) })
 	case *redis.BoolCmd:
-		var b bool
-		b, err = replyBool(v)
-		c.SetVal(b)
+		return setWith(c.SetVal, replyBool, v)
 	case *redis.FloatCmd:
-		var s string
-		if s, err = replyString(v); err == nil {
-			var f float64
-			f, err = strconv.ParseFloat(s, 64)
-			c.SetVal(f)
-		}
+		return setParsed(c.SetVal, v, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
 	case *redis.DurationCmd:
-		var n int64
-		if n, err = replyInt(v); err == nil {
+		n, err := replyInt(v)
+		if err == nil {
 			c.SetVal(duration(c.Name(), n))
 		}
+		return err
 	case *redis.TimeCmd:
-		var t time.Time
-		t, err = replyTime(v)
-		c.SetVal(t)
+		return setWith(c.SetVal, replyTime, v)
 	case *redis.SliceCmd:
-		var a []any
-		a, err = replyArray(v)
-		c.SetVal(a)
+		return setWith(c.SetVal, replyArray, v)
 	case *redis.StringSliceCmd:
-		var ss []string
-		ss, err = replyStrings(v)
-		c.SetVal(ss)
+		return setWith(c.SetVal, replyStrings, v)
 	case *redis.IntSliceCmd:
-		var ns []int64
-		ns, err = eachOf(v, replyInt)
-		c.SetVal(ns)
+		return setEach(c.SetVal, replyInt, v)
 	case *redis.BoolSliceCmd:
-		var bs []bool
-		bs, err = eachOf(v, func(x any) (bool, error) {
-			if x == nil {
-				return false, nil
-			}
-			return replyBool(x)
-		})
-		c.SetVal(bs)
+		return setEach(c.SetVal, replyBoolOrNil, v)
 	case *redis.MapStringStringCmd:
-		var m map[string]string
-		m, err = replyMap(v, replyString)
-		c.SetVal(m)
+		return setWith(c.SetVal, func(v any) (map[string]string, error) { return replyMap(v, replyString) }, v)
 	case *redis.MapStringIntCmd:
-		var m map[string]int64
-		m, err = replyMap(v, replyInt)
-		c.SetVal(m)
+		return setWith(c.SetVal, func(v any) (map[string]int64, error) { return replyMap(v, replyInt) }, v)
 	case *redis.StringStructMapCmd:
-		var ss []string
-		if ss, err = replyStrings(v); err == nil {
-			m := make(map[string]struct{}, len(ss))
-			for _, s := range ss {
-				m[s] = struct{}{}
-			}
-			c.SetVal(m)
+		ss, err := replyStrings(v)
+		if err == nil {
+			c.SetVal(stringSet(ss))
 		}
+		return err
 	case *redis.ScanCmd:
-		var page []string
-		var cursor uint64
-		page, cursor, err = replyScan(v)
+		page, cursor, err := replyScan(v)
 		c.SetVal(page, cursor)
+		return err
 	case *redis.XMessageSliceCmd:
-		var msgs []redis.XMessage
-		msgs, err = eachOf(v, replyXMessage)
-		c.SetVal(msgs)
+		return setEach(c.SetVal, replyXMessage, v)
 	case *redis.XInfoStreamCmd:
-		var info *redis.XInfoStream
-		info, err = replyXInfoStream(v)
-		c.SetVal(info)
+		return setWith(c.SetVal, replyXInfoStream, v)
 	case *redis.InfoCmd:
-		var s string
-		if s, err = replyString(v); err == nil {
-			c.SetVal(parseInfo(s))
-		}
-	default:
-		err = fmt.Errorf("simredis: go-redis command type %T (%s) is not supported by the simulated client", cmd, cmd.Name())
+		return setParsed(c.SetVal, v, func(s string) (map[string]map[string]string, error) { return parseInfo(s), nil })
 	}
+	return fmt.Errorf("simredis: go-redis command type %T (%s) is not supported by the simulated client", cmd, cmd.Name())
+}
+
+// setWith sets conv(v) with set, also when conv fails (its zero or partial
+// value then), and returns conv's error.
+func setWith[T any](set func(T), conv func(any) (T, error), v any) error {
+	x, err := conv(v)
+	set(x)
 	return err
+}
+
+// setEach is setWith for an array reply whose elements conv reads.
+func setEach[T any](set func([]T), conv func(any) (T, error), v any) error {
+	return setWith(set, func(v any) ([]T, error) { return eachOf(v, conv) }, v)
+}
+
+// setParsed reads v as a string and sets parse's value with set, also when
+// parse fails; when v is not a string it sets nothing.
+func setParsed[T any](set func(T), v any, parse func(string) (T, error)) error {
+	s, err := replyString(v)
+	if err != nil {
+		return err
+	}
+	x, err := parse(s)
+	set(x)
+	return err
+}
+
+// replyBoolOrNil reads a BoolSliceCmd's element: nil is false.
+func replyBoolOrNil(v any) (bool, error) {
+	if v == nil {
+		return false, nil
+	}
+	return replyBool(v)
+}
+
+// stringSet is ss as a set.
+func stringSet(ss []string) map[string]struct{} {
+	m := make(map[string]struct{}, len(ss))
+	for _, s := range ss {
+		m[s] = struct{}{}
+	}
+	return m
 }
 
 func replyString(v any) (string, error) {

@@ -287,116 +287,151 @@ func TestDifferentialCommands(t *testing.T) {
 // identity.
 func TestDifferentialRegistry(t *testing.T) {
 	p := newPair(t)
-	ctx := context.Background()
+	r := &diffRun{t: t, p: p, ctx: context.Background(), leases: map[*redis.Client]map[string]*lease{p.realC: {}, p.simC: {}}}
 	f := newFleet("diff", time.Now)
 	f.settle = 0 // settling is its own case below
-	const tokA, tokB, tokC = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "cccccccccccccccccccccccccccccccc"
-	leases := map[*redis.Client]map[string]*lease{p.realC: {}, p.simC: {}}
+	r.registryLifecycle(f)
+	r.afterRestart(f)
+	r.counterSegments(newFleet("diffc", time.Now))
+	r.layoutSettling(newFleet("diffs", time.Now))
+}
 
-	step := func(what string, f func(rdb *redis.Client, l map[string]*lease) (any, error)) {
-		t.Helper()
-		p.both(t, what, func(rdb *redis.Client) (any, error) { return f(rdb, leases[rdb]) })
-		p.sameKeyspace(t, "after "+what)
-	}
-	renew := func(name string, ahead int64) func(*redis.Client, map[string]*lease) (any, error) {
-		return func(rdb *redis.Client, l map[string]*lease) (any, error) {
-			v, err := f.renew(ctx, rdb, l[name], f.tick()+ahead)
-			return v, err
-		}
-	}
+// The owner tokens of TestDifferentialRegistry.
+const tokA, tokB, tokC = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "cccccccccccccccccccccccccccccccc"
 
-	step("claim on an empty registry", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+// diffRun runs the steps of a scenario on both servers of a pair, each
+// client with its own owners' leases, and compares the keyspaces after
+// every step.
+type diffRun struct {
+	t      *testing.T
+	p      *pair
+	ctx    context.Context
+	leases map[*redis.Client]map[string]*lease
+}
+
+// diffStep is one step on one server: rdb and its owners' leases by name.
+type diffStep func(rdb *redis.Client, l map[string]*lease) (any, error)
+
+func (r *diffRun) step(what string, f diffStep) {
+	r.t.Helper()
+	r.p.both(r.t, what, func(rdb *redis.Client) (any, error) { return f(rdb, r.leases[rdb]) })
+	r.p.sameKeyspace(r.t, "after "+what)
+}
+
+// renew is the step renewing owner name's lease, reserving ahead ticks.
+func (r *diffRun) renew(f fleet, name string, ahead int64) diffStep {
+	return func(rdb *redis.Client, l map[string]*lease) (any, error) {
+		v, err := f.renew(r.ctx, rdb, l[name], f.tick()+ahead)
+		return v, err
+	}
+}
+
+// leaseOf is the lease a claim's reply v grants token, on machine IDs ids.
+func leaseOf(f fleet, token string, v []any, ids []int) *lease {
+	return &lease{token: token, gen: fmt.Sprint(v[3]), lossID: fmt.Sprint(v[10]), ids: ids, granted: toInt(v[2]), horizon: f.horizon}
+}
+
+// registryLifecycle: claims, renewals, checks, a takeover by a restarted
+// node, a second claimer, a release, lost renewals and a prune.
+func (r *diffRun) registryLifecycle(f fleet) {
+	ctx := r.ctx
+	r.step("claim on an empty registry", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
 		// The registry is new: every ID starts a horizon after now,
 		// beyond the claimer's maximum wait.
 		return f.claim(ctx, rdb, claimReq{token: tokA, localFloor: -1, cands: []int{5, 9}})
 	})
-	step("claim of the preferred ID", func(rdb *redis.Client, l map[string]*lease) (any, error) {
+	r.step("claim of the preferred ID", func(rdb *redis.Client, l map[string]*lease) (any, error) {
 		v, err := f.claim(ctx, rdb, claimReq{token: tokA, preferred: "5", localFloor: -1, node: "node-1", cands: []int{5, 9}})
 		if err == nil {
-			l["a"] = &lease{token: tokA, gen: fmt.Sprint(v[3]), lossID: fmt.Sprint(v[10]), ids: []int{5}, granted: toInt(v[2]), horizon: f.horizon}
+			l["a"] = leaseOf(f, tokA, v, []int{5})
 		}
 		return v, err
 	})
-	step("renewal", renew("a", 0))
-	step("reservation ahead", renew("a", 300))
-	step("check", func(rdb *redis.Client, l map[string]*lease) (any, error) { return f.check(ctx, rdb, l["a"]) })
-	step("check with another token", func(rdb *redis.Client, l map[string]*lease) (any, error) {
+	r.step("renewal", r.renew(f, "a", 0))
+	r.step("reservation ahead", r.renew(f, "a", 300))
+	r.step("check", func(rdb *redis.Client, l map[string]*lease) (any, error) { return f.check(ctx, rdb, l["a"]) })
+	r.step("check with another token", func(rdb *redis.Client, l map[string]*lease) (any, error) {
 		return f.check(ctx, rdb, &lease{token: tokB, ids: []int{5}})
 	})
-	step("lost renewal: the lease is held by another owner", func(rdb *redis.Client, l map[string]*lease) (any, error) {
+	r.step("lost renewal: the lease is held by another owner", func(rdb *redis.Client, l map[string]*lease) (any, error) {
 		return f.renew(ctx, rdb, &lease{token: tokB, gen: l["a"].gen, lossID: l["a"].lossID, ids: []int{5}, horizon: f.horizon}, f.tick())
 	})
-	step("claim with the previous token (a restarted node)", func(rdb *redis.Client, l map[string]*lease) (any, error) {
+	r.step("claim with the previous token (a restarted node)", func(rdb *redis.Client, l map[string]*lease) (any, error) {
 		v, err := f.claim(ctx, rdb, claimReq{token: tokB, preferred: "5", prevToken: tokA, node: "node-1",
 			localFloor: l["a"].granted, cands: []int{5, 9}})
 		if err == nil {
-			l["b"] = &lease{token: tokB, gen: fmt.Sprint(v[3]), lossID: fmt.Sprint(v[10]), ids: []int{5}, granted: toInt(v[2]), horizon: f.horizon}
+			l["b"] = leaseOf(f, tokB, v, []int{5})
 		}
 		return v, err
 	})
-	step("the old owner is fenced", renew("a", 0))
-	step("a second claimer gets another ID", func(rdb *redis.Client, l map[string]*lease) (any, error) {
+	r.step("the old owner is fenced", r.renew(f, "a", 0))
+	r.step("a second claimer gets another ID", func(rdb *redis.Client, l map[string]*lease) (any, error) {
 		// Its preferred ID is held: the script takes the free one it prefers
 		// next, whatever its floor, and writes a clone check for the first.
 		v, err := f.claim(ctx, rdb, claimReq{token: tokC, preferred: "9", localFloor: -1, node: "node-2", cands: []int{9, 11}})
 		if err == nil && v[0] == "OK" {
-			l["c"] = &lease{token: tokC, gen: fmt.Sprint(v[3]), lossID: fmt.Sprint(v[10]), ids: []int{int(toInt(v[1]))},
-				granted: toInt(v[2]), horizon: f.horizon}
+			l["c"] = leaseOf(f, tokC, v, []int{int(toInt(v[1]))})
 		}
 		return v, err
 	})
-	step("release", func(rdb *redis.Client, l map[string]*lease) (any, error) {
+	r.step("release", func(rdb *redis.Client, l map[string]*lease) (any, error) {
 		return f.release(ctx, rdb, l["b"], f.tick())
 	})
-	step("renewal after release re-asserts", renew("b", 0))
-	step("lost renewal: the reservation moved", func(rdb *redis.Client, l map[string]*lease) (any, error) {
+	r.step("renewal after release re-asserts", r.renew(f, "b", 0))
+	r.step("lost renewal: the reservation moved", func(rdb *redis.Client, l map[string]*lease) (any, error) {
 		rdb.Del(ctx, f.key("lease:5"))
 		rdb.HSet(ctx, f.key("reserved"), "5", l["b"].granted+1000)
 		return f.renew(ctx, rdb, l["b"], f.tick())
 	})
-	step("prune", func(rdb *redis.Client, l map[string]*lease) (any, error) {
+	r.step("prune", func(rdb *redis.Client, l map[string]*lease) (any, error) {
 		return f.prune(ctx, rdb, f.tick()+100_000, lua.PruneID{MachineID: 5, Token: tokB}, lua.PruneID{MachineID: 9, Token: tokC})
 	})
+}
 
-	// A restart (with its data: AOF) changes the run_id: the next script
-	// records a possible loss and an owner's missing lease is not
-	// re-asserted under a loss ID it did not see.
-	if err := p.realC.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
+// afterRestart: a restart (with its data: AOF) changes the run_id: the
+// next script records a possible loss and an owner's missing lease is not
+// re-asserted under a loss ID it did not see.
+func (r *diffRun) afterRestart(f fleet) {
+	if err := r.p.realC.Ping(r.ctx).Err(); err != nil {
+		r.t.Fatal(err)
 	}
-	p.real.Restart(t)
-	p.sim.Restart(p.sim.Snapshot())
-	step("renewal after a restart", renew("c", 0))
-	step("missing lease after a restart", func(rdb *redis.Client, l map[string]*lease) (any, error) {
-		rdb.Del(ctx, f.key(fmt.Sprintf("lease:%d", l["c"].ids[0])))
+	r.p.real.Restart(r.t)
+	r.p.sim.Restart(r.p.sim.Snapshot())
+	r.step("renewal after a restart", r.renew(f, "c", 0))
+	r.step("missing lease after a restart", func(rdb *redis.Client, l map[string]*lease) (any, error) {
+		rdb.Del(r.ctx, f.key(fmt.Sprintf("lease:%d", l["c"].ids[0])))
 		l["c"].lossID = "server-before-the-restart@1"
-		return f.renew(ctx, rdb, l["c"], f.tick())
+		return f.renew(r.ctx, rdb, l["c"], f.tick())
 	})
+}
 
-	// The counter, on a namespace whose registry lost nothing.
-	g := newFleet("diffc", time.Now)
-	for _, c := range []*redis.Client{p.realC, p.simC} {
+// counterSegments: the counter, on a namespace whose registry lost
+// nothing.
+func (r *diffRun) counterSegments(g fleet) {
+	ctx := r.ctx
+	for _, c := range []*redis.Client{r.p.realC, r.p.simC} {
 		if err := redistest.ForgetLoss(ctx, c, g.ns); err != nil {
-			t.Fatal(err)
+			r.t.Fatal(err)
 		}
 	}
-	step("counter: a new counter starts a lead ahead", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+	r.step("counter: a new counter starts a lead ahead", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
 		return g.counter(ctx, rdb, 64, "0")
 	})
 	time.Sleep(30 * time.Millisecond) // a tick or more: the counter is within its lead again
-	step("counter segment", func(rdb *redis.Client, _ map[string]*lease) (any, error) { return g.counter(ctx, rdb, 64, "0") })
-	step("counter segment above a floor", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+	r.step("counter segment", func(rdb *redis.Client, _ map[string]*lease) (any, error) { return g.counter(ctx, rdb, 64, "0") })
+	r.step("counter segment above a floor", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
 		return g.counter(ctx, rdb, 10, "99999999999999")
 	})
-	step("counter: bad floor", func(rdb *redis.Client, _ map[string]*lease) (any, error) { return g.counter(ctx, rdb, 10, "x") })
+	r.step("counter: bad floor", func(rdb *redis.Client, _ map[string]*lease) (any, error) { return g.counter(ctx, rdb, 10, "x") })
+}
 
-	// Layout settling: a claim that stores the layout holds the counter.
-	h := newFleet("diffs", time.Now)
-	step("claim storing the layout", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
-		return h.claim(ctx, rdb, claimReq{token: tokA, preferred: "1", localFloor: -1, cands: []int{1}})
+// layoutSettling: a claim that stores the layout holds the counter.
+func (r *diffRun) layoutSettling(h fleet) {
+	r.step("claim storing the layout", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+		return h.claim(r.ctx, rdb, claimReq{token: tokA, preferred: "1", localFloor: -1, cands: []int{1}})
 	})
-	step("counter while the layout settles", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
-		return h.counter(ctx, rdb, 10, "0")
+	r.step("counter while the layout settles", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+		return h.counter(r.ctx, rdb, 10, "0")
 	})
 }
 
