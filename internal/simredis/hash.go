@@ -135,7 +135,15 @@ func cmdHSetNX(s *Server, args []string) any {
 }
 
 func cmdHDel(s *Server, args []string) any {
-	v, ok := s.getKind(args[1], kindHash)
+	return removeMembers(s, args, kindHash, func(v *value, f string) bool { return v.hash.del(f) },
+		func(v *value) int { return v.hash.fields.len() })
+}
+
+// removeMembers is HDEL and SREM: it removes args[2:] from the hash or set
+// at args[1] with del, counts what was there, and deletes the key once
+// size says it is empty, as Redis does.
+func removeMembers(s *Server, args []string, k kind, del func(*value, string) bool, size func(*value) int) any {
+	v, ok := s.getKind(args[1], k)
 	if !ok {
 		return errWrongType
 	}
@@ -144,12 +152,12 @@ func cmdHDel(s *Server, args []string) any {
 	}
 	v = s.own(args[1], v)
 	var n int64
-	for _, f := range args[2:] {
-		if v.hash.del(f) {
+	for _, m := range args[2:] {
+		if del(v, m) {
 			n++
 		}
 	}
-	if v.hash.fields.len() == 0 { // Redis deletes an emptied hash
+	if size(v) == 0 {
 		s.del(args[1])
 	}
 	return n

@@ -36,25 +36,13 @@ func cmdSAdd(s *Server, args []string) any {
 }
 
 func cmdSRem(s *Server, args []string) any {
-	v, ok := s.getKind(args[1], kindSet)
-	if !ok {
-		return errWrongType
-	}
-	if v == nil {
-		return int64(0)
-	}
-	v = s.own(args[1], v)
-	var n int64
-	for _, m := range args[2:] {
-		if i := v.set.find(m); i >= 0 {
+	return removeMembers(s, args, kindSet, func(v *value, m string) bool {
+		i := v.set.find(m)
+		if i >= 0 {
 			v.set.remove(i)
-			n++
 		}
-	}
-	if v.set.len() == 0 { // Redis deletes an emptied set
-		s.del(args[1])
-	}
-	return n
+		return i >= 0
+	}, func(v *value) int { return v.set.len() })
 }
 
 func cmdSMembers(s *Server, args []string) any {
