@@ -1,0 +1,8 @@
+// Package deploy holds no code of its own: its tests check the deployment
+// files beside them (kubernetes/, systemd/, grafana/, and the repository's
+// docker-compose.yml and Dockerfile) against the daemon they deploy, the
+// flaked binary built from the main module and run on loopback.
+//
+// It is a module of its own, as bench/ is, so the Kubernetes and Prometheus
+// libraries its tests decode with never enter the main module.
+package deploy
