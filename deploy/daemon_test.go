@@ -229,6 +229,7 @@ type running struct {
 	listenAddr  string
 	stderr      *bytes.Buffer
 	done        chan error
+	stopped     bool
 }
 
 // addrFlags are the flags whose host:port is rewritten to a free loopback
@@ -353,14 +354,14 @@ func startServe(t *testing.T, flags map[string]flagInfo, cfg serveConfig) *runni
 		select {
 		case err := <-r.done:
 			r.done <- err
-			t.Fatalf("flaked serve %s exited before it was ready: %v\n%s", strings.Join(args, " "), err, r.stderr)
+			t.Fatalf("flaked %s exited before it was ready: %v\n%s", strings.Join(args, " "), err, r.stderr)
 		default:
 		}
 		if code, _ := r.get(t, "/readyz"); code == http.StatusOK {
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("flaked serve %s: /readyz not 200 within 20s\n%s", strings.Join(args, " "), r.stderr)
+			t.Fatalf("flaked %s: /readyz not 200 within 20s\n%s", strings.Join(args, " "), r.stderr)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -389,9 +390,10 @@ func (r *running) get(t *testing.T, path string) (int, string) {
 // SIGKILL after that. Only the process this test started is signalled.
 func (r *running) stop(t *testing.T) {
 	t.Helper()
-	if r.cmd.ProcessState != nil {
+	if r.stopped {
 		return
 	}
+	r.stopped = true
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-r.done:
