@@ -353,7 +353,7 @@ func startServe(t *testing.T, flags map[string]flagInfo, cfg serveConfig) *runni
 	for {
 		select {
 		case err := <-r.done:
-			r.done <- err
+			r.stopped = true // it exited: nothing for the cleanup to stop
 			t.Fatalf("flaked %s exited before it was ready: %v\n%s", strings.Join(args, " "), err, r.stderr)
 		default:
 		}
