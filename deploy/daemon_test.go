@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -105,7 +106,47 @@ func envFlags(flags map[string]flagInfo) map[string]flagInfo {
 type serveConfig struct {
 	args []string
 	env  map[string]string
+	// sandbox, if set, runs the daemon as a pod's securityContext says:
+	// see startServe.
+	sandbox *podSandbox
 }
+
+// podSandbox is the part of a pod's securityContext a test can make here:
+// the user and group the daemon runs as, the fsGroup that owns its state
+// volume, and a read-only root file system.
+type podSandbox struct {
+	uid, gid, fsGroup int64
+}
+
+// canSandbox reports why a podSandbox cannot be made here ("" if it can):
+// it needs root, unshare and setpriv (util-linux), and mount namespaces.
+func canSandbox() string {
+	if os.Getuid() != 0 {
+		return "not root"
+	}
+	for _, bin := range []string{"unshare", "setpriv", "mount"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return bin + " not found (Debian package util-linux / mount)"
+		}
+	}
+	if out, err := exec.Command("unshare", "-m", "true").CombinedOutput(); err != nil {
+		return fmt.Sprintf("unshare -m: %v: %s", err, out)
+	}
+	return ""
+}
+
+// sandboxScript runs "$@" (the daemon) in a mount namespace of its own
+// where the root file system is read-only but for the state directory $1,
+// bind-mounted over itself first (a mount of its own, as a pod's volume
+// is), as user $2, group $3 with supplementary group $4 (the fsGroup).
+const sandboxScript = `set -e
+dir=$1 uid=$2 gid=$3 fsgroup=$4; shift 4
+mount --make-rprivate /
+mount --bind "$dir" "$dir"
+mount -o remount,ro,bind /
+if touch /.flaked-rw-probe 2>/dev/null; then echo "root still writable" >&2; exit 97; fi
+exec setpriv --reuid="$uid" --regid="$gid" --groups="$fsgroup" --inh-caps=-all --bounding-set=-all --no-new-privs "$@"
+`
 
 // parseArgs checks that each argument is a flag of flaked serve (with a
 // value where it takes one; --name=value or --name value) and returns the
@@ -322,6 +363,37 @@ func startServe(t *testing.T, flags map[string]flagInfo, cfg serveConfig) *runni
 
 	r := &running{stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	r.cmd = exec.Command(flakedBin, args...)
+	if sb := cfg.sandbox; sb != nil {
+		stateFile := ""
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--state-file="); ok {
+				stateFile = v
+			}
+		}
+		if stateFile == "" {
+			t.Fatal("sandbox: the state file must be an argument")
+		}
+		// The volume as the kubelet prepares it for fsGroup: owned by
+		// root and the group, group-writable, set-gid. The directories
+		// above it only need to be passable.
+		stateDir := filepath.Dir(stateFile)
+		if err := os.Chown(stateDir, 0, int(sb.fsGroup)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(stateDir, 0o2770); err != nil {
+			t.Fatal(err)
+		}
+		for d := filepath.Dir(stateDir); strings.HasPrefix(d, dir); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil { // t.TempDir's own parent
+			t.Fatal(err)
+		}
+		r.cmd = exec.Command("unshare", append([]string{"-m", "sh", "-c", sandboxScript, "sh", stateDir,
+			strconv.FormatInt(sb.uid, 10), strconv.FormatInt(sb.gid, 10), strconv.FormatInt(sb.fsGroup, 10), flakedBin}, args...)...)
+	}
 	r.cmd.Env = env
 	r.cmd.Stderr = r.stderr
 	r.cmd.Stdout = io.Discard

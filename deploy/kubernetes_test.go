@@ -312,6 +312,32 @@ func TestKubernetes_StatefulSetRunsTheDaemon(t *testing.T) {
 	if code, _ := r.get(t, "/metrics"); code != 200 {
 		t.Errorf("/metrics on --metrics-addr: %d", code)
 	}
+
+	// And as the securityContext says: as runAsUser, the state volume
+	// writable through fsGroup only, the root file system read-only, no
+	// capabilities. The daemon must start, become ready and stop cleanly.
+	t.Run("securityContext", func(t *testing.T) {
+		if why := canSandbox(); why != "" {
+			t.Skipf("cannot make a read-only root here (%s): the securityContext is checked by reading only", why)
+		}
+		sb := &podSandbox{uid: *psc.RunAsUser, gid: *psc.RunAsGroup, fsGroup: *psc.FSGroup}
+		r := startServe(t, flags, serveConfig{args: cfg.args, env: cfg.env, sandbox: sb})
+		if code, body := r.get(t, c.ReadinessProbe.HTTPGet.Path); code != 200 {
+			t.Errorf("readiness under the securityContext: %d %q", code, body)
+		}
+		// It is the daemon that runs so, not only the wrapper.
+		status := string(readFile(t, fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid)))
+		for _, want := range []string{
+			fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d\n", sb.uid, sb.uid, sb.uid, sb.uid),
+			fmt.Sprintf("Gid:\t%d\t%d\t%d\t%d\n", sb.gid, sb.gid, sb.gid, sb.gid),
+			fmt.Sprintf("Groups:\t%d", sb.fsGroup), "CapEff:\t0000000000000000\n", "Name:\tflaked\n",
+		} {
+			if !strings.Contains(status, want) {
+				t.Errorf("/proc/<pid>/status of the daemon lacks %q:\n%s", want, status)
+			}
+		}
+		r.stop(t)
+	})
 }
 
 // secretValue is key of the Secret name, from data or stringData.
