@@ -109,6 +109,9 @@ type serveConfig struct {
 	// sandbox, if set, runs the daemon as a pod's securityContext says:
 	// see startServe.
 	sandbox *podSandbox
+	// straceOut, if set, runs the daemon under strace -f, which writes
+	// the system calls it makes to this file.
+	straceOut string
 }
 
 // podSandbox is the part of a pod's securityContext a test can make here:
@@ -271,6 +274,7 @@ type running struct {
 	stderr      *bytes.Buffer
 	done        chan error
 	stopped     bool
+	pid         int // the daemon's: under strace, strace's child
 }
 
 // addrFlags are the flags whose host:port is rewritten to a free loopback
@@ -363,6 +367,9 @@ func startServe(t *testing.T, flags map[string]flagInfo, cfg serveConfig) *runni
 
 	r := &running{stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	r.cmd = exec.Command(flakedBin, args...)
+	if cfg.straceOut != "" {
+		r.cmd = exec.Command("strace", append([]string{"-f", "-qq", "-o", cfg.straceOut, flakedBin}, args...)...)
+	}
 	if sb := cfg.sandbox; sb != nil {
 		stateFile := ""
 		for _, a := range args {
@@ -430,6 +437,10 @@ func startServe(t *testing.T, flags map[string]flagInfo, cfg serveConfig) *runni
 		default:
 		}
 		if code, _ := r.get(t, "/readyz"); code == http.StatusOK {
+			r.pid = r.cmd.Process.Pid
+			if cfg.straceOut != "" {
+				r.pid = childPid(t, r.pid)
+			}
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -466,17 +477,40 @@ func (r *running) stop(t *testing.T) {
 		return
 	}
 	r.stopped = true
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	pid := r.pid
+	if pid == 0 { // it never became ready
+		pid = r.cmd.Process.Pid
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
 	select {
 	case err := <-r.done:
 		if err != nil {
 			t.Errorf("flaked serve did not stop cleanly on SIGTERM: %v\n%s", err, r.stderr)
 		}
 	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 		_ = r.cmd.Process.Kill()
 		<-r.done
 		t.Errorf("flaked serve did not stop within 15s of SIGTERM\n%s", r.stderr)
 	}
+}
+
+// childPid is the one child of process pid (strace's: the daemon).
+func childPid(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		t.Fatalf("process %d: children %q; want one", pid, f)
+	}
+	child, err := strconv.Atoi(f[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return child
 }
 
 // freeAddr is a loopback address with a port free a moment ago.
