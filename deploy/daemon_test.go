@@ -147,7 +147,7 @@ dir=$1 uid=$2 gid=$3 fsgroup=$4; shift 4
 mount --make-rprivate /
 mount --bind "$dir" "$dir"
 mount -o remount,ro,bind /
-if touch /.flaked-rw-probe 2>/dev/null; then echo "root still writable" >&2; exit 97; fi
+if touch /.flaked-rw-probe 2>/dev/null; then rm -f /.flaked-rw-probe; echo "root still writable" >&2; exit 97; fi
 exec setpriv --reuid="$uid" --regid="$gid" --groups="$fsgroup" --inh-caps=-all --bounding-set=-all --no-new-privs "$@"
 `
 
