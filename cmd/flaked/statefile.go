@@ -79,11 +79,10 @@ func defaultStateDir(getenv func(string) string, euid int) (dir, from string, er
 
 // explainStart adds to a node's start failure what the operator can do
 // about it: a default state file that cannot be made says it was the
-// default and how to choose another; a Redis user without a permission
-// flaked needs gets the ACL hint.
+// default and how to choose another.
 func explainStart(err error, o serveOptions) error {
 	if errors.Is(err, coord.ErrStateIO) && o.stateFrom != "--state-file" {
 		return fmt.Errorf("%w (the default state file, from %s: give --state-file PATH, or --no-state-file)", err, o.stateFrom)
 	}
-	return explainNoPerm(err)
+	return err
 }
