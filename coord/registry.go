@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -134,9 +133,6 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		}
 	}
 	if err := r.checkClock(ctx); err != nil {
-		return nil, err
-	}
-	if err := r.checkInfo(ctx); err != nil {
 		return nil, err
 	}
 	var settle int64
@@ -338,20 +334,6 @@ func (r *Registry) checkClock(ctx context.Context) error {
 		r.event(ctx, lua.EventClockSkew, "", lua.FieldSkewMs, skew.Milliseconds(), lua.FieldMaxSkewMs, r.opts.MaxSkew.Milliseconds())
 		return fmt.Errorf("%w: local clock is %v off Redis TIME (max skew %v); fix NTP on this host or raise --max-skew",
 			ErrClockSkew, skew.Round(time.Millisecond), r.opts.MaxSkew)
-	}
-	return nil
-}
-
-// checkInfo refuses a Redis user that may not run INFO: guard.lua reads
-// the server's identity with it, and a refusal there (pcall) would only
-// turn the data-loss detection off, silently. Other errors pass: a server
-// without those sections (miniredis, some proxies) is documented as
-// having no detection.
-func (r *Registry) checkInfo(ctx context.Context) error {
-	err := r.rdb.Info(ctx, "server").Err()
-	var re redis.Error
-	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOPERM") {
-		return fmt.Errorf("redis INFO server (guard.lua reads run_id and master_replid with it to notice Redis losing writes): %w", err)
 	}
 	return nil
 }

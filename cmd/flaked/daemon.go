@@ -30,6 +30,11 @@ type daemon struct {
 // options, layout or state file is a usage error.
 func startDaemon(ctx context.Context, o serveOptions, log zerolog.Logger) (*daemon, error) {
 	d := &daemon{o: o, log: log, started: time.Now()}
+	if o.node.Redis != nil {
+		if err := checkRedisACL(ctx, o.node.Redis); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	if d.n, err = node.New(ctx, o.node); err != nil {
 		err = explainStart(err, o)

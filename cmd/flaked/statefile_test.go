@@ -181,3 +181,19 @@ func TestServe_NoFlags_DefaultStateFile_RestartWithClockBack(t *testing.T) {
 		})
 	}
 }
+
+// A default state file that cannot be made fails the start with status 1
+// (a fault of the host), saying it was the default and how to choose.
+func TestServe_DefaultStateFileUnwritable_Exit1NamingIt(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runT(t, map[string]string{"STATE_DIRECTORY": filepath.Join(blocker, "flaked")},
+		"serve", "--listen", freeAddr(t))
+	for _, want := range []string{filepath.Join(blocker, "flaked", "state-"), "the default state file, from $STATE_DIRECTORY", "--no-state-file"} {
+		if code != exitFailure || !strings.Contains(errs, want) {
+			t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errs, want)
+		}
+	}
+}
