@@ -21,6 +21,10 @@ func standaloneRun(t *testing.T, stateFile string, clock flake.Clock, n int) []u
 		t.Fatal(err)
 	}
 	defer nd.Close(context.Background())
+	if l := nd.Lease(); l == nil || l.DataLoss {
+		// The embedded store is new at every start: not a loss of Redis.
+		t.Fatalf("lease %+v: want one, without a data loss", l)
+	}
 	ids := issue(t, nd, n)
 	st, err := nd.StoreTime(ctxT(t))
 	if err != nil {
