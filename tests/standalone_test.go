@@ -36,7 +36,8 @@ func stateFileOf(t *testing.T, d *Daemon) string {
 func TestStandalone_TwoDaemons_DefaultStateFiles_NotShared(t *testing.T) {
 	var ds []*Daemon
 	for _, name := range []string{"a", "b"} {
-		d := NewDaemon(t, name, "") // --redis "": standalone
+		d := NewDaemon(t, name, "")
+		d.Args = nil // no --redis: the embedded store
 		d.StateFile, d.DefaultStateFile = "", true
 		d.MustStart()
 		ds = append(ds, d)
