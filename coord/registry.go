@@ -164,7 +164,9 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		}
 		settle = max(settle, res.settle)
 		lease.horizon = max(lease.horizon, res.horizon, r.horizonTicks())
-		if p := co.Previous; p != nil && p.Generation != "" && p.Generation != res.generation && !lease.DataLoss {
+		// A private store is new at every start: another generation there
+		// is how it always is, not a loss.
+		if p := co.Previous; p != nil && p.Generation != "" && p.Generation != res.generation && !lease.DataLoss && !r.opts.Private {
 			lease.DataLoss = true
 			r.event(ctx, lua.EventDataLoss, strconv.Itoa(res.id), lua.FieldPreviousGeneration, p.Generation, lua.FieldGeneration, res.generation,
 				lua.FieldDetail, "registry generation differs from the state file's: Redis lost its data")

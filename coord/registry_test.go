@@ -497,8 +497,13 @@ func TestStateFile_CorruptOrMismatched_Refused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second process cannot open it while it is locked.
-	if _, _, err := coord.OpenState(good); !errors.Is(err, coord.ErrStateLocked) {
-		t.Fatalf("second open: %v, want ErrStateLocked", err)
+	// The error names the file and the holder's PID (here ours: flock
+	// locks belong to open files, so a second open in one process is
+	// refused too).
+	_, _, err = coord.OpenState(good)
+	if !errors.Is(err, coord.ErrStateLocked) || !strings.Contains(err.Error(), good) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("held by pid %d", os.Getpid())) {
+		t.Fatalf("second open: %v, want ErrStateLocked naming %s and pid %d", err, good, os.Getpid())
 	}
 	sf.Close()
 	data, _ := os.ReadFile(good)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -47,10 +49,27 @@ func (osFS) Lock(path string) (io.Closer, error) {
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("%w: %s (lock %s.lock: %v); each node needs its own --state-file",
-			ErrStateLocked, path, path, err)
+		return nil, fmt.Errorf("%w: %s (lock %s.lock: %v%s); each node needs its own --state-file",
+			ErrStateLocked, path, path, err, lockHolder(path+".lock"))
 	}
+	// The holder's PID, for the error of the next process that tries; a
+	// lock file that cannot be written (read-only) just names nobody.
+	_ = lock.Truncate(0)
+	_, _ = lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return lock, nil // closing the descriptor drops the flock
+}
+
+// lockHolder names the process that wrote its PID into a held lock file.
+func lockHolder(lockPath string) string {
+	b, err := os.ReadFile(lockPath)
+	if err != nil {
+		return ""
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", held by pid %d", pid)
 }
 
 func (osFS) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }

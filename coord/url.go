@@ -36,6 +36,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 			q = u.Query()
 		}
 		timeoutDefaults(q, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
+		opt.DisableIdentity = noIdentity
 		return redis.NewClient(opt), nil
 	case "redis-sentinel", "rediss-sentinel":
 		u, hosts, err := splitHosts(strings.TrimSuffix(scheme, "-sentinel"), rest)
@@ -60,6 +61,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
 		}
 		timeoutDefaults(q, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
+		opt.DisableIdentity = noIdentity
 		return redis.NewFailoverClient(opt), nil
 	case "redis-cluster", "rediss-cluster":
 		u, hosts, err := splitHosts(strings.TrimSuffix(scheme, "-cluster"), rest)
@@ -77,10 +79,17 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
 		}
 		timeoutDefaults(q, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
+		opt.DisableIdentity = noIdentity
 		return redis.NewClusterClient(opt), nil
 	}
 	return nil, fmt.Errorf("redis URL %q: unknown scheme %q: want redis, rediss, redis-sentinel or redis-cluster", rawURL, scheme)
 }
+
+// noIdentity: clients made here send no CLIENT SETINFO on connecting, so
+// the Redis ACL of flaked's users (deploy/redis/acl.conf) needs no CLIENT
+// permission; go-redis would ignore the refusal, but Redis 7.2+ would log
+// one in ACL LOG for every connection, burying real denials.
+const noIdentity = true
 
 // DefaultTimeout is the dial, read and write timeout of clients made by
 // NewClient unless the URL sets them (dial_timeout, read_timeout,

@@ -1,6 +1,9 @@
 package node
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Crash stops the node the way kill -9 would, as far as the fleet can
 // tell: nothing more is issued, nothing is released, the state file lock
@@ -37,3 +40,6 @@ func (n *Node) Kick() {
 		n.checkLocked(context.Background())
 	}
 }
+
+// StoreTime is the embedded store's TIME (standalone nodes only).
+func (n *Node) StoreTime(ctx context.Context) (time.Time, error) { return n.rdb.Time(ctx).Result() }

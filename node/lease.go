@@ -17,9 +17,12 @@ func (n *Node) claimLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if gap := max(lease.Floor(), n.bound) - n.clockTick(); gap > n.maxW && prev != nil {
+	if gap := max(lease.Floor(), n.bound) - n.clockTick(); gap > n.maxW && prev != nil && n.mini == nil {
 		// The state file's IDs start too far ahead of our clock (it was
-		// set back): give them back untouched and take others.
+		// set back): give them back untouched and take others, whose
+		// reservations Redis keeps. Not standalone: the embedded store
+		// knows no other reservation, so others would start at no floor
+		// (standaloneClock keeps this from happening).
 		n.log.Warn().Ints("machine_ids", lease.MachineIDs()).Dur("behind", time.Duration(gap)*n.reg.Layout().TimeUnit).
 			Msg("clock is behind the reservation of the state file's machine IDs; claiming others")
 		_ = lease.Release(ctx, lease.Floor())

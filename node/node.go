@@ -104,21 +104,28 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	return n, nil
 }
 
-// open sets up what every mode needs: the store (an embedded one when
-// standalone), the registry, the counter's options (checked now, not at
-// the first fallback) and the state file. On failure the caller cleans up.
+// open sets up what every mode needs: the state file, the store (an
+// embedded one when standalone, on a clock that does not go below the
+// state file), the registry and the counter's options (checked now, not
+// at the first fallback). On failure the caller cleans up.
 func (n *Node) open(ctx context.Context) error {
-	if n.rdb == nil {
-		mr := miniredis.NewMiniRedis()
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return fmt.Errorf("standalone store: %w", err)
-		}
-		n.mini = mr
-		n.rdb = redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	}
-	ro, err := n.opts.registryOptions(n.mini != nil)
+	standalone := n.rdb == nil
+	ro, err := n.opts.registryOptions(standalone)
 	if err != nil {
 		return err
+	}
+	if n.opts.StateFile != "" {
+		if n.state, n.prev, err = coord.OpenStateFS(n.opts.StateFS, n.opts.StateFile, ro.Rand); err != nil {
+			return err
+		}
+	}
+	if standalone {
+		n.opts.Clock = n.standaloneClock(ro)
+		ro.Clock = n.opts.Clock
+		if n.mini, err = startStore(n.opts.Clock); err != nil {
+			return err
+		}
+		n.rdb = redis.NewClient(&redis.Options{Addr: n.mini.Addr()})
 	}
 	if n.reg, err = coord.NewRegistry(n.rdb, ro); err != nil {
 		return err
@@ -135,10 +142,7 @@ func (n *Node) open(ctx context.Context) error {
 		return err
 	}
 	c.Close()
-	if n.opts.StateFile != "" {
-		n.state, n.prev, err = coord.OpenStateFS(n.opts.StateFS, n.opts.StateFile, n.reg.Options().Rand)
-	}
-	return err
+	return nil
 }
 
 func (n *Node) cleanup() {

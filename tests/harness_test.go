@@ -48,6 +48,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "flaked")
+	// Daemons started without state flags keep their default state file
+	// here, not in the machine's /var/lib/flaked or $HOME.
+	os.Setenv("STATE_DIRECTORY", filepath.Join(dir, "state"))
 	build := exec.Command("go", "build", "-o", binary, "../cmd/flaked")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -75,6 +78,11 @@ type Daemon struct {
 	Metrics   int
 	StateFile string
 	Args      []string // extra serve flags
+
+	// DefaultStateFile, with StateFile "", gives no state flag: serve's
+	// default state file (in the suite's $STATE_DIRECTORY). Otherwise an
+	// empty StateFile is --no-state-file.
+	DefaultStateFile bool
 
 	t    testing.TB
 	mu   sync.Mutex
@@ -108,8 +116,11 @@ func (d *Daemon) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (d *Daemon) args() []string {
 	a := []string{"serve", "--listen", d.Addr(), "--metrics-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(d.Metrics)),
 		"--log-format", "json"}
-	if d.StateFile != "" {
+	switch {
+	case d.StateFile != "":
 		a = append(a, "--state-file", d.StateFile)
+	case !d.DefaultStateFile:
+		a = append(a, "--no-state-file")
 	}
 	return append(a, d.Args...)
 }

@@ -30,8 +30,14 @@ type daemon struct {
 // options, layout or state file is a usage error.
 func startDaemon(ctx context.Context, o serveOptions, log zerolog.Logger) (*daemon, error) {
 	d := &daemon{o: o, log: log, started: time.Now()}
+	if o.node.Redis != nil {
+		if err := checkRedisACL(ctx, o.node.Redis); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	if d.n, err = node.New(ctx, o.node); err != nil {
+		err = explainStart(err, o)
 		if isConfigError(err) {
 			return nil, usageError{err}
 		}
@@ -63,7 +69,7 @@ func (d *daemon) run(ctx context.Context, stop func()) error {
 	mids := d.n.MachineIDs()
 	d.log.Info().Str("mode", d.n.Mode().String()).Str("mode_configured", d.o.node.Mode.String()).Ints("machine_ids", mids).
 		Str("layout", d.n.Layout().String()).Str("redis", d.o.target).Bool("standalone", d.n.Standalone()).
-		Str("listen", d.ln.Addr().String()).Str("metrics", d.o.metricsAddr).Str("state_file", d.o.node.StateFile).
+		Str("listen", d.ln.Addr().String()).Str("metrics", d.o.metricsAddr).Str("state_file", d.o.node.StateFile).Str("state_file_from", d.o.stateFrom).
 		Str("version", version).Dur("startup", time.Since(d.started)).Msg("flaked serving")
 
 	served := make(chan error, 1)

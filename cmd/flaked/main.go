@@ -122,7 +122,7 @@ func wire(cmd *cli.Command, parent string, stderr io.Writer) {
 	action := cmd.Action
 	cmd.Action = func(c *cli.Context) error {
 		if err := action(c); err != nil {
-			return actionError{fmt.Errorf("%s: %w", name, err)}
+			return actionError{fmt.Errorf("%s: %w", name, explainNoPerm(err))}
 		}
 		return nil
 	}

@@ -17,14 +17,24 @@ import (
 )
 
 // TestMain clears FLAKED_* variables of the developer's shell, so only the
-// tests' own settings reach the flags.
+// tests' own settings reach the flags, and gives default state files a
+// directory of their own.
 func TestMain(m *testing.M) {
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "FLAKED_") {
 			os.Unsetenv(k)
 		}
 	}
-	os.Exit(m.Run())
+	// A serve without state flags keeps its default state file in a
+	// directory of the run, never in the machine's /var/lib or $HOME.
+	dir, err := os.MkdirTemp("", "flaked-cmd-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("STATE_DIRECTORY", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // runT runs the app in-process with env set for the test's duration.

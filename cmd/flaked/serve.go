@@ -30,8 +30,6 @@ func serveFlags() []cli.Flag {
 			Usage: "the fleet's Redis URL: redis://, rediss://, redis-sentinel://host:port[,..]/<master>, redis-cluster://host:port[,..]; empty runs standalone on an embedded store"},
 		&cli.StringFlag{Name: "namespace", Value: coord.DefaultNamespace, EnvVars: envVars("namespace"),
 			Usage: "the fleet's namespace (keys {ns}:...), 1..64 of A-Z a-z 0-9 . _ -"},
-		&cli.StringFlag{Name: "state-file", EnvVars: envVars("state-file"),
-			Usage: "local state file (machine IDs and reservation) that makes restarts reuse the ID and stay unique; empty for none (standalone: restarts are then unsafe)"},
 		&cli.StringFlag{Name: "mode", Value: node.ModeFlake.String(), EnvVars: envVars("mode"),
 			Usage: "flake (time-based), counter (Redis counter segments) or auto (flake, counter while flake is unsafe)"},
 		durationFlag("lease-ttl", coord.DefaultLeaseTTL, coord.MinLeaseTTL, coord.MaxLeaseTTL,
@@ -62,6 +60,7 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "test-clock-offset", EnvVars: envVars("test-clock-offset"), Hidden: true,
 			Usage: "TEST ONLY: shift this node's clock (fault injection: clock rollback); never in production"},
 	}
+	flags = append(flags, stateFileFlags()...)
 	return append(flags, layoutFlags()...)
 }
 
@@ -69,8 +68,8 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the daemon: IDs over a Redis-compatible protocol (redis-cli -p 7379 NEXTID)",
-		Description: "Without --redis the node runs standalone on an embedded store; with --state-file its\n" +
-			"restarts reuse the machine ID and stay unique. SIGINT or SIGTERM stops gracefully (in-flight\n" +
+		Description: "Without --redis the node runs standalone on an embedded store; its state file (on by\n" +
+			"default, see --state-file) keeps restarts unique and reusing the machine ID. SIGINT or SIGTERM stops gracefully (in-flight\n" +
 			"replies are finished, the lease released with the exact last tick, the state file flushed);\n" +
 			"a second signal exits at once.",
 		Flags:  serveFlags(),

@@ -27,6 +27,7 @@ type serveOptions struct {
 	metricsAddr     string // "" for no HTTP side
 	pprof           bool
 	target          string // the fleet's Redis (password hidden) or the embedded store, for the log
+	stateFrom       string // where the state file's name came from, for the log
 	shutdownTimeout time.Duration
 }
 
@@ -57,13 +58,18 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 	if !isLoopback(o.listen) && c.String("requirepass") == "" {
 		log.Warn().Str("listen", o.listen).Msg("listening off loopback without --requirepass: anyone who reaches the port can take IDs")
 	}
+	stateFile, stateFrom, err := stateFileFromFlags(c, o.listen)
+	if err != nil {
+		return serveOptions{}, err
+	}
+	o.stateFrom = stateFrom
 	o.node = node.Options{
 		Registry: coord.Options{
 			Namespace: c.String("namespace"), Layout: layout, LeaseTTL: c.Duration("lease-ttl"),
 			MaxSkew: c.Duration("max-skew"), MaxWait: c.Duration("max-wait"),
 			Owner: coord.Owner{Addr: o.listen, Version: version},
 		},
-		StateFile:  c.String("state-file"),
+		StateFile:  stateFile,
 		Mode:       mode,
 		MachineIDs: c.Int("machine-ids"),
 		MaxLead:    c.Duration("max-lead"),
@@ -80,7 +86,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		log.Warn().Dur("offset", off).Msg("TEST ONLY: the clock is shifted (--test-clock-offset)")
 	}
 	if o.node.Redis == nil && o.node.StateFile == "" {
-		log.Warn().Msg("standalone without --state-file: a restart may repeat IDs of the previous run; set --state-file")
+		log.Warn().Msg("standalone with --no-state-file: a restart may repeat IDs of the previous run; drop --no-state-file")
 	}
 	o.server = server.Options{
 		MaxConns: c.Int("max-clients"), MaxBatch: c.Int("max-batch"), MaxLine: c.Int("max-line"),
