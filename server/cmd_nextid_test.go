@@ -67,7 +67,7 @@ func TestNEXTID_Inline(t *testing.T) {
 	if !strings.HasPrefix(a, ":") || !strings.HasPrefix(b, ":") || errA != nil || errB != nil || y <= x {
 		t.Fatalf("inline NEXTID: %q then %q", a, b)
 	}
-	if got := c.do("NEXTID extra\r\n"); got != "-ERR wrong number of arguments for 'nextid' command" {
+	if got := c.do("NEXTID extra\r\n"); got != "-ERR syntax error: the only option of NEXTID is STRING (IDs as bulk strings)" {
 		t.Errorf("NEXTID extra: %q", got)
 	}
 }

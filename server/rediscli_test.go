@@ -55,9 +55,12 @@ func TestRedisCLI(t *testing.T) {
 	if out := run(t, cli, append(p, "INFO", "flaked")...); !strings.Contains(out, "mode:flake") {
 		t.Errorf("redis-cli INFO = %q", out)
 	}
-	// RESP3 is refused; redis-cli says so rather than hanging.
-	if out, _ := exec.Command(cli, append(p, "-3", "PING")...).CombinedOutput(); !strings.Contains(string(out), "NOPROTO") {
-		t.Errorf("redis-cli -3 = %q", out)
+	// RESP3: redis-cli -3 prints a map of CONFIG GET as Redis's.
+	if out := run(t, cli, append(p, "-3", "CONFIG", "GET", "maxclients")...); out != "maxclients 10000\n" {
+		t.Errorf("redis-cli -3 CONFIG GET = %q", out)
+	}
+	if out := run(t, cli, append(p, "-3", "NEXTID", "STRING")...); !regexp.MustCompile(`^\d+\n$`).MatchString(out) {
+		t.Errorf("redis-cli -3 NEXTID STRING = %q", out)
 	}
 	if out := run(t, cli, "-p", ts.port, "NEXTID"); !strings.Contains(out, "NOAUTH") {
 		t.Errorf("redis-cli without a password = %q", out)
