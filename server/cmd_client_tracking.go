@@ -11,7 +11,8 @@ import "strings"
 // tracking is a connection's CLIENT TRACKING state.
 type tracking struct {
 	on, bcast, optin, optout, noloop bool
-	redir                            int64 // the client invalidations would go to; 0: this one
+	caching                          string // "yes" or "no": CLIENT CACHING's, until the next command but CLIENT
+	redir                            int64  // the client invalidations would go to; 0: this one
 	prefixes                         []string
 }
 
@@ -91,7 +92,7 @@ func (c *conn) trackingConflict(opt tracking) string {
 	case opt.bcast && (opt.optin || opt.optout):
 		return "ERR OPTIN and OPTOUT are not compatible with BCAST"
 	case opt.optin && opt.optout:
-		return "ERR You can't use both OPTIN and OPTOUT"
+		return "ERR You can't specify both OPTIN mode and OPTOUT mode"
 	case opt.optin && cur.optout || opt.optout && cur.optin:
 		return "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."
 	}
@@ -105,17 +106,33 @@ func clientCaching(c *conn, args [][]byte) {
 	cur := c.trk
 	c.mu.Unlock()
 	switch {
-	case !cur.on || !cur.optin && !cur.optout:
+	case !cur.on:
 		c.writeError("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
 	case equalFold(args[2], "yes") && !cur.optin:
 		c.writeError("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
 	case equalFold(args[2], "no") && !cur.optout:
 		c.writeError("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
 	case equalFold(args[2], "yes"), equalFold(args[2], "no"):
+		c.mu.Lock()
+		c.trk.caching = strings.ToLower(string(args[2]))
+		c.mu.Unlock()
+		c.caching = true
 		c.writeOK()
 	default:
 		c.writeError("ERR syntax error")
 	}
+}
+
+// cachingDone forgets CLIENT CACHING's yes or no once a command other
+// than CLIENT ran outside MULTI, as Redis does.
+func (c *conn) cachingDone(cmd *command) {
+	if c.tx != nil || cmd.name == "client" {
+		return
+	}
+	c.caching = false
+	c.mu.Lock()
+	c.trk.caching = ""
+	c.mu.Unlock()
 }
 
 // CLIENT GETREDIR: the redirect client's ID, 0 for none, -1 when tracking
@@ -143,7 +160,10 @@ func clientTrackingInfo(c *conn, _ [][]byte) {
 		for _, f := range []struct {
 			set  bool
 			name string
-		}{{cur.bcast, "bcast"}, {cur.optin, "optin"}, {cur.optout, "optout"}, {cur.noloop, "noloop"}} {
+		}{
+			{cur.bcast, "bcast"}, {cur.optin, "optin"}, {cur.optin && cur.caching == "yes", "caching-yes"},
+			{cur.optout, "optout"}, {cur.optout && cur.caching == "no", "caching-no"}, {cur.noloop, "noloop"},
+		} {
 			if f.set {
 				flags = append(flags, f.name)
 			}

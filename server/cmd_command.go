@@ -73,7 +73,10 @@ func (c *conn) writeCommandInfo(cmd *command) {
 	c.writeInt(0)
 	c.writeInt(0)
 	c.writeInt(0)
-	c.writeSet(0)
+	c.writeSet(len(cmd.acl))
+	for _, a := range cmd.acl {
+		c.writeStatus(a)
+	}
 	c.writeSet(0)
 	c.writeSet(0)
 	c.writeSet(0)

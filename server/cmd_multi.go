@@ -117,16 +117,22 @@ func cmdExec(c *conn, _ [][]byte) {
 	if t.wait && c.leaveLoop() {
 		return
 	}
-	c.endTx()
 	if t.dirty {
+		c.endTx()
 		c.writeError("EXECABORT Transaction discarded because of previous errors.")
 		return
 	}
+	// Still in MULTI while they run, as in Redis (CLIENT INFO shows it).
 	c.writeArray(len(t.cmds))
 	for _, q := range t.cmds {
 		q.cmd.calls.Add(1)
 		q.cmd.run(c, q.args)
+		if c.blocked { // cannot happen (t.wait); should it, EXEC runs again whole, its reply not begun
+			c.out = c.out[:c.mark]
+			return
+		}
 	}
+	c.endTx()
 }
 
 // DISCARD: drop the queued requests.

@@ -50,6 +50,9 @@ type conn struct {
 	quit   bool         // close once out is flushed
 	resp3  bool         // HELLO 3 switched the connection to RESP3 (reply.go)
 	tx     *transaction // between MULTI and EXEC/DISCARD (cmd_multi.go)
+	// caching is set by CLIENT CACHING until the next command
+	// (cmd_client_tracking.go).
+	caching bool
 
 	// fd is the descriptor an event loop serves (loop_linux.go), -1
 	// otherwise; handoff is where the connection stands between a loop and

@@ -91,6 +91,9 @@ func (c *conn) exec(args [][]byte) {
 	if c.blocked { // it runs again, in the goroutine the connection goes to
 		cmd.calls.Add(^uint64(0))
 	}
+	if c.caching {
+		c.cachingDone(cmd)
+	}
 }
 
 // reject answers a request that cannot run; inside MULTI it also dooms
