@@ -94,28 +94,39 @@ func clientSetInfo(c *conn, args [][]byte) {
 	c.writeOK()
 }
 
-// CLIENT LIST [TYPE normal|master|replica|pubsub]: every client is normal.
+// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]: every
+// client is normal.
 func clientList(c *conn, args [][]byte) {
-	all := true
+	keep := func(*conn) bool { return true }
 	switch {
 	case len(args) == 2:
 	case len(args) == 4 && equalFold(args[2], "type"):
-		typ := strings.ToLower(string(args[3]))
-		switch typ {
+		switch strings.ToLower(string(args[3])) {
 		case "normal":
 		case "master", "replica", "slave", "pubsub":
-			all = false
+			keep = func(*conn) bool { return false }
 		default:
 			c.writeErrorf("ERR Unknown client type '%.128s'", args[3])
 			return
 		}
+	case len(args) > 3 && equalFold(args[2], "id"):
+		ids := map[uint64]bool{}
+		for _, a := range args[3:] {
+			id, ok := parseInt(a)
+			if !ok {
+				c.writeError("ERR Invalid client ID")
+				return
+			}
+			ids[uint64(id)] = true
+		}
+		keep = func(other *conn) bool { return ids[other.id] }
 	default:
 		c.writeError("ERR syntax error")
 		return
 	}
 	var b strings.Builder
-	if all {
-		for _, other := range c.s.clients() {
+	for _, other := range c.s.clients() {
+		if keep(other) {
 			b.WriteString(other.line())
 		}
 	}
@@ -136,7 +147,7 @@ func clientHelp(c *conn, _ [][]byte) {
 		"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 		"ID", "    Return the ID of the current connection.",
 		"INFO", "    Return information about the current client connection.",
-		"LIST [TYPE <normal|master|replica|pubsub>]", "    Return information about client connections.",
+		"LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]", "    Return information about client connections.",
 		"GETNAME", "    Return the name of the current connection.",
 		"SETNAME <name>", "    Assign the name <name> to the current connection.",
 		"SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client meta attributes.",

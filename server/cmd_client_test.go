@@ -48,6 +48,11 @@ func TestCLIENT(t *testing.T) {
 		!strings.Contains(list, "name=other") {
 		t.Errorf("CLIENT LIST = %q", list)
 	}
+	otherID := other.do("CLIENT ID\r\n")[1:]
+	if got := c.do("CLIENT LIST ID " + otherID + " 999999\r\n"); !strings.HasPrefix(got, "$id="+otherID+" ") ||
+		strings.Count(got, "\n") != 1 || !strings.Contains(got, " name=other ") {
+		t.Errorf("CLIENT LIST ID %s = %q", otherID, got)
+	}
 	if got := c.do("CLIENT HELP\r\n"); !strings.HasPrefix(got, "[$CLIENT <subcommand>") {
 		t.Errorf("CLIENT HELP = %.60q", got)
 	}

@@ -42,6 +42,8 @@ func TestCompat_SameRepliesAsRedis(t *testing.T) {
 			"HELLO 3", "ECHO hi", "ROLE", "DBSIZE", "INFO keyspace", "CLIENT GETNAME",
 			"COMMAND INFO nosuch", "COMMAND INFO echo", "COMMAND DOCS nosuch", "COMMAND INFO nosuch2",
 			"HELLO 2", "INFO keyspace", "COMMAND INFO echo nosuch",
+			"CLIENT LIST ID 999999", "CLIENT LIST ID x", "CLIENT LIST ID", "CLIENT LIST TYPE pubsub", "CLIENT LIST TYPE x",
+			"CLIENT LIST FOO", "HELLO 3", "CLIENT LIST ID 999999", "CLIENT LIST TYPE master",
 		},
 		"tracking": {
 			"CLIENT TRACKING", "CLIENT TRACKING maybe", "CLIENT TRACKINGINFO", "CLIENT GETREDIR",
