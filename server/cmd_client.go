@@ -7,24 +7,36 @@ import (
 	"time"
 )
 
-// clientSubcommands are CLIENT's subcommands: arity as for commands.
-var clientSubcommands = map[string]struct {
+// clientSubcommand is one of CLIENT's subcommands: arity as for commands;
+// name is how CLIENT LIST names it (cmd=client|info), as Redis 7 does.
+type clientSubcommand struct {
+	name  string
 	arity int
 	run   func(c *conn, args [][]byte)
-}{
-	"id":           {2, func(c *conn, _ [][]byte) { c.writeUint(c.id) }},
-	"setname":      {3, clientSetName},
-	"getname":      {2, clientGetName},
-	"setinfo":      {4, clientSetInfo},
-	"info":         {2, func(c *conn, _ [][]byte) { c.writeVerbatim(c.line()) }},
-	"list":         {-2, clientList},
-	"no-evict":     {3, clientOnOff},
-	"no-touch":     {3, clientOnOff},
-	"tracking":     {-3, clientTracking},
-	"caching":      {3, clientCaching},
-	"getredir":     {2, clientGetRedir},
-	"trackinginfo": {2, clientTrackingInfo},
-	"help":         {2, clientHelp},
+}
+
+var clientSubcommands = map[string]*clientSubcommand{}
+
+func init() {
+	for _, sc := range []clientSubcommand{
+		{"id", 2, func(c *conn, _ [][]byte) { c.writeUint(c.id) }},
+		{"setname", 3, clientSetName},
+		{"getname", 2, clientGetName},
+		{"setinfo", 4, clientSetInfo},
+		{"info", 2, func(c *conn, _ [][]byte) { c.writeVerbatim(c.line()) }},
+		{"list", -2, clientList},
+		{"no-evict", 3, clientOnOff},
+		{"no-touch", 3, clientOnOff},
+		{"tracking", -3, clientTracking},
+		{"caching", 3, clientCaching},
+		{"getredir", 2, clientGetRedir},
+		{"trackinginfo", 2, clientTrackingInfo},
+		{"help", 2, clientHelp},
+	} {
+		sub := sc.name
+		sc.name = "client|" + sub
+		clientSubcommands[sub] = &sc
+	}
 }
 
 // CLIENT ID | SETNAME | GETNAME | SETINFO | INFO | LIST | NO-EVICT |
@@ -32,14 +44,14 @@ var clientSubcommands = map[string]struct {
 // Redis clients send on connect, and what an operator uses to see who is
 // connected.
 func cmdClient(c *conn, args [][]byte) {
-	sub := strings.ToLower(string(args[1]))
-	sc, ok := clientSubcommands[sub]
+	sc, ok := clientSubcommands[strings.ToLower(string(args[1]))]
 	if !ok {
 		c.writeError(unknownSubcommand("client", args[1]))
 		return
 	}
+	c.lastSub.Store(&sc.name)
 	if sc.arity > 0 && len(args) != sc.arity || sc.arity < 0 && len(args) < -sc.arity {
-		c.writeError(wrongArgs("client|" + sub))
+		c.writeError(wrongArgs(sc.name))
 		return
 	}
 	sc.run(c, args)
@@ -185,6 +197,9 @@ func (c *conn) line() string {
 	cmd := "NULL"
 	if last := c.last.Load(); last != nil {
 		cmd = last.name
+		if sub := c.lastSub.Load(); sub != nil && last.name == "client" {
+			cmd = *sub
+		}
 	}
 	flags, redir := "", int64(-1)
 	if multi >= 0 {
