@@ -19,42 +19,9 @@ type tracking struct {
 // CLIENT TRACKING on|off [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN]
 // [OPTOUT] [NOLOOP]
 func clientTracking(c *conn, args [][]byte) {
-	var opt tracking
-	redirSet := false
-	for j := 3; j < len(args); j++ {
-		more := len(args) - 1 - j
-		switch a := strings.ToLower(string(args[j])); {
-		case a == "redirect" && more > 0:
-			j++
-			if redirSet {
-				c.writeError("ERR A client can only redirect to a single other client")
-				return
-			}
-			id, ok := parseInt(args[j])
-			if !ok {
-				c.writeError("ERR value is not an integer or out of range")
-				return
-			}
-			if !c.s.hasClient(uint64(id)) || id <= 0 {
-				c.writeError("ERR The client ID you want redirect to does not exist")
-				return
-			}
-			opt.redir, redirSet = id, true
-		case a == "bcast":
-			opt.bcast = true
-		case a == "optin":
-			opt.optin = true
-		case a == "optout":
-			opt.optout = true
-		case a == "noloop":
-			opt.noloop = true
-		case a == "prefix" && more > 0:
-			j++
-			opt.prefixes = append(opt.prefixes, string(args[j]))
-		default:
-			c.writeError("ERR syntax error")
-			return
-		}
+	opt, ok := c.trackingOptions(args[3:])
+	if !ok {
+		return
 	}
 	switch {
 	case equalFold(args[2], "on"):
@@ -76,6 +43,47 @@ func clientTracking(c *conn, args [][]byte) {
 		return
 	}
 	c.writeOK()
+}
+
+// trackingOptions reads CLIENT TRACKING's options, or answers why not.
+func (c *conn) trackingOptions(args [][]byte) (opt tracking, ok bool) {
+	redirSet := false
+	for j := 0; j < len(args); j++ {
+		more := len(args) - 1 - j
+		switch a := strings.ToLower(string(args[j])); {
+		case a == "redirect" && more > 0:
+			j++
+			if redirSet {
+				c.writeError("ERR A client can only redirect to a single other client")
+				return opt, false
+			}
+			id, ok := parseInt(args[j])
+			if !ok {
+				c.writeError("ERR value is not an integer or out of range")
+				return opt, false
+			}
+			if id <= 0 || !c.s.hasClient(uint64(id)) {
+				c.writeError("ERR The client ID you want redirect to does not exist")
+				return opt, false
+			}
+			opt.redir, redirSet = id, true
+		case a == "bcast":
+			opt.bcast = true
+		case a == "optin":
+			opt.optin = true
+		case a == "optout":
+			opt.optout = true
+		case a == "noloop":
+			opt.noloop = true
+		case a == "prefix" && more > 0:
+			j++
+			opt.prefixes = append(opt.prefixes, string(args[j]))
+		default:
+			c.writeError("ERR syntax error")
+			return opt, false
+		}
+	}
+	return opt, true
 }
 
 // trackingConflict is Redis's error for options that do not go together,
