@@ -1,6 +1,9 @@
 package server
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // CLIENT TRACKING, CACHING, GETREDIR and TRACKINGINFO: client-side
 // caching, which RESP3 clients (rueidis) turn on when they connect.
@@ -31,7 +34,7 @@ func clientTracking(c *conn, args [][]byte) {
 		}
 		opt.on = true
 		c.mu.Lock()
-		opt.prefixes = append(c.trk.prefixes, opt.prefixes...)
+		opt.prefixes = slices.Concat(c.trk.prefixes, opt.prefixes)
 		c.trk = opt
 		c.mu.Unlock()
 	case equalFold(args[2], "off"):
