@@ -46,6 +46,7 @@ func init() {
 func cmdClient(c *conn, args [][]byte) {
 	sc, ok := clientSubcommands[strings.ToLower(string(args[1]))]
 	if !ok {
+		c.lastSub.Store(nil)
 		c.writeError(unknownSubcommand("client", args[1]))
 		return
 	}

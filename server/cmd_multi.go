@@ -13,13 +13,13 @@ import "fmt"
 // none.
 //
 // A transaction is bounded like one request: it may ask for at most
-// MaxBatch IDs in all (NEXTIDS's limit; EXEC's reply is then no larger than
-// one NEXTIDS's), and hold at most MaxArgs × MaxBulk bytes of requests.
+// MaxBatch IDs in all (NEXTIDS's limit: EXEC's reply holds no more IDs
+// than one NEXTIDS's), and hold at most MaxArgs × MaxBulk bytes of requests.
 // Beyond either, the request is refused and the transaction doomed.
 
 // transaction is a connection's state between MULTI and EXEC or DISCARD.
 type transaction struct {
-	cmds  []queuedCmd // nil once doomed: nothing of it will run
+	cmds  []queuedCmd // the requests to run; none added once doomed, all dropped by a limit
 	n     int         // requests queued, doomed or not (CLIENT LIST's multi)
 	dirty bool        // a request was refused: EXEC answers EXECABORT
 	wait  bool        // a queued command may wait: EXEC runs in a goroutine
