@@ -61,7 +61,7 @@ func New(opts Options) (*Client, error) {
 func redisOptions(addr string, o *Options) *redis.Options {
 	return &redis.Options{
 		Addr:     addr,
-		Protocol: 2, // the daemon speaks RESP2 only
+		Protocol: 2, // RESP2 skips the HELLO round trip on connect; IDs are the same integers in RESP3
 		Username: o.Username,
 		Password: o.Password,
 		// Failing over is ours: a failed request goes to the next daemon
