@@ -99,3 +99,13 @@ func TestRegion_ClaimsOnlyInsideItsRange(t *testing.T) {
 		}
 	})
 }
+
+// The sonyflake hooks refuse a registry of narrower IDs: sonyflake's are
+// 63 bits, another layout than the fleet's.
+func TestSonyflake_RefusesNarrowLayout(t *testing.T) {
+	l := layoutOf(t, flake.Settings{BitsID: 53, BitsSequence: 8, BitsMachineID: 8})
+	reg := newReg(t, miniRedis(t), coord.Options{Layout: l})
+	if _, err := reg.Sonyflake(ctxT(t)).MachineID(); !errors.Is(err, coord.ErrInvalidOptions) || !strings.Contains(err.Error(), "53-bit") {
+		t.Fatalf("MachineID on a 53-bit registry: %v, want ErrInvalidOptions naming the width", err)
+	}
+}
