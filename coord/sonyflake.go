@@ -7,6 +7,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/flaked/flaked/flake"
 )
 
 // Sonyflake adapts the registry to github.com/sony/sonyflake's hooks:
@@ -45,6 +47,11 @@ func (s *Sonyflake) MachineID() (int, error) {
 	defer s.mu.Unlock()
 	if s.lease != nil {
 		return s.lease.ids[0], nil
+	}
+	if w := s.reg.opts.Layout.BitsID(); w != flake.MaxBitsID {
+		// sonyflake's IDs are 63 bits wide: in a narrower fleet they would
+		// be IDs of another layout, which can equal the fleet's.
+		return 0, fmt.Errorf("%w: sonyflake makes %d-bit IDs, the registry's layout has %d-bit IDs", ErrInvalidOptions, flake.MaxBitsID, w)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
