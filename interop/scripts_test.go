@@ -11,8 +11,8 @@ import (
 
 // runScript runs a language's test script with env added to the
 // harness's, bounded by within, and fails the test with its output when it
-// exits non-zero. The output is logged either way (go test -v shows it).
-func runScript(t *testing.T, within time.Duration, env []string, name string, args ...string) {
+// exits non-zero. The output is logged (go test -v shows it) and returned.
+func runScript(t *testing.T, within time.Duration, env []string, name string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -28,6 +28,7 @@ func runScript(t *testing.T, within time.Duration, env []string, name string, ar
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, text)
 	}
 	t.Logf("%s %s:\n%s", name, strings.Join(args, " "), text)
+	return text
 }
 
 // python is Debian's interpreter, where apt's python3-redis lives (a
