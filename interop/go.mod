@@ -7,6 +7,7 @@ replace github.com/flaked/flaked => ../
 require (
 	github.com/flaked/flaked v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/rueidis v1.0.74
 )
 
 require (
