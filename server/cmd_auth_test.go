@@ -75,7 +75,7 @@ func TestAUTH_Required(t *testing.T) {
 func TestAUTH_GoRedis(t *testing.T) {
 	ts := startServer(t, Options{RequirePass: "s3cret"})
 	ctx := context.Background()
-	// HELLO 3 AUTH is refused with NOPROTO; go-redis falls back to AUTH.
+	// go-redis authenticates with HELLO 3 AUTH (RESP2: AUTH).
 	for _, opts := range []*redis.Options{{Password: "s3cret"}, {Username: "default", Password: "s3cret"}, {Password: "s3cret", Protocol: 2}} {
 		rdb := ts.client(t, opts)
 		if id, err := rdb.Do(ctx, "NEXTID").Int64(); err != nil || id <= 0 {

@@ -12,20 +12,25 @@ var clientSubcommands = map[string]struct {
 	arity int
 	run   func(c *conn, args [][]byte)
 }{
-	"id":       {2, func(c *conn, _ [][]byte) { c.writeUint(c.id) }},
-	"setname":  {3, clientSetName},
-	"getname":  {2, clientGetName},
-	"setinfo":  {4, clientSetInfo},
-	"info":     {2, func(c *conn, _ [][]byte) { c.writeBulkString(c.line()) }},
-	"list":     {-2, clientList},
-	"no-evict": {3, clientOnOff},
-	"no-touch": {3, clientOnOff},
-	"help":     {2, clientHelp},
+	"id":           {2, func(c *conn, _ [][]byte) { c.writeUint(c.id) }},
+	"setname":      {3, clientSetName},
+	"getname":      {2, clientGetName},
+	"setinfo":      {4, clientSetInfo},
+	"info":         {2, func(c *conn, _ [][]byte) { c.writeVerbatim(c.line()) }},
+	"list":         {-2, clientList},
+	"no-evict":     {3, clientOnOff},
+	"no-touch":     {3, clientOnOff},
+	"tracking":     {-3, clientTracking},
+	"caching":      {3, clientCaching},
+	"getredir":     {2, clientGetRedir},
+	"trackinginfo": {2, clientTrackingInfo},
+	"help":         {2, clientHelp},
 }
 
 // CLIENT ID | SETNAME | GETNAME | SETINFO | INFO | LIST | NO-EVICT |
-// NO-TOUCH | HELP: what Redis clients send on connect, and what an operator
-// uses to see who is connected.
+// NO-TOUCH | TRACKING | CACHING | GETREDIR | TRACKINGINFO | HELP: what
+// Redis clients send on connect, and what an operator uses to see who is
+// connected.
 func cmdClient(c *conn, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
 	sc, ok := clientSubcommands[sub]
@@ -114,7 +119,7 @@ func clientList(c *conn, args [][]byte) {
 			b.WriteString(other.line())
 		}
 	}
-	c.writeBulkString(b.String())
+	c.writeVerbatim(b.String())
 }
 
 // NO-EVICT and NO-TOUCH on|off: nothing to evict or touch here.
@@ -137,6 +142,11 @@ func clientHelp(c *conn, _ [][]byte) {
 		"SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client meta attributes.",
 		"NO-EVICT (ON|OFF)", "    Accepted; flaked evicts nothing.",
 		"NO-TOUCH (ON|OFF)", "    Accepted; flaked has no keys.",
+		"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
+		"    Accepted with Redis's checks; flaked has no keys, so it never sends an invalidation.",
+		"CACHING (YES|NO)", "    Accepted in OPTIN/OPTOUT tracking mode.",
+		"GETREDIR", "    Return the tracking redirect client ID, 0 for none, -1 when tracking is off.",
+		"TRACKINGINFO", "    Return the tracking state of the current connection.",
 		"HELP", "    Print this help.",
 	)
 }
@@ -153,20 +163,35 @@ func (s *Server) clients() []*conn {
 	return out
 }
 
-// line is the client's CLIENT LIST line, in Redis's format (the fields
-// that mean something here). Safe to call from other connections.
+// line is the client's CLIENT LIST line, with Redis 7.2's fields in its
+// order (redis-py, for one, fails without them). Buffer sizes, which
+// only this connection's goroutine may read, are shown as 0. Safe to call
+// from other connections.
 func (c *conn) line() string {
 	c.mu.Lock()
-	name, libName, libVer := c.name, c.libName, c.libVer
+	name, libName, libVer, proto, multi, multiMem, trk := c.name, c.libName, c.libVer, c.proto, c.queued, c.queuedMem, c.trk
 	c.mu.Unlock()
 	cmd := "NULL"
 	if last := c.last.Load(); last != nil {
 		cmd = last.name
 	}
+	flags, redir := "", int64(-1)
+	if multi >= 0 {
+		flags += "x"
+	}
+	if trk.on {
+		flags, redir = flags+"t", trk.redir
+	}
+	if flags == "" {
+		flags = "N"
+	}
 	now := time.Now()
 	idle := now.Sub(time.Unix(0, c.active.Load()))
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d idle=%d flags=N db=0 cmd=%s user=default resp=2 lib-name=%s lib-ver=%s\n",
-		c.id, c.addr, c.laddr, name, int64(now.Sub(c.born)/time.Second), int64(idle/time.Second), cmd, libName, libVer)
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d "+
+		"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=%d rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default "+
+		"redir=%d resp=%d lib-name=%s lib-ver=%s\n",
+		c.id, c.addr, c.laddr, c.sock, name, int64(now.Sub(c.born)/time.Second), int64(idle/time.Second), flags, multi,
+		multiMem, cmd, redir, proto, libName, libVer)
 }
 
 // printable is Redis's rule for client names and library info: no spaces,

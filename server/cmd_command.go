@@ -39,8 +39,8 @@ func cmdCommand(c *conn, args [][]byte) {
 				c.writeNull()
 			}
 		}
-	case sub == "docs":
-		c.writeArray(0)
+	case sub == "docs": // a map of name to docs: none
+		c.writeMap(0)
 	case sub == "help" && len(args) == 2:
 		c.writeStrings(
 			"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -60,20 +60,24 @@ func cmdCommand(c *conn, args [][]byte) {
 
 // writeCommandInfo writes one entry of COMMAND INFO, Redis 7's shape:
 // name, arity, flags, first key, last key, step, ACL categories, tips,
-// key specs, subcommands. flaked's commands take no keys.
+// key specs, subcommands; in RESP3 the lists are sets, as Redis 7.0
+// sends them. flaked's commands take no keys.
 func (c *conn) writeCommandInfo(cmd *command) {
 	c.writeArray(10)
 	c.writeBulkString(cmd.name)
 	c.writeInt(int64(cmd.arity))
-	c.writeArray(len(cmd.flags))
+	c.writeSet(len(cmd.flags))
 	for _, f := range cmd.flags {
 		c.writeStatus(f)
 	}
 	c.writeInt(0)
 	c.writeInt(0)
 	c.writeInt(0)
-	c.writeArray(0)
-	c.writeArray(0)
-	c.writeArray(0)
-	c.writeArray(0)
+	c.writeSet(len(cmd.acl))
+	for _, a := range cmd.acl {
+		c.writeStatus(a)
+	}
+	c.writeSet(0)
+	c.writeSet(0)
+	c.writeSet(0)
 }

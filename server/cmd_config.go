@@ -41,7 +41,7 @@ func cmdConfig(c *conn, args [][]byte) {
 				}
 			}
 		}
-		c.writeStrings(out...)
+		c.writePairs(out...)
 	case "set", "resetstat", "rewrite":
 		c.writeErrorf("ERR CONFIG %s is not supported: flaked is configured by the flags of 'flaked serve'", strings.ToUpper(sub))
 	case "help":

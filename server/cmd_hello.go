@@ -1,21 +1,28 @@
 package server
 
-// HELLO [protover [AUTH user pass] [SETNAME name]]: the server's handshake,
-// in protocol 2 only. Asking for 3 gets NOPROTO, on which clients (go-redis,
-// redis-py, ...) fall back to RESP2 and AUTH.
+// RedisVersion is the Redis version whose protocol flaked speaks: HELLO's
+// version and INFO's redis_version. Clients read it to decide what they
+// may send (RESP3, CLIENT SETINFO); flaked's own version is INFO's
+// flaked_version.
+const RedisVersion = "7.2.0"
+
+// HELLO [protover [AUTH user pass] [SETNAME name]]: the server's handshake.
+// protover 3 switches the connection to RESP3, 2 back to RESP2; without
+// one the protocol stays. The reply is a map (RESP3) or a flat array of
+// pairs (RESP2), in the new protocol, as Redis 7 sends it.
 func cmdHello(c *conn, args [][]byte) {
-	i := 1
+	proto, i := 0, 1
 	if len(args) > 1 {
 		ver, ok := parseInt(args[1])
 		if !ok {
 			c.writeError("ERR Protocol version is not an integer or out of range")
 			return
 		}
-		if ver != 2 {
-			c.writeError("NOPROTO sorry, this protocol version is not supported.")
+		if ver != 2 && ver != 3 {
+			c.writeError("NOPROTO unsupported protocol version")
 			return
 		}
-		i = 2
+		proto, i = int(ver), 2
 	}
 	var user, pass, name []byte
 	for ; i < len(args); i++ {
@@ -42,13 +49,16 @@ func cmdHello(c *conn, args [][]byte) {
 	if name != nil && !c.setName(name) {
 		return
 	}
-	c.writeArray(14)
+	if proto != 0 {
+		c.setProto(proto)
+	}
+	c.writeMap(7)
 	c.writeBulkString("server")
 	c.writeBulkString("flaked")
 	c.writeBulkString("version")
-	c.writeBulkString(c.s.opts.Version)
+	c.writeBulkString(RedisVersion)
 	c.writeBulkString("proto")
-	c.writeInt(2)
+	c.writeInt(int64(c.protoVersion()))
 	c.writeBulkString("id")
 	c.writeUint(c.id)
 	c.writeBulkString("mode")

@@ -1,7 +1,15 @@
 package server
 
-// NEXTID: one ID, as an integer.
+// NEXTID [STRING]: one ID, as an integer, or with STRING as a bulk string
+// of its decimal digits, for clients that would round an integer over
+// 2^53 (JavaScript's Numbers). Without the option it allocates nothing.
 func cmdNextID(c *conn, args [][]byte) {
+	asString := false
+	if len(args) > 1 {
+		if asString = stringOption(c, "NEXTID", args[1:]); !asString {
+			return
+		}
+	}
 	s := c.s
 	one := c.one[:] // a slice of a local would escape through the interface call
 	if s.tgen == nil || !s.tgen.TryNextIDs(one) {
@@ -16,7 +24,21 @@ func cmdNextID(c *conn, args [][]byte) {
 		one[0] = id
 	}
 	s.stats.issued(s.isCounter(one[0]), 1)
+	if asString {
+		c.writeUintString(one[0])
+		return
+	}
 	c.writeUint(one[0])
+}
+
+// stringOption checks the options after an ID command's arguments: only
+// STRING, once. Otherwise it answers the error and reports false.
+func stringOption(c *conn, cmd string, opts [][]byte) bool {
+	if len(opts) == 1 && equalFold(opts[0], "string") {
+		return true
+	}
+	c.writeErrorf("ERR syntax error: the only option of %s is STRING (IDs as bulk strings)", cmd)
+	return false
 }
 
 // isCounter tells counter-mode IDs by their reserved machine ID.

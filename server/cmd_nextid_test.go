@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/idtest"
 )
 
 func TestNEXTID_GoRedis(t *testing.T) {
@@ -67,7 +70,7 @@ func TestNEXTID_Inline(t *testing.T) {
 	if !strings.HasPrefix(a, ":") || !strings.HasPrefix(b, ":") || errA != nil || errB != nil || y <= x {
 		t.Fatalf("inline NEXTID: %q then %q", a, b)
 	}
-	if got := c.do("NEXTID extra\r\n"); got != "-ERR wrong number of arguments for 'nextid' command" {
+	if got := c.do("NEXTID extra\r\n"); got != "-ERR syntax error: the only option of NEXTID is STRING (IDs as bulk strings)" {
 		t.Errorf("NEXTID extra: %q", got)
 	}
 }
@@ -108,5 +111,76 @@ func TestNEXTID_NoAllocations(t *testing.T) {
 		if a := testing.AllocsPerRun(1000, run); a != 0 {
 			t.Errorf("NEXTID (in a loop: %v): %v allocations, want 0", inLoop, a)
 		}
+	}
+}
+
+// NEXTID STRING: the ID as a bulk string of its decimal digits, the same
+// bytes in RESP2 and RESP3; the option in any case; anything else is an
+// error that names the option, and issues nothing.
+func TestNEXTID_String(t *testing.T) {
+	ts := startServer(t, Options{})
+	c := ts.dial(t)
+	var ids []uint64
+	for _, req := range []string{"NEXTID STRING\r\n", "HELLO 3\r\n", resp("nextid", "string"), "HELLO 2\r\n", "NEXTID\r\n"} {
+		c.send(req)
+		if strings.HasPrefix(req, "HELLO") {
+			c.read()
+			continue
+		}
+		line, err := c.r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req == "NEXTID\r\n" {
+			id, err := strconv.ParseUint(strings.TrimSuffix(line[1:], "\r\n"), 10, 64)
+			if line[0] != ':' || err != nil {
+				t.Fatalf("NEXTID = %q", line)
+			}
+			ids = append(ids, id)
+			continue
+		}
+		digits, err := c.r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		digits = strings.TrimSuffix(digits, "\r\n")
+		id, err := strconv.ParseUint(digits, 10, 64)
+		if err != nil || line != fmt.Sprintf("$%d\r\n", len(digits)) || strconv.FormatUint(id, 10) != digits {
+			t.Fatalf("%q = %q %q", req, line, digits)
+		}
+		ids = append(ids, id)
+	}
+	idtest.Increasing(t, ts.gen.g.Layout(), "NEXTID [STRING]", ids)
+	before := ts.issued()
+	for _, req := range []string{"NEXTID STRINGS\r\n", "NEXTID STRING STRING\r\n", "NEXTID 1\r\n"} {
+		if got := c.do(req); got != "-ERR syntax error: the only option of NEXTID is STRING (IDs as bulk strings)" {
+			t.Errorf("%q = %q", req, got)
+		}
+	}
+	if ts.issued() != before {
+		t.Errorf("the refused requests issued %d IDs", ts.issued()-before)
+	}
+	// go-redis gets a string, which a JavaScript client would not round.
+	v, err := ts.client(t, nil).Do(context.Background(), "NEXTID", "STRING").Result()
+	if s, ok := v.(string); err != nil || !ok || len(s) < 17 {
+		t.Errorf("go-redis NEXTID STRING = %#v, %v", v, err)
+	}
+}
+
+// NEXTID STRING allocates nothing either.
+func TestNEXTID_StringNoAllocations(t *testing.T) {
+	ts := startServer(t, Options{})
+	c := &conn{s: ts.Server, p: newReqParser(ts.opts), fd: -1, authed: true}
+	args := [][]byte{[]byte("NEXTID"), []byte("STRING")}
+	run := func() {
+		c.out = c.out[:0]
+		c.exec(args)
+		if len(c.out) == 0 || c.out[0] != '$' {
+			t.Fatalf("NEXTID STRING: %q", c.out)
+		}
+	}
+	run()
+	if a := testing.AllocsPerRun(1000, run); a != 0 {
+		t.Errorf("NEXTID STRING: %v allocations, want 0", a)
 	}
 }

@@ -2,13 +2,19 @@ package server
 
 import "fmt"
 
-// NEXTIDS n: an array of n IDs, strictly increasing, 1 <= n <= MaxBatch.
-// All or nothing: when the generator fails part way, the reply is an error.
+// NEXTIDS n [STRING]: an array of n IDs, strictly increasing,
+// 1 <= n <= MaxBatch; integers, or with STRING bulk strings of their
+// decimal digits (see NEXTID). All or nothing: when the generator fails
+// part way, the reply is an error.
 func cmdNextIDs(c *conn, args [][]byte) {
 	s := c.s
 	n, ok := parseInt(args[1])
 	if !ok || n < 1 || n > int64(s.opts.MaxBatch) {
 		c.writeError(fmt.Sprintf("ERR NEXTIDS count must be an integer in 1..%d", s.opts.MaxBatch))
+		return
+	}
+	asString := len(args) > 2
+	if asString && !stringOption(c, "NEXTIDS", args[2:]) {
 		return
 	}
 	ids := c.ids
@@ -38,6 +44,10 @@ func cmdNextIDs(c *conn, args [][]byte) {
 	s.stats.issued(false, uint64(n)-counter)
 	c.writeArray(int(n))
 	for _, id := range ids {
-		c.writeUint(id)
+		if asString {
+			c.writeUintString(id)
+		} else {
+			c.writeUint(id)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/flaked/flaked/internal/idtest"
 )
 
 func TestNEXTIDS(t *testing.T) {
@@ -56,5 +58,39 @@ func TestNEXTIDS_BadCount(t *testing.T) {
 			t.Errorf("ids issued = %d, want %d", got, max)
 		}
 		ts.checkServes(t)
+	}
+}
+
+// NEXTIDS n STRING: an array of bulk strings, strictly increasing, in
+// RESP2 and RESP3; the count is checked first, then the option.
+func TestNEXTIDS_String(t *testing.T) {
+	ts := startServer(t, Options{MaxBatch: 50})
+	c := ts.dial(t)
+	var all []uint64
+	for _, hello := range []string{"HELLO 2\r\n", "HELLO 3\r\n"} {
+		c.do(hello)
+		got := c.do("NEXTIDS 50 string\r\n")
+		if !strings.HasPrefix(got, "[$") || strings.Contains(got, ":") {
+			t.Fatalf("NEXTIDS 50 STRING = %.60q", got)
+		}
+		ids := idsIn(t, got)
+		if len(ids) != 50 {
+			t.Fatalf("%d IDs, want 50", len(ids))
+		}
+		all = append(all, ids...)
+	}
+	idtest.Increasing(t, ts.gen.g.Layout(), "NEXTIDS STRING", all)
+	for _, tc := range []struct{ req, want string }{
+		{"NEXTIDS 51 STRING\r\n", "-ERR NEXTIDS count must be an integer in 1..50"},
+		{"NEXTIDS 5 NUMBER\r\n", "-ERR syntax error: the only option of NEXTIDS is STRING (IDs as bulk strings)"},
+		{"NEXTIDS 5 STRING x\r\n", "-ERR syntax error: the only option of NEXTIDS is STRING (IDs as bulk strings)"},
+		{"NEXTIDS\r\n", "-ERR wrong number of arguments for 'nextids' command"},
+	} {
+		if got := c.do(tc.req); got != tc.want {
+			t.Errorf("%q = %q, want %q", tc.req, got, tc.want)
+		}
+	}
+	if n := ts.issued(); n != 100 {
+		t.Errorf("%d IDs issued, want 100", n)
 	}
 }

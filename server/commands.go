@@ -11,33 +11,61 @@ import (
 type command struct {
 	name  string // lower case, as Redis reports command names
 	arity int    // Redis's convention: n is exactly n words with the name, -n at least n
-	// flags are what COMMAND reports.
-	flags []string
+	// flags and acl (ACL categories) are what COMMAND INFO reports, Redis
+	// 7's names.
+	flags, acl []string
 	// noAuth commands run before AUTH when RequirePass is set.
 	noAuth bool
 	// mayBlock commands can wait on a lock or Redis: an event loop hands
-	// the connection to a goroutine before running one.
-	mayBlock bool
-	run      func(c *conn, args [][]byte)
-	calls    atomic.Uint64
+	// the connection to a goroutine before running one. mayWait commands
+	// call conn.wait when they must wait (the generator's); EXEC leaves a
+	// loop first when it holds either kind (cmd_multi.go).
+	mayBlock, mayWait bool
+	// txControl commands run at once inside MULTI instead of being queued,
+	// as in Redis: EXEC, DISCARD, MULTI, WATCH, QUIT, RESET.
+	txControl bool
+	run       func(c *conn, args [][]byte)
+	calls     atomic.Uint64
 }
+
+// Redis 7's command flags, as COMMAND INFO reports them.
+var (
+	fConn    = []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}
+	fTx      = []string{"noscript", "loading", "stale", "fast", "allow_busy"}
+	fAnytime = []string{"loading", "stale", "fast"}
+
+	cConn = []string{"@fast", "@connection"}
+	cTx   = []string{"@fast", "@transaction"}
+	cFast = []string{"@fast"}
+	cSlow = []string{"@slow"}
+)
 
 // commandTable maps command names to the functions that run them. It is
 // built per Server: the call counters live in it.
 func commandTable() map[string]*command {
 	cmds := []*command{
-		{name: "ping", arity: -1, flags: []string{"fast"}, run: cmdPing},
-		{name: "nextid", arity: 1, flags: []string{"fast"}, run: cmdNextID},
-		{name: "nextids", arity: 2, run: cmdNextIDs},
-		{name: "parse", arity: 2, flags: []string{"fast"}, run: cmdParse},
-		{name: "info", arity: -1, flags: []string{"loading", "stale"}, mayBlock: true, run: cmdInfo},
-		{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no-auth"}, noAuth: true, run: cmdAuth},
-		{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no-auth"}, noAuth: true, run: cmdHello},
-		{name: "client", arity: -2, flags: []string{"loading", "stale"}, run: cmdClient},
-		{name: "select", arity: 2, flags: []string{"loading", "stale", "fast"}, run: cmdSelect},
-		{name: "command", arity: -1, flags: []string{"loading", "stale"}, run: cmdCommand},
-		{name: "config", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, run: cmdConfig},
-		{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no-auth"}, noAuth: true, run: cmdQuit},
+		{name: "ping", arity: -1, flags: []string{"fast"}, acl: cConn, run: cmdPing},
+		{name: "echo", arity: 2, flags: fAnytime, acl: cConn, run: cmdEcho},
+		{name: "nextid", arity: -1, flags: []string{"fast"}, mayWait: true, acl: cFast, run: cmdNextID},
+		{name: "nextids", arity: -2, mayWait: true, acl: cSlow, run: cmdNextIDs},
+		{name: "parse", arity: 2, flags: []string{"fast"}, acl: cFast, run: cmdParse},
+		{name: "info", arity: -1, flags: []string{"loading", "stale"}, mayBlock: true, acl: []string{"@slow", "@dangerous"}, run: cmdInfo},
+		{name: "auth", arity: -2, flags: fConn, noAuth: true, acl: cConn, run: cmdAuth},
+		{name: "hello", arity: -1, flags: fConn, noAuth: true, acl: cConn, run: cmdHello},
+		{name: "reset", arity: 1, flags: fConn, noAuth: true, txControl: true, acl: cConn, run: cmdReset},
+		{name: "quit", arity: -1, flags: fConn, noAuth: true, txControl: true, acl: cConn, run: cmdQuit},
+		{name: "client", arity: -2, flags: []string{"loading", "stale"}, acl: cSlow, run: cmdClient},
+		{name: "select", arity: 2, flags: fAnytime, acl: cConn, run: cmdSelect},
+		{name: "command", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, run: cmdCommand},
+		{name: "config", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: cSlow, run: cmdConfig},
+		{name: "multi", arity: 1, flags: fTx, txControl: true, acl: cTx, run: cmdMulti},
+		{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, txControl: true, acl: []string{"@slow", "@transaction"}, run: cmdExec},
+		{name: "discard", arity: 1, flags: fTx, txControl: true, acl: cTx, run: cmdDiscard},
+		{name: "watch", arity: -2, flags: fTx, txControl: true, acl: cTx, run: cmdWatch},
+		{name: "unwatch", arity: 1, flags: fTx, acl: cTx, run: cmdUnwatch},
+		{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@admin", "@fast", "@dangerous"}, run: cmdRole},
+		{name: "time", arity: 1, flags: fAnytime, acl: cFast, run: cmdTime},
+		{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, acl: []string{"@keyspace", "@read", "@fast"}, run: cmdDBSize},
 	}
 	m := make(map[string]*command, len(cmds))
 	for _, cmd := range cmds {

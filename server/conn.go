@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -46,7 +47,12 @@ type conn struct {
 	ids    []uint64  // NEXTIDS buffer
 	one    [1]uint64 // NEXTID's
 	authed bool
-	quit   bool // close once out is flushed
+	quit   bool         // close once out is flushed
+	resp3  bool         // HELLO 3 switched the connection to RESP3 (reply.go)
+	tx     *transaction // between MULTI and EXEC/DISCARD (cmd_multi.go)
+	// caching is set by CLIENT CACHING until the next command
+	// (cmd_client_tracking.go).
+	caching bool
 
 	// fd is the descriptor an event loop serves (loop_linux.go), -1
 	// otherwise; handoff is where the connection stands between a loop and
@@ -57,8 +63,13 @@ type conn struct {
 	// Read by CLIENT LIST on other connections.
 	active                atomic.Int64 // unix nanoseconds of the last request batch
 	last                  atomic.Pointer[command]
-	mu                    sync.Mutex // guards name, libName, libVer
+	sock                  int        // the socket's descriptor when accepted, -1 if unknown
+	mu                    sync.Mutex // guards the fields below
 	name, libName, libVer string
+	proto                 int      // 2 or 3, c.resp3 as others see it
+	queued                int      // requests queued since MULTI, -1 outside
+	queuedMem             int64    // their bytes
+	trk                   tracking // CLIENT TRACKING's state (cmd_client_tracking.go)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -72,9 +83,38 @@ func newConn(s *Server, nc net.Conn) *conn {
 		p:      newReqParser(s.opts),
 		fd:     -1,
 		authed: s.opts.RequirePass == "",
+		sock:   socketFD(nc),
+		proto:  2,
+		queued: -1,
 	}
 	c.active.Store(c.born.UnixNano())
 	return c
+}
+
+// socketFD is nc's descriptor, for CLIENT LIST's fd field, or -1.
+func socketFD(nc net.Conn) int {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	raw.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}
+
+// setProto switches the connection's replies to RESP2 or RESP3.
+func (c *conn) setProto(v int) {
+	c.resp3 = v == 3
+	c.mu.Lock()
+	c.proto = v
+	c.mu.Unlock()
 }
 
 // serveConn runs c to its end and closes it, or until it moves (back)
@@ -237,4 +277,12 @@ func lingerClose(nc net.Conn, timeout time.Duration) {
 		io.CopyN(io.Discard, nc, lingerBytes)
 	}
 	nc.Close()
+}
+
+// protoVersion is the connection's RESP version, 2 or 3.
+func (c *conn) protoVersion() int {
+	if c.resp3 {
+		return 3
+	}
+	return 2
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"regexp"
@@ -55,9 +56,12 @@ func TestRedisCLI(t *testing.T) {
 	if out := run(t, cli, append(p, "INFO", "flaked")...); !strings.Contains(out, "mode:flake") {
 		t.Errorf("redis-cli INFO = %q", out)
 	}
-	// RESP3 is refused; redis-cli says so rather than hanging.
-	if out, _ := exec.Command(cli, append(p, "-3", "PING")...).CombinedOutput(); !strings.Contains(string(out), "NOPROTO") {
-		t.Errorf("redis-cli -3 = %q", out)
+	// RESP3: redis-cli -3 prints a map of CONFIG GET as Redis's.
+	if out := run(t, cli, append(p, "-3", "CONFIG", "GET", "maxclients")...); out != "maxclients 10000\n" {
+		t.Errorf("redis-cli -3 CONFIG GET = %q", out)
+	}
+	if out := run(t, cli, append(p, "-3", "NEXTID", "STRING")...); !regexp.MustCompile(`^\d+\n$`).MatchString(out) {
+		t.Errorf("redis-cli -3 NEXTID STRING = %q", out)
 	}
 	if out := run(t, cli, "-p", ts.port, "NEXTID"); !strings.Contains(out, "NOAUTH") {
 		t.Errorf("redis-cli without a password = %q", out)
@@ -85,5 +89,65 @@ func TestRedisBenchmark(t *testing.T) {
 	out = run(t, bench, "-p", ts.port, "-n", "2000", "-c", "2", "-q", "-t", "ping")
 	if strings.Contains(out, "WARN") || strings.Contains(out, "ERR") || strings.Count(out, "requests per second") != 2 {
 		t.Errorf("redis-benchmark -t ping:\n%s", out)
+	}
+}
+
+// redis-cli --pipe ends its stream with ECHO of 20 random bytes and waits
+// for them; it finishes at once with exit status 0, having issued the IDs.
+func TestRedisCLI_Pipe(t *testing.T) {
+	cli := lookTool(t, "redis-cli")
+	ts := startServer(t, Options{})
+	var in strings.Builder
+	for range 1000 {
+		in.WriteString(resp("NEXTID"))
+	}
+	in.WriteString(resp("NEXTIDS", "100", "STRING") + "MULTI\r\nNEXTID\r\nEXEC\r\n")
+	cmd := exec.Command(cli, "-p", ts.port, "--pipe")
+	cmd.Stdin = strings.NewReader(in.String())
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "errors: 0, replies: 1004") {
+		t.Fatalf("redis-cli --pipe: %v\n%s", err, out)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("redis-cli --pipe took %v", d)
+	}
+	if n := ts.issued(); n != 1101 {
+		t.Errorf("%d IDs issued, want 1101", n)
+	}
+}
+
+// redis-cli --stat reads INFO every interval: its columns are numbers, not
+// garbage from missing fields.
+func TestRedisCLI_Stat(t *testing.T) {
+	cli := lookTool(t, "redis-cli")
+	ts := startServer(t, Options{})
+	cmd := exec.Command(cli, "-p", ts.port, "--stat", "-i", "0.01")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill() // the process this test started
+	// redis-cli's stdout is a pipe: block-buffered, it arrives in 4 KiB.
+	sc := bufio.NewScanner(stdout)
+	row := regexp.MustCompile(`^0 +\d+(\.\d+)?[BKMG] +1 +0 +\d+ \(\+\d+\) +1 +$`)
+	rows := 0
+	for sc.Scan() && rows < 5 {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "---") || strings.HasPrefix(line, "keys "):
+		case row.MatchString(line):
+			rows++
+		default:
+			t.Fatalf("redis-cli --stat line %q", line)
+		}
+	}
+	if rows < 5 {
+		t.Fatalf("redis-cli --stat: %d rows, %v", rows, sc.Err())
 	}
 }

@@ -55,7 +55,8 @@ func (c *conn) send() bool {
 }
 
 // exec runs one request, checking what Redis checks, in Redis's order:
-// the command exists, its arity, then authentication.
+// the command exists, its arity, then authentication. Inside MULTI it
+// queues the request instead (cmd_multi.go).
 func (c *conn) exec(args [][]byte) {
 	s := c.s
 	c.mark = len(c.out)
@@ -66,16 +67,20 @@ func (c *conn) exec(args [][]byte) {
 	cmd := s.lookup(args[0])
 	if cmd == nil {
 		s.stats.unknown.Add(1)
-		c.writeError(unknownCommand(args))
+		c.reject(unknownCommand(args))
 		return
 	}
 	c.last.Store(cmd)
 	if cmd.arity > 0 && len(args) != cmd.arity || cmd.arity < 0 && len(args) < -cmd.arity {
-		c.writeError(wrongArgs(cmd.name))
+		c.reject(wrongArgs(cmd.name))
 		return
 	}
 	if !c.authed && !cmd.noAuth {
-		c.writeError("NOAUTH Authentication required.")
+		c.reject("NOAUTH Authentication required.")
+		return
+	}
+	if c.tx != nil && !cmd.txControl {
+		c.queue(cmd, args)
 		return
 	}
 	if cmd.mayBlock && c.leaveLoop() {
@@ -86,4 +91,16 @@ func (c *conn) exec(args [][]byte) {
 	if c.blocked { // it runs again, in the goroutine the connection goes to
 		cmd.calls.Add(^uint64(0))
 	}
+	if c.caching {
+		c.cachingDone(cmd)
+	}
+}
+
+// reject answers a request that cannot run; inside MULTI it also dooms
+// the transaction, as Redis does: EXEC then answers EXECABORT.
+func (c *conn) reject(msg string) {
+	if c.tx != nil {
+		c.tx.dirty = true
+	}
+	c.writeError(msg)
 }

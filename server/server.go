@@ -28,6 +28,7 @@ type Server struct {
 	cmds    map[string]*command
 	nextID  *command // cmds["nextid"], looked up first
 	stats   stats
+	info    infoState // INFO's (cmd_info.go)
 	started time.Time
 
 	// An ID's mode is in its machine bits: the counter's machine ID is

@@ -95,12 +95,12 @@ type testServer struct {
 func startServer(t testing.TB, opts Options) *testServer {
 	t.Helper()
 	gen := newTestGen(t)
+	if opts.Loops == 0 { // before New, which would take 0 for the default
+		opts.Loops = testLoops
+	}
 	s, err := New(gen, opts)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if opts.Loops == 0 {
-		opts.Loops = testLoops
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -206,8 +206,10 @@ func resp(args ...string) string {
 	return b.String()
 }
 
-// readReply reads one RESP reply and renders it as text: +OK, -ERR ...,
-// :42, $bulk, (nil), [a, b].
+// readReply reads one RESP2 or RESP3 reply and renders it as text: +OK,
+// -ERR ..., :42, $bulk, (nil) (RESP2's null), [a, b]; RESP3's _ (null),
+// {k: v, ...} (map), ~[a, b] (set), =txt:text (verbatim), ,1.5 (double),
+// #t (boolean).
 func readReply(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
@@ -218,41 +220,81 @@ func readReply(r *bufio.Reader) (string, error) {
 	}
 	line = line[:len(line)-2]
 	switch line[0] {
-	case '+', '-', ':':
+	case '+', '-', ':', ',', '#':
 		return line, nil
-	case '$':
+	case '_':
+		if line != "_" {
+			return "", fmt.Errorf("malformed null %q", line)
+		}
+		return line, nil
+	case '$', '=':
+		return readBulk(r, line)
+	case '*', '~', '%':
 		n, err := strconv.Atoi(line[1:])
 		if err != nil {
-			return "", fmt.Errorf("bad bulk length %q", line)
+			return "", fmt.Errorf("bad aggregate length %q", line)
 		}
-		if n < 0 {
+		if n < 0 && line[0] == '*' {
 			return "(nil)", nil
 		}
-		b := make([]byte, n+2)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return "", err
-		}
-		if string(b[n:]) != "\r\n" {
-			return "", fmt.Errorf("bulk without CRLF: %q", b)
-		}
-		return "$" + string(b[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil {
-			return "", fmt.Errorf("bad array length %q", line)
-		}
 		if n < 0 {
-			return "(nil)", nil
+			return "", fmt.Errorf("bad aggregate length %q", line)
 		}
-		elems := make([]string, n)
-		for i := range elems {
-			if elems[i], err = readReply(r); err != nil {
-				return "", err
-			}
-		}
-		return "[" + strings.Join(elems, ", ") + "]", nil
+		return readAggregate(r, line[0], n)
 	}
 	return "", fmt.Errorf("unknown reply type %q", line)
+}
+
+// readBulk reads the body of a bulk ($) or verbatim (=) string.
+func readBulk(r *bufio.Reader, line string) (string, error) {
+	n, err := strconv.Atoi(line[1:])
+	if err != nil {
+		return "", fmt.Errorf("bad bulk length %q", line)
+	}
+	if n < 0 && line[0] == '$' {
+		return "(nil)", nil
+	}
+	if n < 0 || line[0] == '=' && n < 4 {
+		return "", fmt.Errorf("bad length %q", line)
+	}
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	if string(b[n:]) != "\r\n" {
+		return "", fmt.Errorf("bulk without CRLF: %q", b)
+	}
+	if line[0] == '=' && b[3] != ':' {
+		return "", fmt.Errorf("verbatim string without a format: %q", b)
+	}
+	return line[:1] + string(b[:n]), nil
+}
+
+// readAggregate reads n elements of an array (*), set (~) or map (%: n
+// pairs).
+func readAggregate(r *bufio.Reader, typ byte, n int) (string, error) {
+	count := n
+	if typ == '%' {
+		count = 2 * n
+	}
+	elems := make([]string, count)
+	var err error
+	for i := range elems {
+		if elems[i], err = readReply(r); err != nil {
+			return "", err
+		}
+	}
+	switch typ {
+	case '%':
+		pairs := make([]string, n)
+		for i := range pairs {
+			pairs[i] = elems[2*i] + ": " + elems[2*i+1]
+		}
+		return "{" + strings.Join(pairs, ", ") + "}", nil
+	case '~':
+		return "~[" + strings.Join(elems, ", ") + "]", nil
+	}
+	return "[" + strings.Join(elems, ", ") + "]", nil
 }
 
 // checkServes checks that a new client is served.
