@@ -192,8 +192,11 @@ func (r rueidisRun) transaction(t *testing.T) {
 	r.checkExact(t, strconv.FormatInt(one, 10))
 }
 
-// reconnect: rueidis notices the closed connection in its background
-// reader and dials again at the next command, which succeeds.
+// reconnect: rueidis retries only read-only commands, and NEXTID sent
+// with Arbitrary is not one, so the first command after the restart gets
+// the old connection's error (EOF); rueidis dials again for the next one.
+// A first command that already succeeds (the new connection was in place)
+// is fine too.
 func (r rueidisRun) reconnect(t *testing.T) {
 	before, err := r.do(t, "NEXTID").AsInt64()
 	if err != nil {
@@ -204,7 +207,10 @@ func (r rueidisRun) reconnect(t *testing.T) {
 	}
 	after, err := r.do(t, "NEXTID").AsInt64()
 	if err != nil {
-		t.Fatalf("the first command after the restart: %v", err)
+		t.Logf("the first command after the restart: %v (rueidis's default: no retry of NEXTID)", err)
+		if after, err = r.do(t, "NEXTID").AsInt64(); err != nil {
+			t.Fatalf("the second command after the restart: %v", err)
+		}
 	}
 	if after <= before {
 		t.Errorf("ID %d after the restart, %d before", after, before)
