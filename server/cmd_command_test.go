@@ -13,16 +13,16 @@ func TestCOMMAND(t *testing.T) {
 		{"COMMAND COUNT\r\n", ":" + itoa(n)},
 		{"COMMAND DOCS\r\n", "[]"},
 		{"COMMAND DOCS NEXTID\r\n", "[]"},
-		{"COMMAND INFO nextid nosuch\r\n", "[[$nextid, :-1, [+fast], :0, :0, :0, [], [], [], []], (nil)]"},
-		{"COMMAND INFO NEXTIDS\r\n", "[[$nextids, :-2, [], :0, :0, :0, [], [], [], []]]"},
-		{"COMMAND INFO multi exec watch\r\n", "[[$multi, :1, [+noscript, +loading, +stale, +fast, +allow_busy], :0, :0, :0, [], [], [], []], " +
-			"[$exec, :1, [+noscript, +loading, +stale, +skip_slowlog], :0, :0, :0, [], [], [], []], " +
-			"[$watch, :-2, [+noscript, +loading, +stale, +fast, +allow_busy], :0, :0, :0, [], [], [], []]]"},
-		{"COMMAND INFO reset\r\n", "[[$reset, :1, [+noscript, +loading, +stale, +fast, +no_auth, +allow_busy], :0, :0, :0, [], [], [], []]]"},
+		{"COMMAND INFO nextid nosuch\r\n", "[[$nextid, :-1, [+fast], :0, :0, :0, [+@fast], [], [], []], (nil)]"},
+		{"COMMAND INFO NEXTIDS\r\n", "[[$nextids, :-2, [], :0, :0, :0, [+@slow], [], [], []]]"},
+		{"COMMAND INFO multi exec watch\r\n", "[[$multi, :1, [+noscript, +loading, +stale, +fast, +allow_busy], :0, :0, :0, [+@fast, +@transaction], [], [], []], " +
+			"[$exec, :1, [+noscript, +loading, +stale, +skip_slowlog], :0, :0, :0, [+@slow, +@transaction], [], [], []], " +
+			"[$watch, :-2, [+noscript, +loading, +stale, +fast, +allow_busy], :0, :0, :0, [+@fast, +@transaction], [], [], []]]"},
+		{"COMMAND INFO reset\r\n", "[[$reset, :1, [+noscript, +loading, +stale, +fast, +no_auth, +allow_busy], :0, :0, :0, [+@fast, +@connection], [], [], []]]"},
 		// RESP3: flags and the empty lists are sets, docs a map, null _,
 		// as Redis 7.0 sends them.
 		{"HELLO 3\r\n", "{$server: $flaked, $version: $" + RedisVersion + ", $proto: :3, $id: :1, $mode: $standalone, $role: $master, $modules: []}"},
-		{"COMMAND INFO echo nosuch\r\n", "[[$echo, :2, ~[+loading, +stale, +fast], :0, :0, :0, ~[], ~[], ~[], ~[]], _]"},
+		{"COMMAND INFO echo nosuch\r\n", "[[$echo, :2, ~[+loading, +stale, +fast], :0, :0, :0, ~[+@fast, +@connection], ~[], ~[], ~[]], _]"},
 		{"COMMAND DOCS\r\n", "{}"},
 		{"COMMAND GETKEYS x\r\n", "-ERR unknown subcommand 'GETKEYS'. Try COMMAND HELP."},
 		{"COMMAND COUNT 1\r\n", "-ERR wrong number of arguments for 'command|count' command"},

@@ -115,3 +115,33 @@ func replies(t *testing.T, addr string, script []string) []string {
 	}
 	return out
 }
+
+// CLIENT INFO has every field a real redis-server's has, in its order
+// (flaked may have more: Redis 7.2's lib-name and lib-ver); INFO has every
+// field redis-cli --stat reads.
+func TestCompat_ClientInfoFields(t *testing.T) {
+	real := redistest.Start(t, redistest.Options{})
+	ts := startServer(t, Options{})
+	keys := func(addr string) []string {
+		line := replies(t, addr, []string{"CLIENT INFO"})[0]
+		var out []string
+		for _, f := range strings.Fields(strings.TrimPrefix(line, "$")) {
+			k, _, ok := strings.Cut(f, "=")
+			if !ok {
+				t.Fatalf("CLIENT INFO field %q in %q", f, line)
+			}
+			out = append(out, k)
+		}
+		return out
+	}
+	want, got := keys(real.Addr()), keys(ts.addr)
+	i := 0
+	for _, k := range got {
+		if i < len(want) && k == want[i] {
+			i++
+		}
+	}
+	if i < len(want) {
+		t.Errorf("CLIENT INFO fields\nflaked: %v\nredis:  %v\n(first missing or out of order: %s)", got, want, want[i])
+	}
+}

@@ -1,7 +1,9 @@
 // Package server is the flaked daemon's network face: a Redis-compatible
-// TCP server (RESP2 and inline commands on one port, so redis-cli,
-// redis-benchmark, any Redis client and nc work) that hands out the IDs of a
-// node.Generator, and the HTTP handler for /metrics, /healthz and /readyz.
+// TCP server (RESP2, RESP3 after HELLO 3, and inline commands on one port,
+// so redis-cli, redis-benchmark, any Redis client and nc work) that hands
+// out the IDs of a node.Generator, and the HTTP handler for /metrics,
+// /healthz and /readyz. Replies follow Redis 7.2's (compat_test.go compares
+// them with a real redis-server's); reply.go says which differ by protocol.
 //
 //	srv, err := server.New(gen, server.Options{RequirePass: pass})
 //	go srv.Serve(ln)
@@ -29,8 +31,10 @@
 //
 // One command is one small function in a file named for it (cmd_nextid.go,
 // cmd_parse.go, ...); commands.go maps names to them. A command that may
-// wait calls conn.wait first (or is marked mayBlock in the table), and
-// knows nothing else of the event loops.
+// wait calls conn.wait first (marked mayWait in the table) or is marked
+// mayBlock, and knows nothing else of the event loops. Inside MULTI,
+// requests are queued and run at EXEC (cmd_multi.go), which leaves a loop
+// first when its queue holds a command that may wait.
 //
 // Invariants:
 //   - Replies leave in request order; a pipeline's replies are flushed
@@ -42,5 +46,6 @@
 //     error, and closes that connection only.
 //   - An ID is either delivered in a reply or never counted: a NEXTIDS that
 //     fails part way answers with an error and drops the IDs it got (they
-//     are never reissued, so uniqueness holds).
+//     are never reissued, so uniqueness holds). A transaction issues its
+//     IDs at EXEC only, none when discarded or aborted.
 package server

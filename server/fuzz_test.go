@@ -37,6 +37,10 @@ func (w *panicWatch) Write(p []byte) (int, error) {
 func FuzzCommand(f *testing.F) {
 	for _, seed := range []string{
 		"PING\r\n", resp("NEXTIDS", "3"), "*1\r\n$999999999999\r\n", "*1000000\r\n", "PING \"a\\x\" 'b'\r\n",
+		"HELLO 3\r\nCLIENT GETNAME\r\nINFO keyspace\r\nCONFIG GET *\r\nCOMMAND INFO echo x\r\nHELLO 2\r\n",
+		"MULTI\r\nNEXTID STRING\r\nNEXTIDS 3\r\nFOO\r\nEXEC\r\nMULTI\r\nNEXTIDS 2 STRING\r\nEXEC\r\nMULTI\r\nDISCARD\r\n",
+		"HELLO 3\r\nMULTI\r\nCLIENT TRACKING on OPTIN\r\nCLIENT CACHING yes\r\nCLIENT TRACKINGINFO\r\nEXEC\r\nRESET\r\n",
+		resp("ECHO", "\x00\r\n") + "ROLE\r\nTIME\r\nDBSIZE\r\nWATCH a\r\nUNWATCH\r\nCLIENT LIST\r\n",
 	} {
 		f.Add([]byte(seed))
 	}

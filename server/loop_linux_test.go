@@ -242,3 +242,42 @@ func TestLoop_EveryHandOffCalmsDownBeforeReturning(t *testing.T) {
 	}
 	calmDown(2)
 }
+
+// In an event loop, an EXEC of commands that never wait runs there; one
+// that holds NEXTID leaves the loop before it runs anything and runs whole
+// in a goroutine, and the connection comes back after calm batches.
+func TestLoop_EXECThatMayWaitLeavesTheLoop(t *testing.T) {
+	ts := startServer(t, Options{Loops: 1})
+	c := ts.dial(t)
+	if got := c.do("MULTI\r\nPING\r\nECHO x\r\nEXEC\r\n"); got != "+OK" {
+		t.Fatal(got)
+	}
+	c.read()
+	c.read()
+	if got := c.read(); got != "[+PONG, $x]" {
+		t.Fatalf("EXEC = %q", got)
+	}
+	if n := ts.stats.handOffs.Load(); n != 0 {
+		t.Fatalf("EXEC of PING and ECHO: %d hand-offs, want 0", n)
+	}
+	c.send("MULTI\r\nNEXTID\r\nNEXTIDS 3\r\nEXEC\r\n")
+	for range 3 {
+		c.read()
+	}
+	if ids := idsIn(t, c.read()); len(ids) != 4 {
+		t.Fatalf("EXEC: %d IDs", len(ids))
+	}
+	if n := ts.stats.handOffs.Load(); n != 1 {
+		t.Fatalf("EXEC with NEXTID: %d hand-offs, want 1", n)
+	}
+	if n := ts.issued(); n != 4 {
+		t.Fatalf("%d IDs issued, want 4 (none twice for the hand-off)", n)
+	}
+	for range calmBatches {
+		c.do("PING\r\n")
+	}
+	c.do("PING\r\n")
+	if n := ts.stats.readopts.Load(); n != 1 {
+		t.Errorf("after %d calm batches: %d returns to a loop, want 1", calmBatches, n)
+	}
+}

@@ -80,7 +80,8 @@ type Options struct {
 	// case with TLS, elsewhere than Linux, or with a generator that is not
 	// a node.TryGenerator).
 	Loops int
-	// Version is what INFO (flaked_version) and HELLO report; "" means the
+	// Version is what INFO reports as flaked_version (HELLO and INFO's
+	// redis_version report RedisVersion); "" means the
 	// main module's version from the build info, or "dev".
 	Version string
 }
