@@ -21,13 +21,14 @@ func runScript(t *testing.T, within time.Duration, env []string, name string, ar
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	text := strings.TrimRight(string(out), "\n")
+	what := strings.Join(append([]string{name}, args...), " ")
 	if err != nil {
 		if ctx.Err() != nil {
-			t.Fatalf("%s %s: not done within %v\n%s", name, strings.Join(args, " "), within, text)
+			t.Fatalf("%s: not done within %v\n%s", what, within, text)
 		}
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, text)
+		t.Fatalf("%s: %v\n%s", what, err, text)
 	}
-	t.Logf("%s %s:\n%s", name, strings.Join(args, " "), text)
+	t.Logf("%s:\n%s", what, text)
 	return text
 }
 
