@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,6 +35,7 @@ func TestRueidis(t *testing.T) {
 			defer rc.Close()
 			r := rueidisRun{t: t, c: rc, d: c.d}
 			r.layout = r.layoutOf()
+			t.Run("tracking", r.tracking)
 			t.Run("NEXTID", r.nextID)
 			t.Run("NEXTID STRING", r.nextIDString)
 			t.Run("NEXTIDS", r.nextIDs)
@@ -106,6 +108,20 @@ func (r rueidisRun) checkExact(t *testing.T, text string) {
 	mode, _ := parts[4].ToString()
 	if err := r.layout.exact(text, n[0], n[1], n[2], mode); err != nil {
 		t.Error(err)
+	}
+}
+
+// tracking: rueidis turned client-side caching on at connect (CLIENT
+// TRACKING ON OPTIN), as it does by default; the daemon says so.
+func (r rueidisRun) tracking(t *testing.T) {
+	info, err := r.do(t, "CLIENT", "TRACKINGINFO").AsMap()
+	if err != nil {
+		t.Fatalf("CLIENT TRACKINGINFO: %v", err)
+	}
+	f := info["flags"]
+	flags, err := f.AsStrSlice()
+	if err != nil || !slices.Contains(flags, "on") {
+		t.Errorf("CLIENT TRACKINGINFO flags %v (%v): rueidis's default turns tracking on", flags, err)
 	}
 }
 
