@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,9 +52,10 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	startWithin = 30 * time.Second // a daemon on an empty Redis settles its layout first (about 4.4 s)
-	stopWithin  = 15 * time.Second // SIGTERM, then SIGKILL
-	password    = "interop-secret"
+	startWithin  = 30 * time.Second // a daemon on an empty Redis settles its layout first (about 4.4 s)
+	stopWithin   = 15 * time.Second // SIGTERM, then SIGKILL
+	bindAttempts = 3
+	password     = "interop-secret"
 )
 
 // daemon is one flaked process, restartable on the same port and state
@@ -156,9 +158,23 @@ func (d *daemon) restart() error {
 	return d.start()
 }
 
+// firstStart is the first start. A port found free a moment ago may have
+// been taken since (by any process's outgoing connection): then the daemon
+// gets new ports, up to bindAttempts times. Restarts keep their port.
+func (d *daemon) firstStart() error {
+	for attempt := 1; ; attempt++ {
+		err := d.start()
+		if err == nil || attempt == bindAttempts || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		d.t.Logf("%s: a port was taken; trying others", d.name)
+		d.port, d.metrics = redistest.FreePort(d.t), redistest.FreePort(d.t)
+	}
+}
+
 func (d *daemon) mustStart() {
 	d.t.Helper()
-	if err := d.start(); err != nil {
+	if err := d.firstStart(); err != nil {
 		d.t.Fatal(err)
 	}
 }
@@ -211,7 +227,7 @@ func startFleet(t *testing.T, n int, layout ...string) []*daemon {
 	for i := range ds {
 		ds[i] = newDaemon(t, fmt.Sprintf("fleet%d", i+1), append([]string{"--redis", r.URL()}, layout...)...)
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = ds[i].start() }()
+		go func() { defer wg.Done(); errs[i] = ds[i].firstStart() }()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
