@@ -7,24 +7,36 @@ import (
 	"time"
 )
 
-// clientSubcommands are CLIENT's subcommands: arity as for commands.
-var clientSubcommands = map[string]struct {
+// clientSubcommand is one of CLIENT's subcommands: arity as for commands;
+// name is how CLIENT LIST names it (cmd=client|info), as Redis 7 does.
+type clientSubcommand struct {
+	name  string
 	arity int
 	run   func(c *conn, args [][]byte)
-}{
-	"id":           {2, func(c *conn, _ [][]byte) { c.writeUint(c.id) }},
-	"setname":      {3, clientSetName},
-	"getname":      {2, clientGetName},
-	"setinfo":      {4, clientSetInfo},
-	"info":         {2, func(c *conn, _ [][]byte) { c.writeVerbatim(c.line()) }},
-	"list":         {-2, clientList},
-	"no-evict":     {3, clientOnOff},
-	"no-touch":     {3, clientOnOff},
-	"tracking":     {-3, clientTracking},
-	"caching":      {3, clientCaching},
-	"getredir":     {2, clientGetRedir},
-	"trackinginfo": {2, clientTrackingInfo},
-	"help":         {2, clientHelp},
+}
+
+var clientSubcommands = map[string]*clientSubcommand{}
+
+func init() {
+	for _, sc := range []clientSubcommand{
+		{"id", 2, func(c *conn, _ [][]byte) { c.writeUint(c.id) }},
+		{"setname", 3, clientSetName},
+		{"getname", 2, clientGetName},
+		{"setinfo", 4, clientSetInfo},
+		{"info", 2, func(c *conn, _ [][]byte) { c.writeVerbatim(c.line()) }},
+		{"list", -2, clientList},
+		{"no-evict", 3, clientOnOff},
+		{"no-touch", 3, clientOnOff},
+		{"tracking", -3, clientTracking},
+		{"caching", 3, clientCaching},
+		{"getredir", 2, clientGetRedir},
+		{"trackinginfo", 2, clientTrackingInfo},
+		{"help", 2, clientHelp},
+	} {
+		sub := sc.name
+		sc.name = "client|" + sub
+		clientSubcommands[sub] = &sc
+	}
 }
 
 // CLIENT ID | SETNAME | GETNAME | SETINFO | INFO | LIST | NO-EVICT |
@@ -32,14 +44,14 @@ var clientSubcommands = map[string]struct {
 // Redis clients send on connect, and what an operator uses to see who is
 // connected.
 func cmdClient(c *conn, args [][]byte) {
-	sub := strings.ToLower(string(args[1]))
-	sc, ok := clientSubcommands[sub]
+	sc, ok := clientSubcommands[strings.ToLower(string(args[1]))]
 	if !ok {
 		c.writeError(unknownSubcommand("client", args[1]))
 		return
 	}
+	c.lastSub.Store(&sc.name)
 	if sc.arity > 0 && len(args) != sc.arity || sc.arity < 0 && len(args) < -sc.arity {
-		c.writeError(wrongArgs("client|" + sub))
+		c.writeError(wrongArgs(sc.name))
 		return
 	}
 	sc.run(c, args)
@@ -94,28 +106,39 @@ func clientSetInfo(c *conn, args [][]byte) {
 	c.writeOK()
 }
 
-// CLIENT LIST [TYPE normal|master|replica|pubsub]: every client is normal.
+// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]: every
+// client is normal.
 func clientList(c *conn, args [][]byte) {
-	all := true
+	keep := func(*conn) bool { return true }
 	switch {
 	case len(args) == 2:
 	case len(args) == 4 && equalFold(args[2], "type"):
-		typ := strings.ToLower(string(args[3]))
-		switch typ {
+		switch strings.ToLower(string(args[3])) {
 		case "normal":
 		case "master", "replica", "slave", "pubsub":
-			all = false
+			keep = func(*conn) bool { return false }
 		default:
 			c.writeErrorf("ERR Unknown client type '%.128s'", args[3])
 			return
 		}
+	case len(args) > 3 && equalFold(args[2], "id"):
+		ids := map[uint64]bool{}
+		for _, a := range args[3:] {
+			id, ok := parseInt(a)
+			if !ok {
+				c.writeError("ERR Invalid client ID")
+				return
+			}
+			ids[uint64(id)] = true
+		}
+		keep = func(other *conn) bool { return ids[other.id] }
 	default:
 		c.writeError("ERR syntax error")
 		return
 	}
 	var b strings.Builder
-	if all {
-		for _, other := range c.s.clients() {
+	for _, other := range c.s.clients() {
+		if keep(other) {
 			b.WriteString(other.line())
 		}
 	}
@@ -136,7 +159,7 @@ func clientHelp(c *conn, _ [][]byte) {
 		"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 		"ID", "    Return the ID of the current connection.",
 		"INFO", "    Return information about the current client connection.",
-		"LIST [TYPE <normal|master|replica|pubsub>]", "    Return information about client connections.",
+		"LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]", "    Return information about client connections.",
 		"GETNAME", "    Return the name of the current connection.",
 		"SETNAME <name>", "    Assign the name <name> to the current connection.",
 		"SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client meta attributes.",
@@ -174,6 +197,9 @@ func (c *conn) line() string {
 	cmd := "NULL"
 	if last := c.last.Load(); last != nil {
 		cmd = last.name
+		if sub := c.lastSub.Load(); sub != nil && last.name == "client" {
+			cmd = *sub
+		}
 	}
 	flags, redir := "", int64(-1)
 	if multi >= 0 {

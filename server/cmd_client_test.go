@@ -37,7 +37,7 @@ func TestCLIENT(t *testing.T) {
 	// Redis 7.2's fields in its order.
 	want := regexp.MustCompile(`^\$id=` + id[1:] + ` addr=127\.0\.0\.1:\d+ laddr=` + regexp.QuoteMeta(ts.addr) +
 		` fd=\d+ name=app age=\d+ idle=\d+ flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0` +
-		` rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client user=default redir=-1 resp=2` +
+		` rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client\|info user=default redir=-1 resp=2` +
 		` lib-name=go-redis\(,go1\.26\) lib-ver=9\.22\.0\n$`)
 	if !want.MatchString(info) {
 		t.Errorf("CLIENT INFO = %q", info)
@@ -47,6 +47,11 @@ func TestCLIENT(t *testing.T) {
 		!strings.Contains(lines[0], "name=app") && !strings.Contains(lines[1], "name=app") ||
 		!strings.Contains(list, "name=other") {
 		t.Errorf("CLIENT LIST = %q", list)
+	}
+	otherID := other.do("CLIENT ID\r\n")[1:]
+	if got := c.do("CLIENT LIST ID " + otherID + " 999999\r\n"); !strings.HasPrefix(got, "$id="+otherID+" ") ||
+		strings.Count(got, "\n") != 1 || !strings.Contains(got, " name=other ") {
+		t.Errorf("CLIENT LIST ID %s = %q", otherID, got)
 	}
 	if got := c.do("CLIENT HELP\r\n"); !strings.HasPrefix(got, "[$CLIENT <subcommand>") {
 		t.Errorf("CLIENT HELP = %.60q", got)

@@ -1,6 +1,9 @@
 package server
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // CLIENT TRACKING, CACHING, GETREDIR and TRACKINGINFO: client-side
 // caching, which RESP3 clients (rueidis) turn on when they connect.
@@ -19,25 +22,52 @@ type tracking struct {
 // CLIENT TRACKING on|off [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN]
 // [OPTOUT] [NOLOOP]
 func clientTracking(c *conn, args [][]byte) {
-	var opt tracking
+	opt, ok := c.trackingOptions(args[3:])
+	if !ok {
+		return
+	}
+	switch {
+	case equalFold(args[2], "on"):
+		if msg := c.trackingConflict(opt); msg != "" {
+			c.writeError(msg)
+			return
+		}
+		opt.on = true
+		c.mu.Lock()
+		opt.prefixes = slices.Concat(c.trk.prefixes, opt.prefixes)
+		c.trk = opt
+		c.mu.Unlock()
+	case equalFold(args[2], "off"):
+		c.mu.Lock()
+		c.trk = tracking{}
+		c.mu.Unlock()
+	default:
+		c.writeError("ERR syntax error")
+		return
+	}
+	c.writeOK()
+}
+
+// trackingOptions reads CLIENT TRACKING's options, or answers why not.
+func (c *conn) trackingOptions(args [][]byte) (opt tracking, ok bool) {
 	redirSet := false
-	for j := 3; j < len(args); j++ {
+	for j := 0; j < len(args); j++ {
 		more := len(args) - 1 - j
 		switch a := strings.ToLower(string(args[j])); {
 		case a == "redirect" && more > 0:
 			j++
 			if redirSet {
 				c.writeError("ERR A client can only redirect to a single other client")
-				return
+				return opt, false
 			}
 			id, ok := parseInt(args[j])
 			if !ok {
 				c.writeError("ERR value is not an integer or out of range")
-				return
+				return opt, false
 			}
-			if !c.s.hasClient(uint64(id)) || id <= 0 {
+			if id <= 0 || !c.s.hasClient(uint64(id)) {
 				c.writeError("ERR The client ID you want redirect to does not exist")
-				return
+				return opt, false
 			}
 			opt.redir, redirSet = id, true
 		case a == "bcast":
@@ -53,29 +83,10 @@ func clientTracking(c *conn, args [][]byte) {
 			opt.prefixes = append(opt.prefixes, string(args[j]))
 		default:
 			c.writeError("ERR syntax error")
-			return
+			return opt, false
 		}
 	}
-	switch {
-	case equalFold(args[2], "on"):
-		if msg := c.trackingConflict(opt); msg != "" {
-			c.writeError(msg)
-			return
-		}
-		opt.on = true
-		c.mu.Lock()
-		opt.prefixes = append(c.trk.prefixes, opt.prefixes...)
-		c.trk = opt
-		c.mu.Unlock()
-	case equalFold(args[2], "off"):
-		c.mu.Lock()
-		c.trk = tracking{}
-		c.mu.Unlock()
-	default:
-		c.writeError("ERR syntax error")
-		return
-	}
-	c.writeOK()
+	return opt, true
 }
 
 // trackingConflict is Redis's error for options that do not go together,

@@ -52,6 +52,11 @@ func cmdHello(c *conn, args [][]byte) {
 	if proto != 0 {
 		c.setProto(proto)
 	}
+	c.writeHello()
+}
+
+// writeHello writes HELLO's reply in the connection's protocol.
+func (c *conn) writeHello() {
 	c.writeMap(7)
 	c.writeBulkString("server")
 	c.writeBulkString("flaked")

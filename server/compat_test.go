@@ -42,6 +42,8 @@ func TestCompat_SameRepliesAsRedis(t *testing.T) {
 			"HELLO 3", "ECHO hi", "ROLE", "DBSIZE", "INFO keyspace", "CLIENT GETNAME",
 			"COMMAND INFO nosuch", "COMMAND INFO echo", "COMMAND DOCS nosuch", "COMMAND INFO nosuch2",
 			"HELLO 2", "INFO keyspace", "COMMAND INFO echo nosuch",
+			"CLIENT LIST ID 999999", "CLIENT LIST ID x", "CLIENT LIST ID", "CLIENT LIST TYPE pubsub", "CLIENT LIST TYPE x",
+			"CLIENT LIST FOO", "HELLO 3", "CLIENT LIST ID 999999", "CLIENT LIST TYPE master",
 		},
 		"tracking": {
 			"CLIENT TRACKING", "CLIENT TRACKING maybe", "CLIENT TRACKINGINFO", "CLIENT GETREDIR",
@@ -122,19 +124,29 @@ func replies(t *testing.T, addr string, script []string) []string {
 func TestCompat_ClientInfoFields(t *testing.T) {
 	real := redistest.Start(t, redistest.Options{})
 	ts := startServer(t, Options{})
+	// The values that must agree too: those of a fresh connection.
+	same := []string{"name", "flags", "db", "sub", "psub", "ssub", "multi", "cmd", "user", "redir", "resp"}
+	vals := map[string]map[string]string{}
 	keys := func(addr string) []string {
 		line := replies(t, addr, []string{"CLIENT INFO"})[0]
 		var out []string
+		vals[addr] = map[string]string{}
 		for _, f := range strings.Fields(strings.TrimPrefix(line, "$")) {
-			k, _, ok := strings.Cut(f, "=")
+			k, v, ok := strings.Cut(f, "=")
 			if !ok {
 				t.Fatalf("CLIENT INFO field %q in %q", f, line)
 			}
 			out = append(out, k)
+			vals[addr][k] = v
 		}
 		return out
 	}
 	want, got := keys(real.Addr()), keys(ts.addr)
+	for _, k := range same {
+		if vals[real.Addr()][k] != vals[ts.addr][k] {
+			t.Errorf("CLIENT INFO %s: flaked %q, redis %q", k, vals[ts.addr][k], vals[real.Addr()][k])
+		}
+	}
 	i := 0
 	for _, k := range got {
 		if i < len(want) && k == want[i] {

@@ -63,8 +63,9 @@ type conn struct {
 	// Read by CLIENT LIST on other connections.
 	active                atomic.Int64 // unix nanoseconds of the last request batch
 	last                  atomic.Pointer[command]
-	sock                  int        // the socket's descriptor when accepted, -1 if unknown
-	mu                    sync.Mutex // guards the fields below
+	lastSub               atomic.Pointer[string] // CLIENT's last subcommand, "client|info"
+	sock                  int                    // the socket's descriptor when accepted, -1 if unknown
+	mu                    sync.Mutex             // guards the fields below
 	name, libName, libVer string
 	proto                 int      // 2 or 3, c.resp3 as others see it
 	queued                int      // requests queued since MULTI, -1 outside
