@@ -190,7 +190,7 @@ func Build(s *Snapshot) *Report {
 			rep.Findings = append(rep.Findings, Finding{MachineID: &id, Check: p.check, Message: p.msg})
 		}
 		problems = append(problems, inClone[r.MachineID]...)
-		if s.Layout.BitsTime != 0 && r.MachineID <= s.Layout.MaxMachineID() {
+		if s.Layout.BitsTime != 0 && r.MachineID >= s.Layout.MinMachineID() && r.MachineID <= s.Layout.MaxMachineID() {
 			named++
 			if r.Lease != "" {
 				rep.Summary.Leased++
@@ -217,7 +217,7 @@ func Build(s *Snapshot) *Report {
 	}
 	rep.Findings = append(rep.Findings, registryProblems(s, rep.Summary.Listed)...)
 	if s.Layout.BitsTime != 0 {
-		rep.Summary.Leasable = s.Layout.MaxMachineID() + 1
+		rep.Summary.Leasable = s.Layout.LeasableMachineIDs()
 		rep.Summary.Free = rep.Summary.Leasable - rep.Summary.Leased
 		rep.Summary.NeverUsed = rep.Summary.Leasable - named
 	}

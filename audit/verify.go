@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -91,9 +92,9 @@ func recordProblems(s *Snapshot, r *Record, lb bound, back []problem) []problem 
 	if l := s.Layout; l.BitsTime != 0 {
 		switch {
 		case r.MachineID == l.CounterMachineID():
-			add(CheckBadMachineID, "is the counter-mode machine ID (2^%d-1): it must never be registered or leased", l.BitsMachineID)
-		case r.MachineID > l.CounterMachineID():
-			add(CheckBadMachineID, "is outside the layout's machine IDs 0..%d", l.MaxMachineID())
+			add(CheckBadMachineID, "is the counter-mode machine ID (%s): it must never be registered or leased", counterName(l))
+		case r.MachineID < l.MinMachineID() || r.MachineID > l.CounterMachineID():
+			add(CheckBadMachineID, "is outside the layout's machine IDs %d..%d%s", l.MinMachineID(), l.MaxMachineID(), regionNote(l))
 		}
 	}
 	if r.Lease != "" {
@@ -181,4 +182,22 @@ func quoteStray(s string) string {
 		return s
 	}
 	return fmt.Sprintf("%q (a member, field or key suffix)", s)
+}
+
+// counterName is how findings name the counter machine ID: 2^bits-1, or
+// the last of its region.
+func counterName(l flake.Layout) string {
+	if l.BitsRegion == 0 {
+		return fmt.Sprintf("2^%d-1", l.BitsMachineID)
+	}
+	return fmt.Sprintf("%d, the last of region %d", l.CounterMachineID(), l.Region)
+}
+
+// regionNote names the region of a layout with regions: its registry
+// leases only the region's machine IDs.
+func regionNote(l flake.Layout) string {
+	if l.BitsRegion == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (region %d of %d)", l.Region, l.Regions())
 }

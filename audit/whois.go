@@ -24,7 +24,9 @@ type Whois struct {
 	Tick      int64     `json:"tick"`
 	Sequence  int       `json:"sequence"`
 	MachineID int       `json:"machine_id"`
-	Mode      string    `json:"mode"`
+	// Region is the machine ID's region, in a layout with regions.
+	Region *int   `json:"region,omitempty"`
+	Mode   string `json:"mode"`
 	// Known: the owner (or counter mode) was found.
 	Known bool   `json:"known"`
 	Owner *Owner `json:"owner,omitempty"`
@@ -81,9 +83,26 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 		}
 		return nil, fmt.Errorf("%w: %s is missing", ErrNoLayout, s.keys().Layout)
 	}
+	if err := l.CheckID(id); err != nil {
+		return nil, err
+	}
 	p := l.Decompose(id)
 	w := &Whois{ID: flake.FormatID(p.ID), Base32: flake.FormatBase32(p.ID), Time: p.Time, Tick: p.Tick,
 		Sequence: p.Sequence, MachineID: p.MachineID, Mode: "flake"}
+	if l.IsCounterMachineID(p.MachineID) {
+		w.Mode = "counter"
+	}
+	if l.BitsRegion > 0 {
+		w.Region = &p.Region
+		if p.Region != l.Region {
+			// Each region's registry leases only its own machine IDs, and
+			// its counter is its own: this one issued nothing there.
+			w.Explanation = fmt.Sprintf("machine ID %d is in region %d (machine IDs %d..%d); this registry is region %d's (%d..%d): ask region %d's",
+				p.MachineID, p.Region, p.Region*l.MachineIDsPerRegion(), (p.Region+1)*l.MachineIDsPerRegion()-1,
+				l.Region, l.MinMachineID(), l.CounterMachineID(), p.Region)
+			return w, nil
+		}
+	}
 	if p.MachineID == l.CounterMachineID() {
 		whoisCounter(s, w)
 		return w, nil
@@ -254,8 +273,12 @@ func whoisCounter(s *Snapshot, w *Whois) {
 // WriteWhois writes the answer as "key: value" lines.
 func WriteWhois(w io.Writer, a *Whois) error {
 	ew := &errWriter{w: w}
-	fmt.Fprintf(ew, "id:        %s\nbase32:    %s\ntime:      %s\ntick:      %d\nsequence:  %d\nmachine:   %d\nmode:      %s\n",
-		a.ID, a.Base32, a.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), a.Tick, a.Sequence, a.MachineID, a.Mode)
+	fmt.Fprintf(ew, "id:        %s\nbase32:    %s\ntime:      %s\ntick:      %d\nsequence:  %d\nmachine:   %d\n",
+		a.ID, a.Base32, a.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), a.Tick, a.Sequence, a.MachineID)
+	if a.Region != nil {
+		fmt.Fprintf(ew, "region:    %d\n", *a.Region)
+	}
+	fmt.Fprintf(ew, "mode:      %s\n", a.Mode)
 	switch {
 	case a.Owner != nil:
 		fmt.Fprintf(ew, "owner:     %s\n", a.Owner.String())

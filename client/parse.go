@@ -25,6 +25,7 @@ type Parts struct {
 	Sequence  int
 	MachineID int
 	Mode      string // ModeFlake or ModeCounter
+	Region    int    // the machine ID's region; 0 in a layout without regions
 }
 
 // Layout returns the fleet's ID layout, from the INFO of the first daemon
@@ -69,16 +70,19 @@ func (c *Client) Parse(id uint64) (Parts, error) {
 		}
 		l = &got
 	}
+	if err := l.CheckID(id); err != nil { // a 53-bit fleet's IDs are below 2^53
+		return Parts{}, fmt.Errorf("flaked client: parse: %w", err)
+	}
 	return decompose(*l, id), nil
 }
 
 func decompose(l flake.Layout, id uint64) Parts {
 	p := l.Decompose(id)
 	mode := ModeFlake
-	if p.MachineID == l.CounterMachineID() {
+	if l.IsCounterMachineID(p.MachineID) {
 		mode = ModeCounter
 	}
-	return Parts{ID: p.ID, Time: p.Time.UTC(), Tick: p.Tick, Sequence: p.Sequence, MachineID: p.MachineID, Mode: mode}
+	return Parts{ID: p.ID, Time: p.Time.UTC(), Tick: p.Tick, Sequence: p.Sequence, MachineID: p.MachineID, Mode: mode, Region: p.Region}
 }
 
 // layoutFromInfo reads the "layout:" line of INFO. Every such line must

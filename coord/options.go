@@ -109,6 +109,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Layout.BitsTime == 0 {
 		o.Layout = flake.DefaultLayout()
 	}
+	l, err := o.Layout.Validate()
+	if err != nil {
+		return o, fmt.Errorf("%w: layout: %w", ErrInvalidOptions, err)
+	}
+	o.Layout = l
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}

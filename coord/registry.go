@@ -109,8 +109,8 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		co.Count = 1
 	}
 	l := r.opts.Layout
-	if co.Count < 1 || co.Count > l.MaxMachineID()+1 {
-		return nil, fmt.Errorf("%w: %d machine IDs asked, valid range is 1..%d", ErrInvalidOptions, co.Count, l.MaxMachineID()+1)
+	if co.Count < 1 || co.Count > l.LeasableMachineIDs() {
+		return nil, fmt.Errorf("%w: %d machine IDs asked, valid range is 1..%d", ErrInvalidOptions, co.Count, l.LeasableMachineIDs())
 	}
 	lease := &Lease{reg: r, token: newToken(r.opts.Rand), floor: -1, mode: r.opts.Owner.Mode, lostCh: make(chan struct{}), lastOK: -1}
 	req := claimRequest{localFloor: -1}
@@ -225,7 +225,8 @@ func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, r
 		EpochUs: l.StartTime.UnixMicro(), TickUs: tickMicros(l), CounterID: l.CounterMachineID(),
 		Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version, Mode: o.Mode,
 		Skip: req.taken, PrevToken: req.prevToken, Node: req.node, LayoutSettleMs: r.opts.LayoutSettle.Milliseconds(),
-		Candidates: candidates(r.opts.Rand, req.prefer, l.MaxMachineID(), req.taken),
+		MinID: l.MinMachineID(), MaxID: l.MaxMachineID(),
+		Candidates: candidates(r.opts.Rand, req.prefer, l.MinMachineID(), l.MaxMachineID(), req.taken),
 	}
 }
 
@@ -237,7 +238,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 		maxWait = -1
 	}
 	preferred := ""
-	if req.prefer >= 0 && req.prefer <= l.MaxMachineID() {
+	if req.prefer >= l.MinMachineID() && req.prefer <= l.MaxMachineID() {
 		preferred = strconv.Itoa(req.prefer)
 	}
 	gen := newToken(r.opts.Rand)
@@ -266,7 +267,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 				now = l.Tick(r.opts.Clock.Now())
 				continue
 			}
-			if l.MaxMachineID() < smallSpace {
+			if l.LeasableMachineIDs() <= smallSpace {
 				// Every ID of a small space was a candidate: another
 				// round would try the same ones.
 				round = rounds
@@ -277,8 +278,8 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 		}
 		preferred = "" // the preferred one is held by someone else
 	}
-	return claimResult{}, fmt.Errorf("%w: no free machine ID startable within %v found in namespace %q (layout allows %d)",
-		ErrNoMachineID, r.opts.MaxWait, r.opts.Namespace, l.MaxMachineID()+1)
+	return claimResult{}, fmt.Errorf("%w: no free machine ID startable within %v found in namespace %q (layout allows %d%s)",
+		ErrNoMachineID, r.opts.MaxWait, r.opts.Namespace, l.LeasableMachineIDs(), regionRange(l))
 }
 
 // A claim tries up to rounds batches of candidates. In a space smaller
@@ -288,30 +289,40 @@ const (
 	smallSpace = 64
 )
 
-// candidates are the IDs one claim round tries: the preferred one, then
-// random ones (all of them, shuffled, when the space is small). The script
-// adds random members of the registry, which finds released IDs when the
-// space is crowded.
-func candidates(rnd io.Reader, prefer, maxID int, taken []int) []int {
+// candidates are the IDs one claim round tries, all in lo..hi (the
+// layout's region): the preferred one, then random ones (all of them,
+// shuffled, when the space is small). The script adds random members of
+// the registry, which finds released IDs when the space is crowded, and
+// skips any outside lo..hi.
+func candidates(rnd io.Reader, prefer, lo, hi int, taken []int) []int {
 	var out []int
-	if prefer >= 0 && !containsInt(taken, prefer) {
+	if prefer >= lo && prefer <= hi && !containsInt(taken, prefer) {
 		out = append(out, prefer)
 	}
-	if maxID < smallSpace {
-		for _, i := range randPerm(rnd, maxID+1) {
-			if i != prefer && !containsInt(taken, i) {
-				out = append(out, i)
+	n := hi - lo + 1
+	if n <= smallSpace {
+		for _, i := range randPerm(rnd, n) {
+			if i+lo != prefer && !containsInt(taken, i+lo) {
+				out = append(out, i+lo)
 			}
 		}
 		return out
 	}
 	for len(out) < 16 {
-		c := randIntn(rnd, maxID+1)
+		c := lo + randIntn(rnd, n)
 		if !containsInt(taken, c) && !containsInt(out, c) {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// regionRange says which machine IDs a layout with regions leases.
+func regionRange(l flake.Layout) string {
+	if l.BitsRegion == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" in region %d: %d..%d", l.Region, l.MinMachineID(), l.MaxMachineID())
 }
 
 // CheckClock compares the local wall clock (Options.Now) with Redis TIME,

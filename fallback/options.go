@@ -101,13 +101,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Layout == (flake.Layout{}) {
 		o.Layout = flake.DefaultLayout()
 	} else {
-		l, err := flake.NewLayout(o.Layout.BitsSequence, o.Layout.BitsMachineID, o.Layout.TimeUnit, o.Layout.StartTime)
+		l, err := o.Layout.Validate()
 		if err != nil {
 			return o, fmt.Errorf("%w: layout: %w", ErrInvalidOptions, err)
-		}
-		if o.Layout.BitsTime != 0 && o.Layout.BitsTime != l.BitsTime {
-			return o, fmt.Errorf("%w: layout: time bits %d, but 63 - %d sequence - %d machine = %d",
-				ErrInvalidOptions, o.Layout.BitsTime, l.BitsSequence, l.BitsMachineID, l.BitsTime)
 		}
 		o.Layout = l
 	}

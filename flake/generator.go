@@ -31,18 +31,28 @@ var (
 // Settings configures a Generator. The zero value is the default layout with
 // machine ID 0, no reservation hook and the system clock.
 type Settings struct {
+	// BitsID is the width of the IDs: 53..63, 0 means 63. 53 keeps every
+	// ID below 2^53, which JavaScript's numbers hold exactly; the time bits
+	// are what it costs.
+	BitsID int
 	// BitsSequence is the bit length of the sequence: 1..30, 0 means 8.
 	BitsSequence int
 	// BitsMachineID is the bit length of the machine ID: 1..30, 0 means 16.
-	// 63 - BitsSequence - BitsMachineID (the time bits) must be >= 32.
+	// BitsID - BitsSequence - BitsMachineID (the time bits) must be >= 32.
 	BitsMachineID int
 	// TimeUnit is the length of a tick: >= 1 ms, 0 means 10 ms.
 	TimeUnit time.Duration
 	// StartTime is the epoch: not after now; zero means 2025-01-01 UTC.
 	StartTime time.Time
+	// BitsRegion, when not 0, carves a region from the top of the machine
+	// ID: 0..BitsMachineID-1. Region is this generator's, 0..2^BitsRegion-1;
+	// it uses only machine IDs of its region.
+	BitsRegion int
+	Region     int
 
-	// MachineID is the machine ID: 0..2^BitsMachineID-2. The last ID,
-	// 2^BitsMachineID-1, is reserved for counter mode.
+	// MachineID is the machine ID: 0..2^BitsMachineID-2 (with regions, of
+	// the region: Layout.MinMachineID..MaxMachineID). The last ID of the
+	// region, Layout.CounterMachineID, is reserved for counter mode.
 	MachineID int
 	// MachineIDs, when not empty, replaces MachineID: the generator
 	// interleaves them inside each (tick, sequence) step in ascending order,
@@ -75,11 +85,6 @@ type Settings struct {
 
 	// Clock is the source of time; nil means SystemClock().
 	Clock Clock
-}
-
-// Layout returns the validated layout of the settings.
-func (s Settings) Layout() (Layout, error) {
-	return NewLayout(s.BitsSequence, s.BitsMachineID, s.TimeUnit, s.StartTime)
 }
 
 // Generator issues IDs. It is safe for concurrent use; its NextID takes no
@@ -138,9 +143,9 @@ func New(s Settings) (*Generator, error) {
 	}
 	slices.Sort(ids)
 	for i, id := range ids {
-		if id < 0 || id > l.MaxMachineID() {
-			return nil, fmt.Errorf("%w: %d, valid range is 0..%d (%d is reserved for counter mode)",
-				ErrInvalidMachineID, id, l.MaxMachineID(), l.CounterMachineID())
+		if id < l.MinMachineID() || id > l.MaxMachineID() {
+			return nil, fmt.Errorf("%w: %d, valid range is %d..%d (%d is reserved for counter mode)",
+				ErrInvalidMachineID, id, l.MinMachineID(), l.MaxMachineID(), l.CounterMachineID())
 		}
 		if i > 0 && id == ids[i-1] {
 			return nil, fmt.Errorf("%w: machine ID %d given twice", ErrInvalidMachineID, id)

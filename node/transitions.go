@@ -64,13 +64,11 @@ func (n *Node) startFlakeLocked(ctx context.Context) error {
 			ErrClockBehind, n.lease.MachineIDs(), floor+1, n.reg.Layout().TickTime(floor+1).Format(time.RFC3339Nano),
 			time.Duration(gap)*n.reg.Layout().TimeUnit, n.reg.Options().MaxWait)
 	}
-	l := n.reg.Layout()
-	gen, err := flake.New(flake.Settings{
-		BitsSequence: l.BitsSequence, BitsMachineID: l.BitsMachineID, TimeUnit: l.TimeUnit, StartTime: l.StartTime,
-		MachineIDs: n.lease.MachineIDs(), MaxLead: n.opts.MaxLead,
-		Floor: floor, Reserved: n.lease.Granted(), Reserve: n.lease.Reserve, ReserveAhead: n.opts.ReserveAhead,
-		Clock: n.opts.Clock,
-	})
+	s := n.reg.Layout().Settings() // the whole layout: width and region too
+	s.MachineIDs, s.MaxLead = n.lease.MachineIDs(), n.opts.MaxLead
+	s.Floor, s.Reserved, s.Reserve, s.ReserveAhead = floor, n.lease.Granted(), n.lease.Reserve, n.opts.ReserveAhead
+	s.Clock = n.opts.Clock
+	gen, err := flake.New(s)
 	if err != nil {
 		return err
 	}

@@ -13,27 +13,39 @@ const rfc3339Millis = "2006-01-02T15:04:05.000Z07:00"
 
 // PARSE id: the ID's parts under the fleet's layout, as an array of time
 // (RFC 3339, ms, UTC), tick, sequence, machine and mode ("counter" under
-// the counter's reserved machine ID, else "flake"). The ID is decimal, or
-// 13 Crockford base32 characters as `flaked parse` accepts; a string of
-// digits is decimal.
+// a counter's reserved machine ID, else "flake"), and in a layout with
+// regions a sixth element, the machine ID's region (appended, so clients
+// reading five keep working). The ID is decimal, or 13 Crockford base32
+// characters as `flaked parse` accepts; a string of digits is decimal. An
+// ID wider than the layout's (a 53-bit fleet) is an error naming the range.
 func cmdParse(c *conn, args [][]byte) {
+	l := c.s.layout()
 	id, err := parseIDArg(string(args[1]))
+	if err == nil {
+		err = l.CheckID(id)
+	}
 	if err != nil {
 		c.writeError("ERR " + err.Error())
 		return
 	}
-	l := c.s.layout()
 	p := l.Decompose(id)
 	mode := node.ModeFlake
-	if p.MachineID == l.CounterMachineID() {
+	if l.IsCounterMachineID(p.MachineID) {
 		mode = node.ModeCounter
 	}
-	c.writeArray(5)
+	if l.BitsRegion > 0 {
+		c.writeArray(6)
+	} else {
+		c.writeArray(5)
+	}
 	c.writeBulkString(p.Time.UTC().Format(rfc3339Millis))
 	c.writeInt(p.Tick)
 	c.writeInt(int64(p.Sequence))
 	c.writeInt(int64(p.MachineID))
 	c.writeBulkString(mode.String())
+	if l.BitsRegion > 0 {
+		c.writeInt(int64(p.Region))
+	}
 }
 
 func parseIDArg(s string) (uint64, error) {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -70,4 +71,63 @@ func TestPARSE_Garbage(t *testing.T) {
 		t.Errorf("PARSE = %q", got)
 	}
 	ts.checkServes(t)
+}
+
+// startLayoutServer is startServer with a generator of another layout.
+func startLayoutServer(t *testing.T, s flake.Settings) *testServer {
+	t.Helper()
+	g, err := flake.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	gen := &testGen{g: g}
+	srv, err := New(gen, Options{Loops: testLoops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{Server: srv, gen: gen, addr: ln.Addr().String(), serve: make(chan error, 1)}
+	_, ts.port, _ = net.SplitHostPort(ts.addr)
+	go func() { ts.serve <- srv.Serve(ln) }()
+	t.Cleanup(func() { ts.shutdown(t) })
+	return ts
+}
+
+// Under a 53-bit layout the last ID, 2^53-1, decodes (the counter's
+// machine ID at the last tick and sequence), and 2^53 is refused naming
+// the layout's range.
+func TestPARSE_BitsID53(t *testing.T) {
+	ts := startLayoutServer(t, flake.Settings{BitsID: 53, BitsSequence: 8, BitsMachineID: 8, MachineID: 3})
+	l := ts.gen.g.Layout()
+	c := ts.dial(t)
+	want := fmt.Sprintf("[$%s, :%d, :255, :255, $counter]", l.TickTime(l.MaxTick()).UTC().Format(rfc3339Millis), l.MaxTick())
+	if got := c.do("PARSE 9007199254740991\r\n"); got != want {
+		t.Errorf("PARSE 2^53-1 = %q, want %q", got, want)
+	}
+	if got := c.do("PARSE 9007199254740992\r\n"); !strings.HasPrefix(got, "-ERR invalid ID") || !strings.Contains(got, "0..9007199254740991") {
+		t.Errorf("PARSE 2^53 = %q, want an error naming 0..2^53-1", got)
+	}
+	ts.checkServes(t)
+}
+
+// With regions PARSE appends the machine ID's region to the five fields;
+// each region's last machine ID is its counter's.
+func TestPARSE_Region_Appended(t *testing.T) {
+	ts := startLayoutServer(t, flake.Settings{BitsSequence: 16, BitsMachineID: 4, BitsRegion: 1, Region: 1, MachineID: 9})
+	l := ts.gen.g.Layout()
+	c := ts.dial(t)
+	for _, tc := range []struct {
+		mid, region int
+		mode        string
+	}{{0, 0, "flake"}, {7, 0, "counter"}, {9, 1, "flake"}, {15, 1, "counter"}} {
+		id, _ := l.Compose(100, 2, tc.mid)
+		want := fmt.Sprintf("[$%s, :100, :2, :%d, $%s, :%d]", l.TickTime(100).UTC().Format(rfc3339Millis), tc.mid, tc.mode, tc.region)
+		if got := c.do(resp("PARSE", fmt.Sprint(id))); got != want {
+			t.Errorf("PARSE machine %d = %q, want %q", tc.mid, got, want)
+		}
+	}
 }

@@ -113,8 +113,8 @@ func auditHistoryCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if l := s.Layout; l.BitsTime != 0 && mid > l.CounterMachineID() {
-				return usagef("machine ID %d: the fleet's layout has machine IDs 0..%d (%d is counter mode's)", mid, l.CounterMachineID(), l.CounterMachineID())
+			if l := s.Layout; l.BitsTime != 0 && (mid < l.MinMachineID() || mid > l.CounterMachineID()) {
+				return usagef("machine ID %d: the fleet's layout has machine IDs %d..%d (%d is counter mode's)", mid, l.MinMachineID(), l.CounterMachineID(), l.CounterMachineID())
 			}
 			return writeReport(c, audit.HistoryOf(s, mid), audit.WriteHistory)
 		},

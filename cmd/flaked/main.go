@@ -57,6 +57,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	commands := []*cli.Command{
 		serveCommand(),
 		parseCommand(),
+		planCommand(),
 		versionCommand(),
 		healthcheckCommand(),
 		auditCommand(),

@@ -59,7 +59,8 @@ func TestParse_KnownID_PrintsEveryField(t *testing.T) {
 		"tick:     " + flake.FormatID(uint64(tick)) + "\n" +
 		"sequence: 17\n" +
 		"machine:  4242\n" +
-		"mode:     flake\n"
+		"mode:     flake\n" +
+		"js-safe:  false\n"
 	for _, tc := range []struct {
 		name string
 		arg  string

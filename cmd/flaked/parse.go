@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -29,6 +30,9 @@ func parseCommand() *cli.Command {
 				return err
 			}
 			id, err := parseIDArg(c.Args().First())
+			if err == nil {
+				err = l.CheckID(id)
+			}
 			if err != nil {
 				return usageError{err}
 			}
@@ -37,9 +41,7 @@ func parseCommand() *cli.Command {
 			if c.Bool("json") {
 				return json.NewEncoder(c.App.Writer).Encode(p)
 			}
-			_, err = fmt.Fprintf(c.App.Writer, "id:       %s\nbase32:   %s\ntime:     %s\ntick:     %d\nsequence: %d\nmachine:  %d\nmode:     %s\n",
-				p.ID, p.Base32, p.Time, p.Tick, p.Sequence, p.Machine, p.Mode)
-			return err
+			return writeParsed(c.App.Writer, p)
 		},
 	}
 }
@@ -53,16 +55,35 @@ type parsed struct {
 	Tick     int64  `json:"tick"`
 	Sequence int    `json:"sequence"`
 	Machine  int    `json:"machine"`
+	Region   *int   `json:"region,omitempty"` // in a layout with regions
 	Mode     string `json:"mode"`
+	// JSSafe: the ID is below 2^53, so JavaScript's numbers hold it.
+	JSSafe bool `json:"js_safe"`
+}
+
+func writeParsed(w io.Writer, p parsed) error {
+	region := ""
+	if p.Region != nil {
+		region = fmt.Sprintf("region:   %d\n", *p.Region)
+	}
+	_, err := fmt.Fprintf(w, "id:       %s\nbase32:   %s\ntime:     %s\ntick:     %d\nsequence: %d\nmachine:  %d\n%smode:     %s\njs-safe:  %t\n",
+		p.ID, p.Base32, p.Time, p.Tick, p.Sequence, p.Machine, region, p.Mode, p.JSSafe)
+	return err
 }
 
 func parseOutput(l flake.Layout, id uint64) parsed {
 	p := l.Decompose(id)
 	mode := "flake"
-	if p.MachineID == l.CounterMachineID() {
+	if l.IsCounterMachineID(p.MachineID) {
 		mode = "counter"
 	}
+	var region *int
+	if l.BitsRegion > 0 {
+		region = &p.Region
+	}
 	return parsed{
+		Region:   region,
+		JSSafe:   id < 1<<flake.SafeIntegerBits,
 		ID:       flake.FormatID(id),
 		Base32:   flake.FormatBase32(id),
 		Time:     p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),

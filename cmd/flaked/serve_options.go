@@ -38,6 +38,9 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 	if err != nil {
 		return serveOptions{}, err
 	}
+	if err := checkServeLayout(layout, time.Now(), log); err != nil {
+		return serveOptions{}, err
+	}
 	mode, err := node.ParseMode(c.String("mode"))
 	if err != nil {
 		return serveOptions{}, usagef("--mode %q: want flake, counter or auto", c.String("mode"))

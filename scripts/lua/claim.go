@@ -28,7 +28,9 @@ type ClaimArgs struct {
 	PrevToken      string  `argv:"the token of the claimer's state file"`
 	Node           string  `argv:"the state file's node ID"`
 	LayoutSettleMs int64   `argv:"layout settle (ms)"`
-	Candidates     []int   `argv:"candidate IDs"` // the rest of ARGV
+	MinID          int     `argv:"lowest machine ID"`  // of the claimer's region
+	MaxID          int     `argv:"highest machine ID"` // of the claimer's region
+	Candidates     []int   `argv:"candidate IDs"`      // the rest of ARGV
 }
 
 // KeysArgv returns the KEYS and ARGV of the call.
@@ -42,6 +44,7 @@ func (a ClaimArgs) KeysArgv() ([]string, []any) {
 		a.EpochUs, a.TickUs, a.CounterID,
 		a.Host, a.PID, a.Addr, a.Version, a.Mode,
 		joinInts(a.Skip), a.PrevToken, a.Node, a.LayoutSettleMs,
+		a.MinID, a.MaxID,
 	}
 	return keys, appendInts(argv, a.Candidates)
 }

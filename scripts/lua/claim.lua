@@ -19,7 +19,9 @@
 --      state file): its next renewal finds another token,
 --   22 the state file's node ID ("" for none), 23 layout settle (ms): a
 --      claim that stores the fleet layout marks it unsettled for this long
---      (renew.lua), 24.. candidate IDs.
+--      (renew.lua), 24 lowest machine ID, 25 highest machine ID that may
+--      be leased (the claimer's region: a registry of one region never
+--      leases another's, whatever its set holds), 26.. candidate IDs.
 -- Every lease and owner key shares the {ns} hash tag with KEYS, so the
 -- script runs unchanged on Redis Cluster.
 --
@@ -80,9 +82,14 @@ end
 
 local skip = {[counterID] = true}
 for id in string.gmatch(ARGV[20], '[^,]+') do skip[id] = true end
+local minID, maxID = tonumber(ARGV[24]), tonumber(ARGV[25])
 local cands = {}
-for i = 24, #ARGV do cands[#cands + 1] = ARGV[i] end
-for _, m in ipairs(redis.call('SRANDMEMBER', KEYS[3], 8)) do cands[#cands + 1] = m end
+local function candidate(id)
+  local n = tonumber(id)
+  if n and n >= minID and n <= maxID then cands[#cands + 1] = id end
+end
+for i = 26, #ARGV do candidate(ARGV[i]) end
+for _, m in ipairs(redis.call('SRANDMEMBER', KEYS[3], 8)) do candidate(m) end
 
 local best, bestFloor, bestHolder = nil, nil, nil
 local clone = ''
