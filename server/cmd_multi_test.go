@@ -63,8 +63,8 @@ func TestMULTI_DiscardedOrAbortedIssuesNothing(t *testing.T) {
 		if got := replies[len(replies)-1]; got != tc.want {
 			t.Errorf("%s: %s = %q, want %q", tc.name, tc.end, got, tc.want)
 		}
-		if n := ts.issued(); n != 0 {
-			t.Fatalf("%s: %d IDs issued, want 0", tc.name, n)
+		if n, g := ts.issued(), ts.gen.given.Load(); n != 0 || g != 0 {
+			t.Fatalf("%s: %d IDs issued (INFO), %d by the generator, want 0", tc.name, n, g)
 		}
 	}
 	info := c.do("INFO stats\r\n")
@@ -109,8 +109,8 @@ func TestMULTI_ExecIDsUniqueAndIncreasing(t *testing.T) {
 			t.Errorf("RESP%s: STRING IDs are not bulk strings: %.300q", proto, exec)
 		}
 		idtest.Increasing(t, ts.gen.g.Layout(), "EXEC", ids)
-		if n := ts.issued() - before; n != uint64(len(ids)) {
-			t.Errorf("RESP%s: %d IDs issued, %d in the reply", proto, n, len(ids))
+		if n, g := ts.issued()-before, ts.gen.given.Load()-before; n != uint64(len(ids)) || g != n {
+			t.Errorf("RESP%s: %d IDs issued (INFO), %d by the generator, %d in the reply", proto, n, g, len(ids))
 		}
 	}
 }
@@ -171,8 +171,8 @@ func TestMULTI_ConcurrentTransactionsUnique(t *testing.T) {
 	}
 	wg.Wait()
 	idtest.Unique(t, ts.gen.g.Layout(), all)
-	if want := uint64(4*40*22 + 2*40); uint64(len(all)) != want || ts.issued() != want {
-		t.Errorf("%d IDs received, %d issued, want %d", len(all), ts.issued(), want)
+	if want := uint64(4*40*22 + 2*40); uint64(len(all)) != want || ts.issued() != want || ts.gen.given.Load() != want {
+		t.Errorf("%d IDs received, %d issued (INFO), %d by the generator, want %d", len(all), ts.issued(), ts.gen.given.Load(), want)
 	}
 }
 

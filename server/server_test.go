@@ -32,6 +32,7 @@ type testGen struct {
 	panics   atomic.Bool // the next NextID panics
 
 	refuseEvery, tries atomic.Int64
+	given              atomic.Uint64 // IDs the generator handed out, by any method
 }
 
 var _ node.TryGenerator = (*testGen)(nil)
@@ -40,10 +41,16 @@ func (t *testGen) NextID(ctx context.Context) (uint64, error) {
 	if t.panics.CompareAndSwap(true, false) {
 		panic("testGen: asked to panic")
 	}
-	return t.g.NextIDContext(ctx)
+	id, err := t.g.NextIDContext(ctx)
+	if err == nil {
+		t.given.Add(1)
+	}
+	return id, err
 }
 func (t *testGen) NextIDs(ctx context.Context, dst []uint64) (int, error) {
-	return t.g.NextIDs(ctx, dst)
+	n, err := t.g.NextIDs(ctx, dst)
+	t.given.Add(uint64(n))
+	return n, err
 }
 
 // TryNextIDs is what the event loops call; every refuseEvery-th call says
@@ -55,7 +62,11 @@ func (t *testGen) TryNextIDs(dst []uint64) bool {
 	if n := t.refuseEvery.Load(); n > 0 && t.tries.Add(1)%n == 0 {
 		return false
 	}
-	return t.g.TryNextIDs(dst)
+	ok := t.g.TryNextIDs(dst)
+	if ok {
+		t.given.Add(uint64(len(dst)))
+	}
+	return ok
 }
 func (t *testGen) Mode() node.Mode      { return node.ModeFlake }
 func (t *testGen) Layout() flake.Layout { return t.g.Layout() }
