@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,10 @@ var (
 	ErrUnavailable = errors.New("counter mode unavailable")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("counter is closed")
+	// ErrLayoutMismatch is wrapped when counter.lua refuses the counter's
+	// layout (width, region, ...) because the fleet stored another one:
+	// a configuration error that waiting does not cure.
+	ErrLayoutMismatch = errors.New("layout differs from the fleet's")
 )
 
 var counterScript = redis.NewScript(lua.Counter)
@@ -226,6 +231,29 @@ func (c *Counter) Warm() {
 	}
 }
 
+// Ready waits for the outcome of the first fetch (started by Warm, or
+// now) and returns its error, so that a node started in counter mode with
+// a layout the fleet refuses fails at start rather than at its first ID.
+// A failure that waiting may cure (Redis away) is returned too; the
+// caller decides.
+func (c *Counter) Ready(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if c.next != nil || c.cur.Load().left() > 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	run := c.startFetchLocked()
+	c.mu.Unlock()
+	if err := run.task.Wait(ctx); err != nil {
+		return err
+	}
+	return run.err
+}
+
 // prefetch starts fetching the next segment in the background, unless one
 // is buffered or on its way.
 func (c *Counter) prefetch(s *segment) {
@@ -386,6 +414,9 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return nil, 0, ErrClosed
+			}
+			if strings.Contains(err.Error(), "differs from the fleet layout") {
+				return nil, 0, fmt.Errorf("counter.lua on %s: %w: %w", c.keys.Counter, ErrLayoutMismatch, err)
 			}
 			return nil, 0, fmt.Errorf("counter.lua on %s: %w", c.keys.Counter, err)
 		}

@@ -1,13 +1,14 @@
 package node_test
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
@@ -87,9 +88,9 @@ func TestRegions_TwoRedis_NoDuplicate_MachineIDsInRange(t *testing.T) {
 }
 
 // A node whose region, or region bits, differ from the region its Redis
-// holds is refused, naming both layouts: at start in flake and auto mode
-// (its claim), at its first ID in counter mode (counter.lua; a counter
-// node claims nothing at start). It never issues an ID.
+// holds is refused at start, naming both layouts, in every mode: flake
+// and auto by their claim, counter by its first segment (counter.lua),
+// which New waits for. It never issues an ID.
 func TestRegions_OtherRegionRefused(t *testing.T) {
 	srv := realRedis(t)
 	l0, _ := flake.Settings{BitsMachineID: 4, BitsRegion: 1, Region: 0}.Layout()
@@ -99,14 +100,12 @@ func TestRegions_OtherRegionRefused(t *testing.T) {
 		for _, mode := range []node.Mode{node.ModeFlake, node.ModeCounter, node.ModeAuto} {
 			n, err := node.New(ctxT(t), node.Options{Redis: client(t, srv), Mode: mode, Registry: coord.Options{Layout: l, MaxWait: time.Second}})
 			if err == nil {
-				ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Second)
-				var id uint64
-				id, err = n.NextID(ctx)
-				cancel()
+				id, err := n.NextID(ctxT(t))
 				n.Close(ctxT(t))
-				if err == nil || mode != node.ModeCounter {
-					t.Fatalf("%s node of %v on region 0's Redis: started, NextID = %d, %v", mode, l, id, err)
-				}
+				t.Fatalf("%s node of %v on region 0's Redis: started; NextID = %d, %v", mode, l, id, err)
+			}
+			if !errors.Is(err, coord.ErrLayoutMismatch) && !errors.Is(err, fallback.ErrLayoutMismatch) {
+				t.Errorf("%s node of %v: %v; want a layout mismatch", mode, l, err)
 			}
 			if msg := err.Error(); !strings.Contains(msg, l0.String()) || !strings.Contains(msg, l.String()) {
 				t.Errorf("%s node of %v: %v; want both layouts named", mode, l, err)

@@ -22,7 +22,9 @@ func (n *Node) startLocked(ctx context.Context) error {
 	var err error
 	switch n.opts.Mode {
 	case ModeCounter:
-		err = n.toCounterLocked(ctx, "mode counter")
+		if err = n.toCounterLocked(ctx, "mode counter"); err == nil {
+			err = n.checkCounterLayout(ctx)
+		}
 	case ModeFlake:
 		err = n.startFlakeLocked(ctx)
 	case ModeAuto:
@@ -37,12 +39,30 @@ func (n *Node) startLocked(ctx context.Context) error {
 	return err
 }
 
+// counterStartWait bounds how long New waits for a counter node's first
+// segment: long enough for counter.lua's answer, which refuses a layout
+// at once; a settling layout or a slow Redis is not waited out here.
+const counterStartWait = 2 * time.Second
+
+// checkCounterLayout fails the start of a node in counter mode whose
+// layout (width, region) the fleet refuses, as flake mode's claim does,
+// rather than at its first ID. Redis being away is not an error here: the
+// counter keeps trying, and /readyz says so.
+func (n *Node) checkCounterLayout(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, counterStartWait)
+	defer cancel()
+	if err := n.src.Load().ctr.Ready(ctx); errors.Is(err, fallback.ErrLayoutMismatch) {
+		return fmt.Errorf("counter mode: %w", err)
+	}
+	return nil
+}
+
 // fallsBack reports whether err is a reason for auto mode to issue in
 // counter mode rather than fail: flake mode is unsafe for now. A wrong
 // configuration (layout, options, state file) is not.
 func fallsBack(err error) bool {
 	switch {
-	case errors.Is(err, coord.ErrLayoutMismatch), errors.Is(err, coord.ErrInvalidOptions),
+	case errors.Is(err, coord.ErrLayoutMismatch), errors.Is(err, fallback.ErrLayoutMismatch), errors.Is(err, coord.ErrInvalidOptions),
 		errors.Is(err, coord.ErrStateCorrupt), errors.Is(err, coord.ErrStateMismatch),
 		errors.Is(err, coord.ErrStateLocked), errors.Is(err, ErrClosed):
 		return false

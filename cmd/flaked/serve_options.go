@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
 	"github.com/flaked/flaked/server"
@@ -141,7 +142,7 @@ func isConfigError(err error) bool {
 	if errors.Is(err, coord.ErrStateIO) {
 		return false // a full or read-only disk is the host's fault, not the flags'
 	}
-	for _, e := range []error{node.ErrInvalidOptions, coord.ErrInvalidOptions, coord.ErrLayoutMismatch,
+	for _, e := range []error{node.ErrInvalidOptions, coord.ErrInvalidOptions, coord.ErrLayoutMismatch, fallback.ErrLayoutMismatch,
 		coord.ErrStateCorrupt, coord.ErrStateMismatch, coord.ErrStateLocked} {
 		if errors.Is(err, e) {
 			return true
