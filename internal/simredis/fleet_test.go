@@ -87,6 +87,7 @@ func (f fleet) claim(ctx context.Context, rdb redis.Scripter, r claimReq) ([]any
 		EpochUs: f.epochUs, TickUs: f.unitUs, CounterID: 65535,
 		Host: "host-a", PID: 4242, Addr: "10.0.0.1:7000", Version: "v1.2.3", Mode: "flake",
 		Skip: r.taken, PrevToken: r.prevToken, Node: r.node, LayoutSettleMs: f.settle,
+		MinID: 0, MaxID: 65534, // no regions: the whole space but the counter ID
 		Candidates: r.cands,
 	}.KeysArgv()
 	return claimScript.Run(ctx, rdb, keys, argv...).Slice()
