@@ -231,27 +231,25 @@ func (c *Counter) Warm() {
 	}
 }
 
-// Ready waits for the outcome of the first fetch (started by Warm, or
-// now) and returns its error, so that a node started in counter mode with
-// a layout the fleet refuses fails at start rather than at its first ID.
-// A failure that waiting may cure (Redis away) is returned too; the
-// caller decides.
-func (c *Counter) Ready(ctx context.Context) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return ErrClosed
-	}
-	if c.next != nil || c.cur.Load().left() > 0 {
-		c.mu.Unlock()
+// CheckLayout reads the fleet's stored layout and returns an error
+// wrapping ErrLayoutMismatch, naming both, when it differs from the
+// counter's: counter.lua would refuse every fetch (it makes the same
+// comparison first). None stored yet is no error: the first fetch stores
+// it. A node started in counter mode calls it so that a wrong layout
+// (width, region) fails its start, not its first ID; it is one GET, so
+// the start does not wait for a segment.
+func (c *Counter) CheckLayout(ctx context.Context) error {
+	want := c.opts.Layout.String()
+	fleet, err := c.rdb.Get(ctx, c.keys.Layout).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
 		return nil
+	case err != nil:
+		return fmt.Errorf("%w: reading the fleet layout %s: %w", ErrUnavailable, c.keys.Layout, err)
+	case fleet != want:
+		return fmt.Errorf("%w: layout %s differs from the fleet layout %s (%s)", ErrLayoutMismatch, want, fleet, c.keys.Layout)
 	}
-	run := c.startFetchLocked()
-	c.mu.Unlock()
-	if err := run.task.Wait(ctx); err != nil {
-		return err
-	}
-	return run.err
+	return nil
 }
 
 // prefetch starts fetching the next segment in the background, unless one

@@ -39,9 +39,8 @@ func (n *Node) startLocked(ctx context.Context) error {
 	return err
 }
 
-// counterStartWait bounds how long New waits for a counter node's first
-// segment: long enough for counter.lua's answer, which refuses a layout
-// at once; a settling layout or a slow Redis is not waited out here.
+// counterStartWait bounds the start's read of the fleet layout in counter
+// mode: a Redis that is slow or away is not waited out at start.
 const counterStartWait = 2 * time.Second
 
 // checkCounterLayout fails the start of a node in counter mode whose
@@ -51,7 +50,7 @@ const counterStartWait = 2 * time.Second
 func (n *Node) checkCounterLayout(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, counterStartWait)
 	defer cancel()
-	if err := n.src.Load().ctr.Ready(ctx); errors.Is(err, fallback.ErrLayoutMismatch) {
+	if err := n.src.Load().ctr.CheckLayout(ctx); errors.Is(err, fallback.ErrLayoutMismatch) {
 		return fmt.Errorf("counter mode: %w", err)
 	}
 	return nil
