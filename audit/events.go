@@ -66,11 +66,10 @@ func (e Event) isClaim() bool {
 
 // readEvents reads the stream up to s.Stream.LastID (the last entry the
 // snapshot's transaction saw), in pages.
-func readEvents(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot) error {
+func readEvents(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot, p *progress) error {
 	if s.Stream.LastID == "" {
 		return nil
 	}
-	const page = 1000
 	start := "-"
 	for {
 		msgs, err := c.XRangeN(ctx, k.Events, start, s.Stream.LastID, page).Result()
@@ -83,6 +82,7 @@ func readEvents(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot) e
 		if len(msgs) < page {
 			return nil
 		}
+		p.report(len(s.Events), int(s.Stream.Length), "events")
 		start = nextID(msgs[len(msgs)-1].ID)
 	}
 }

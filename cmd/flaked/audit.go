@@ -40,7 +40,9 @@ func auditSnapshot(c *cli.Context) (*audit.Snapshot, error) {
 		return nil, err
 	}
 	defer rdb.Close()
-	s, err := audit.Read(c.Context, rdb, c.String("namespace"))
+	// A read that takes over a second (a large registry) says how far it
+	// got on stderr, which --json leaves clean for the report.
+	s, err := audit.ReadWith(c.Context, rdb, c.String("namespace"), audit.ReadOptions{Progress: c.App.ErrWriter})
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +204,8 @@ func auditPruneCommand() *cli.Command {
 				return err
 			}
 			defer rdb.Close()
-			res, err := audit.Prune(c.Context, rdb, c.String("namespace"), audit.PruneOptions{OlderThan: older, DryRun: c.Bool("dry-run")})
+			res, err := audit.Prune(c.Context, rdb, c.String("namespace"), audit.PruneOptions{OlderThan: older, DryRun: c.Bool("dry-run"),
+				Progress: c.App.ErrWriter})
 			if err != nil {
 				return err
 			}
