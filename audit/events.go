@@ -65,26 +65,83 @@ func (e Event) isClaim() bool {
 }
 
 // readEvents reads the stream up to s.Stream.LastID (the last entry the
-// snapshot's transaction saw), in pages.
+// snapshot's transaction saw), in pages. The replies are read raw: go-redis
+// would build a map of each entry's fields only for it to be copied.
 func readEvents(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot, p *progress) error {
 	if s.Stream.LastID == "" {
 		return nil
 	}
+	s.Events = make([]Event, 0, s.Stream.Length)
+	in := interner{}
 	start := "-"
 	for {
-		msgs, err := c.XRangeN(ctx, k.Events, start, s.Stream.LastID, page).Result()
+		msgs, err := c.Do(ctx, "XRANGE", k.Events, start, s.Stream.LastID, "COUNT", page).Slice()
 		if err != nil {
 			return fmt.Errorf("read event stream %s: %w", k.Events, err)
 		}
 		for _, m := range msgs {
-			s.Events = append(s.Events, parseEvent(m))
+			e, err := in.entry(m)
+			if err != nil {
+				return fmt.Errorf("read event stream %s: %w", k.Events, err)
+			}
+			s.Events = append(s.Events, e)
 		}
+		p.read(0, len(msgs))
 		if len(msgs) < page {
 			return nil
 		}
-		p.report(len(s.Events), int(s.Stream.Length), "events")
-		start = nextID(msgs[len(msgs)-1].ID)
+		start = nextID(s.Events[len(s.Events)-1].ID)
 	}
+}
+
+// interner keeps one copy of the strings events repeat (field names, and
+// the values of repeatedFields), so 100,000 events do not hold 100,000
+// copies of each. Other values (floors, times) are rarely the same, and
+// looking each up cost more than it saved.
+type interner map[string]string
+
+// repeatedFields are the fields whose values recur across events: who
+// wrote them and what kind they are.
+var repeatedFields = map[string]bool{lua.FieldType: true, lua.FieldHost: true, lua.FieldPID: true, lua.FieldAddr: true,
+	lua.FieldToken: true, lua.FieldFrom: true, lua.FieldTo: true, lua.FieldReason: true}
+
+func (in interner) get(v string) string {
+	if len(v) > 64 {
+		return v
+	}
+	if c, ok := in[v]; ok {
+		return c
+	}
+	if len(in) < 1<<16 {
+		in[v] = v
+	}
+	return v
+}
+
+// entry parses one raw XRANGE entry: [id, [field, value, ...]].
+func (in interner) entry(raw any) (Event, error) {
+	m, ok := raw.([]any)
+	if !ok || len(m) != 2 {
+		return Event{}, fmt.Errorf("stream entry %v: want [id, fields]", raw)
+	}
+	id, _ := m[0].(string)
+	kv, _ := m[1].([]any)
+	e := Event{ID: id, MachineID: -1, Fields: make(map[string]string, len(kv)/2)}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, _ := kv[i].(string)
+		v, _ := kv[i+1].(string)
+		k = in.get(k)
+		if repeatedFields[k] {
+			v = in.get(v)
+		}
+		e.Fields[k] = v
+	}
+	e.Time, _ = entryTime(id)
+	e.Type = e.Fields[lua.FieldType]
+	if mid, err := parseMachineID(e.Fields[lua.FieldMachineID]); err == nil {
+		e.MachineID = mid
+	}
+	return e, nil
 }
 
 // nextID is the smallest stream ID after id (exclusive ranges without the
@@ -93,19 +150,6 @@ func nextID(id string) string {
 	ms, seq, _ := strings.Cut(id, "-")
 	n, _ := strconv.ParseUint(seq, 10, 64)
 	return ms + "-" + strconv.FormatUint(n+1, 10)
-}
-
-func parseEvent(m redis.XMessage) Event {
-	e := Event{ID: m.ID, MachineID: -1, Fields: make(map[string]string, len(m.Values))}
-	e.Time, _ = entryTime(m.ID)
-	for k, v := range m.Values {
-		e.Fields[k] = fmt.Sprint(v)
-	}
-	e.Type = e.Fields[lua.FieldType]
-	if id, err := parseMachineID(e.Fields[lua.FieldMachineID]); err == nil {
-		e.MachineID = id
-	}
-	return e
 }
 
 // entryTime is the time part of a stream entry ID.

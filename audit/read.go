@@ -29,17 +29,44 @@ const (
 // transaction; tests register an ID there.
 var afterList = func() {}
 
-func readKeys(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*Snapshot, error) {
+// readAll reads the registry and the event stream. After the first
+// transaction, which fixes the stream's last entry, the other machine IDs
+// and the events are read at once on two connections: the client parses
+// one while Redis answers the other.
+func readAll(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*Snapshot, error) {
+	s, ids, err := readFirst(ctx, c, k, p)
+	if err != nil {
+		return nil, err
+	}
+	evErr := make(chan error, 1)
+	go func() { evErr <- readEvents(ctx, c, k, s, p) }()
+	err = s.readIDs(ctx, c, k, ids, p)
+	if err := <-evErr; err != nil {
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := readStreamInfo(ctx, c, k, s); err != nil {
+		return nil, err
+	}
+	slices.Sort(s.Strays)
+	return s, nil
+}
+
+// readFirst lists the machine IDs and reads the first chunk of them with
+// the registry's own keys. It returns the IDs left to read.
+func readFirst(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*Snapshot, []string, error) {
 	// Every script that adds a machine ID to the registry writes an event
 	// naming it in the same call (claim, reassert). The events added
 	// since this mark name every ID registered after the listing began.
 	mark, err := lastEntry(ctx, c, k)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ids, err := listIDs(ctx, c, k, p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	afterList()
 	s := &Snapshot{Namespace: k.Namespace, Records: map[int]*Record{}}
@@ -48,7 +75,7 @@ func readKeys(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*S
 		var since []redis.XMessage
 		perID, since, err = firstTx(ctx, c, k, s, ids[:min(len(ids), chunk)], mark)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// A machine ID registered between listing and the transaction is
 		// read again, so its claim event never appears without its keys.
@@ -59,27 +86,30 @@ func readKeys(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*S
 		break
 	}
 	if err := s.addRecords(perID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for done := min(len(ids), chunk); done < len(ids); done += chunk {
-		p.report(done, len(ids), "machine IDs")
-		part := ids[done:min(len(ids), done+chunk)]
+	p.total(len(ids), min(len(ids), chunk), int(s.Stream.Length))
+	return s, ids[min(len(ids), chunk):], nil
+}
+
+// readIDs reads the keys of machine IDs ids, chunk by chunk.
+func (s *Snapshot) readIDs(ctx context.Context, c *redis.Client, k lua.Keys, ids []string, p *progress) error {
+	for start := 0; start < len(ids); start += chunk {
+		part := ids[start:min(len(ids), start+chunk)]
+		var perID []idCmds
 		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			perID = queueIDs(ctx, p, k, part)
 			return nil
 		})
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("read registry %q: %w", k.Namespace, err)
+			return fmt.Errorf("read registry %q: %w", k.Namespace, err)
 		}
 		if err := s.addRecords(perID); err != nil {
-			return nil, err
+			return err
 		}
+		p.read(len(part), 0)
 	}
-	if err := readStreamInfo(ctx, c, k, s); err != nil {
-		return nil, err
-	}
-	slices.Sort(s.Strays)
-	return s, nil
+	return nil
 }
 
 // lastEntry is the ID of the stream's last entry, "0-0" when it is empty.
@@ -209,7 +239,7 @@ func listIDs(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) ([]s
 				seen[strings.TrimPrefix(sc.it.Val(), sc.strip)] = true
 			}
 			if i%page == 0 {
-				p.report(len(seen), -1, "machine IDs listed")
+				p.listed(len(seen))
 			}
 		}
 		if err := sc.it.Err(); err != nil {

@@ -152,12 +152,8 @@ func read(ctx context.Context, rdb redis.UniversalClient, ns string, o ReadOptio
 	if err != nil {
 		return nil, k, nil, err
 	}
-	p := o.progress()
-	s, err := readKeys(ctx, c, k, p)
+	s, err := readAll(ctx, c, k, o.progress())
 	if err != nil {
-		return nil, k, nil, err
-	}
-	if err := readEvents(ctx, c, k, s, p); err != nil {
 		return nil, k, nil, err
 	}
 	return s, k, c, nil
