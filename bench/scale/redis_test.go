@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 // need skips unless FLAKED_SCALE is set: these are measurements, minutes
@@ -149,4 +151,12 @@ func load() string {
 		return "?"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// nodeClient is one node's own go-redis client. Its buffers are 4 KiB,
+// not go-redis's 32 KiB each way: a thousand nodes in this one process
+// would otherwise allocate 64 MB at the gate, and the benchmark would
+// measure its own garbage collector. A node's calls are small.
+func nodeClient(srv *redistest.Server) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadBufferSize: 4096, WriteBufferSize: 4096})
 }
