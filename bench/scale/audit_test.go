@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,8 +109,30 @@ func (f *auditFleet) run(t *testing.T, args ...string) run {
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	start := time.Now()
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The peak RSS from /proc while it runs: wait4's ru_maxrss would count
+	// the image of this process, from which the child was forked.
+	hwm, done := make(chan int64), make(chan struct{})
+	go func() {
+		var peak int64
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			peak = max(peak, vmHWM(cmd.Process.Pid))
+			select {
+			case <-done:
+				hwm <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
 	wall := time.Since(start)
+	close(done)
+	rssKB := <-hwm
 	if err != nil {
 		t.Fatalf("flaked %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
 	}
@@ -120,8 +142,22 @@ func (f *auditFleet) run(t *testing.T, args ...string) run {
 			t.Fatalf("verify: %q, want %q", out.String(), want)
 		}
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return run{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rssKB: ru.Maxrss}
+	return run{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rssKB: rssKB}
+}
+
+// vmHWM is the peak RSS of process pid in KB, 0 once it is gone.
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
 
 // heldMB is the Go heap a snapshot of the fleet holds, read in process.
