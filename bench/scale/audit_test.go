@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,7 +108,15 @@ type run struct {
 
 func (f *auditFleet) run(t *testing.T, args ...string) run {
 	bin := flakedBinary(t)
-	cmd := exec.Command(bin, append(args, "--redis", f.srv.URL())...)
+	// --redis after the (sub)command, before a positional argument:
+	// urfave/cli reads no flag after one.
+	full := slices.Clone(args)
+	at := len(full)
+	if last := full[len(full)-1]; last[0] >= '0' && last[0] <= '9' {
+		at--
+	}
+	full = slices.Insert(full, at, "--redis", f.srv.URL())
+	cmd := exec.Command(bin, full...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	start := time.Now()
