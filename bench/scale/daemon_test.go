@@ -25,22 +25,20 @@ type daemon struct {
 	cmd   *exec.Cmd
 }
 
-func startDaemon(t *testing.T) *daemon {
-	srv := redistest.Start(t, redistest.Options{})
+// startDaemon starts flaked serve on srv with the state file at state
+// (so each start after the first is a clean restart, reusing its IDs).
+func startDaemon(t *testing.T, srv *redistest.Server, state string) *daemon {
 	port := redistest.FreePort(t)
 	d := &daemon{addr: "127.0.0.1:" + strconv.Itoa(port), redis: srv.Addr()}
 	// 64 machine IDs: 1.6M IDs/s at the default layout, so NEXTID never
 	// waits for the clock here; room for 10,000 idle clients and probes.
 	d.cmd = exec.Command(flakedBinary(t), "serve", "--listen", d.addr, "--redis", srv.URL(), "--machine-ids", "64",
-		"--max-clients", "20000", "--state-file", filepath.Join(t.TempDir(), "state"), "--log-level", "warn")
+		"--max-clients", "20000", "--state-file", state, "--log-level", "warn")
 	d.cmd.Stderr = os.Stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Kill() // the process this test started, by its PID
-		_ = d.cmd.Wait()
-	})
+	t.Cleanup(d.stop)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if c, err := net.Dial("tcp", d.addr); err == nil {
 			_, err := roundTrip(c, bufio.NewReader(c), nextID)
@@ -53,6 +51,16 @@ func startDaemon(t *testing.T) *daemon {
 			t.Fatal("the daemon issues no ID")
 		}
 	}
+}
+
+// stop ends the daemon this test started, by its PID: SIGTERM, a clean
+// stop that releases its machine IDs for the next start.
+func (d *daemon) stop() {
+	if d.cmd.ProcessState != nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
 }
 
 var (
@@ -168,29 +176,36 @@ func TestScaleDaemon(t *testing.T) {
 	need(t)
 	redistest.Require(t)
 	raiseNoFile(t)
-	d := startDaemon(t)
-	base := d.rssMB(t)
-	fmt.Printf("== daemon: load %s before; RSS with no client %.1f MB\n", load(), base)
+	srv := redistest.Start(t, redistest.Options{})
+	state := filepath.Join(t.TempDir(), "state")
+	fmt.Printf("== daemon: load %s before\n", load())
 	type idleRes struct{ rss, p50, p99 float64 }
 	idle := map[int][]idleRes{}
 	act := map[int][]idleRes{}
 	rps := map[int][]float64{}
 	ref, refRPS := map[int][]idleRes{}, map[int][]float64{}
+	var base []float64
 	const probe = 3 * time.Second
 	for r := range rounds() {
 		for _, n := range []int{1000, 10_000} {
+			// A fresh daemon for each: Go keeps the memory of connections
+			// closed before, and would show the larger size's RSS again.
+			d := startDaemon(t, srv, state)
+			before := d.rssMB(t)
+			base = append(base, before)
 			conns := d.dialIdle(t, n)
 			time.Sleep(time.Second)
 			rss := d.rssMB(t)
 			lat := active(t, d.addr, nextID, 50, probe)
-			idle[n] = append(idle[n], idleRes{rss, float64(pct(lat, 0.5)) / 1e6, float64(pct(lat, 0.99)) / 1e6})
-			fmt.Printf("round %d: %d idle connections: RSS %.1f MB, NEXTID from 50 more: p50 %s ms p99 %s ms\n",
-				r+1, n, rss, ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
+			idle[n] = append(idle[n], idleRes{rss - before, float64(pct(lat, 0.5)) / 1e6, float64(pct(lat, 0.99)) / 1e6})
+			fmt.Printf("round %d: %d idle connections: RSS %.1f MB (%.1f MB before), NEXTID from 50 more: p50 %s ms p99 %s ms\n",
+				r+1, n, rss, before, ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
 			for _, c := range conns {
 				c.Close()
 			}
-			time.Sleep(time.Second)
+			d.stop()
 		}
+		d := startDaemon(t, srv, state)
 		for _, n := range []int{100, 1000} {
 			lat := active(t, d.addr, nextID, n, 5*time.Second)
 			rss := d.rssMB(t)
@@ -208,8 +223,9 @@ func TestScaleDaemon(t *testing.T) {
 				r+1, n, float64(len(lat))/5, ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
 			time.Sleep(time.Second)
 		}
+		d.stop()
 	}
-	fmt.Printf("== daemon: load %s after\n", load())
+	fmt.Printf("== daemon: load %s after; RSS of a daemon with no client %.1f MB (median)\n", load(), median(base))
 	col := func(v []idleRes, f func(idleRes) float64) float64 {
 		var out []float64
 		for _, x := range v {
@@ -220,14 +236,14 @@ func TestScaleDaemon(t *testing.T) {
 	rss := func(x idleRes) float64 { return x.rss }
 	p50 := func(x idleRes) float64 { return x.p50 }
 	p99 := func(x idleRes) float64 { return x.p99 }
-	fmt.Println("| connections | RSS | RSS above no client, per connection | NEXTID p50 | NEXTID p99 | requests/s |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	fmt.Println("| connections | RSS growth from no client (per connection) | NEXTID p50 | NEXTID p99 | requests/s |")
+	fmt.Println("|---|---:|---:|---:|---:|")
 	for _, n := range []int{1000, 10_000} {
-		fmt.Printf("| %d idle (+50 probing) | %.1f MB | %.2f KB | %.2f ms | %.2f ms | |\n", n, col(idle[n], rss),
-			(col(idle[n], rss)-base)*1024/float64(n), col(idle[n], p50), col(idle[n], p99))
+		fmt.Printf("| %d idle (+50 probing) | %.1f MB (%.2f KB) | %.2f ms | %.2f ms | |\n", n, col(idle[n], rss),
+			col(idle[n], rss)*1024/float64(n), col(idle[n], p50), col(idle[n], p99))
 	}
 	for _, n := range []int{100, 1000} {
-		fmt.Printf("| %d active | %.1f MB | | %.2f ms | %.2f ms | %.0f |\n", n, col(act[n], rss), col(act[n], p50), col(act[n], p99), median(rps[n]))
-		fmt.Printf("| %d active, redis-server INCR (reference) | | | %.2f ms | %.2f ms | %.0f |\n", n, col(ref[n], p50), col(ref[n], p99), median(refRPS[n]))
+		fmt.Printf("| %d active | RSS %.1f MB | %.2f ms | %.2f ms | %.0f |\n", n, col(act[n], rss), col(act[n], p50), col(act[n], p99), median(rps[n]))
+		fmt.Printf("| %d active, redis-server INCR (reference) | | %.2f ms | %.2f ms | %.0f |\n", n, col(ref[n], p50), col(ref[n], p99), median(refRPS[n]))
 	}
 }
