@@ -220,23 +220,30 @@ func readStreamInfo(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapsho
 }
 
 // listIDs lists every machine-ID string any key of the namespace names,
-// in pages (SSCAN, HSCAN, SCAN), sorted.
+// in pages (SSCAN, HSCAN, and one SCAN of the namespace's keys for both
+// lease and owner keys: two would walk the whole keyspace twice), sorted.
 func listIDs(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) ([]string, error) {
 	seen := map[string]bool{}
 	scans := []struct {
-		name, strip string
-		it          *redis.ScanIterator
-		pairs       bool // HSCAN: field, value, field, value...
+		name  string
+		it    *redis.ScanIterator
+		pairs bool // HSCAN: field, value, field, value...
 	}{
-		{k.Machines, "", c.SScan(ctx, k.Machines, 0, "", page).Iterator(), false},
-		{k.Reserved, "", c.HScan(ctx, k.Reserved, 0, "", page).Iterator(), true},
-		{k.LeasePrefix + "*", k.LeasePrefix, c.Scan(ctx, 0, k.LeasePrefix+"*", page).Iterator(), false},
-		{k.OwnerPrefix + "*", k.OwnerPrefix, c.Scan(ctx, 0, k.OwnerPrefix+"*", page).Iterator(), false},
+		{k.Machines, c.SScan(ctx, k.Machines, 0, "", page).Iterator(), false},
+		{k.Reserved, c.HScan(ctx, k.Reserved, 0, "", page).Iterator(), true},
+		{k.Prefix + "*", c.Scan(ctx, 0, k.Prefix+"*", page).Iterator(), false},
 	}
 	for _, sc := range scans {
 		for i := 0; sc.it.Next(ctx); i++ {
-			if !sc.pairs || i%2 == 0 {
-				seen[strings.TrimPrefix(sc.it.Val(), sc.strip)] = true
+			v := sc.it.Val()
+			switch {
+			case sc.pairs && i%2 == 1:
+			case sc.name != k.Prefix+"*":
+				seen[v] = true
+			case strings.HasPrefix(v, k.LeasePrefix):
+				seen[v[len(k.LeasePrefix):]] = true
+			case strings.HasPrefix(v, k.OwnerPrefix):
+				seen[v[len(k.OwnerPrefix):]] = true
 			}
 			if i%page == 0 {
 				p.listed(len(seen))

@@ -104,6 +104,7 @@ func newAuditFleet(t *testing.T, ids int) *auditFleet {
 type run struct {
 	wall, cpu time.Duration
 	rssKB     int64
+	redisCPU  float64 // seconds of redis-server CPU during the command
 }
 
 func (f *auditFleet) run(t *testing.T, args ...string) run {
@@ -119,6 +120,7 @@ func (f *auditFleet) run(t *testing.T, args ...string) run {
 	cmd := exec.Command(bin, full...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	before := stats(t, f.rdb)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -157,7 +159,8 @@ func (f *auditFleet) run(t *testing.T, args ...string) run {
 			t.Fatalf("verify: %q, want %q", out.String(), want)
 		}
 	}
-	return run{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rssKB: rssKB}
+	return run{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rssKB: rssKB,
+		redisCPU: stats(t, f.rdb).cpu - before.cpu}
 }
 
 // vmHWM is the peak RSS of process pid in KB, 0 once it is gone.
@@ -210,6 +213,7 @@ func TestScaleAudit(t *testing.T) {
 	wall := map[string][]float64{} // "cmd/ids" -> seconds per round
 	cpu := map[string][]float64{}
 	rss := map[string][]float64{}
+	rcpu := map[string][]float64{}
 	ratio := map[string][]float64{}
 	fmt.Printf("== audit: load %s before\n", load())
 	for r := range rounds() {
@@ -222,20 +226,21 @@ func TestScaleAudit(t *testing.T) {
 				wall[key] = append(wall[key], res.wall.Seconds())
 				cpu[key] = append(cpu[key], res.cpu.Seconds())
 				rss[key] = append(rss[key], float64(res.rssKB)/1024)
-				fmt.Printf("round %d: flaked %s, %d IDs: %.3f s wall, %.3f s CPU, peak RSS %.1f MB\n",
-					r+1, strings.Join(c, " "), f.ids, res.wall.Seconds(), res.cpu.Seconds(), float64(res.rssKB)/1024)
+				rcpu[key] = append(rcpu[key], res.redisCPU)
+				fmt.Printf("round %d: flaked %s, %d IDs: %.3f s wall, %.3f s CPU, peak RSS %.1f MB, redis-server CPU %.3f s\n",
+					r+1, strings.Join(c, " "), f.ids, res.wall.Seconds(), res.cpu.Seconds(), float64(res.rssKB)/1024, res.redisCPU)
 			}
 			ratio[strings.Join(c, " ")] = append(ratio[strings.Join(c, " ")], w[1]/w[0])
 		}
 	}
 	fmt.Printf("== audit: load %s after\n", load())
-	fmt.Println("| command | 6,000 IDs: wall / CPU / peak RSS | 60,000 IDs: wall / CPU / peak RSS | growth of wall time (median of per-round ratios) |")
+	fmt.Println("| command | 6,000 IDs: wall / CPU / peak RSS / Redis CPU | 60,000 IDs: wall / CPU / peak RSS / Redis CPU | growth of wall time (median of per-round ratios) |")
 	fmt.Println("|---|---:|---:|---:|")
 	for _, c := range cmds {
 		name := strings.Join(c, " ")
 		cell := func(ids int) string {
 			key := fmt.Sprintf("%s/%d", name, ids)
-			return fmt.Sprintf("%.3f s / %.3f s / %.0f MB", median(wall[key]), median(cpu[key]), median(rss[key]))
+			return fmt.Sprintf("%.3f s / %.3f s / %.0f MB / %.3f s", median(wall[key]), median(cpu[key]), median(rss[key]), median(rcpu[key]))
 		}
 		fmt.Printf("| `flaked %s` | %s | %s | %.2fx (%s) |\n", name, cell(6_000), cell(60_000), median(ratio[name]), fmtList(ratio[name]))
 	}
