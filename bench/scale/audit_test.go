@@ -196,9 +196,9 @@ func (f *auditFleet) heldMB(t *testing.T) float64 {
 	return float64(after.HeapAlloc-before.HeapAlloc) / 1e6
 }
 
-// TestScaleAudit: flaked audit, verify, --json, history and whois at
-// 6,000 and 60,000 machine IDs with 100,000 events, rounds alternating
-// the sizes.
+// TestScaleAudit: flaked audit, verify, --json, history, whois and prune
+// (a dry run) at 6,000 and 60,000 machine IDs with 100,000 events, rounds
+// alternating the sizes.
 func TestScaleAudit(t *testing.T) {
 	need(t)
 	redistest.Require(t)
@@ -209,7 +209,8 @@ func TestScaleAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds := [][]string{{"audit"}, {"audit", "verify"}, {"audit", "--json"}, {"audit", "history", "5"}, {"whois", strconv.FormatUint(id, 10)}}
+	cmds := [][]string{{"audit"}, {"audit", "verify"}, {"audit", "--json"}, {"audit", "history", "5"}, {"whois", strconv.FormatUint(id, 10)},
+		{"audit", "prune", "--older-than", "720h", "--dry-run"}}
 	wall := map[string][]float64{} // "cmd/ids" -> seconds per round
 	cpu := map[string][]float64{}
 	rss := map[string][]float64{}

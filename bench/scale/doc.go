@@ -9,9 +9,10 @@
 //
 // The parts (one test each, FLAKED_SCALE_ROUNDS rounds, default 3):
 //
-//   - TestScaleAudit: flaked audit, audit verify and audit --json (the
-//     built binary) at 6,000 and 60,000 machine IDs, 100,000 events, on a
-//     real redis-server; Redis memory per machine ID and per event.
+//   - TestScaleAudit: flaked audit, verify, --json, history, whois and
+//     prune --dry-run (the built binary) at 6,000 and 60,000 machine IDs,
+//     100,000 events, on a real redis-server; Redis memory per machine ID
+//     and per event.
 //   - TestScaleClaims: 100 and 1,000 leases claimed at once on one
 //     redis-server (a mass restart after a deploy), each with its own
 //     go-redis client; time to the last claim, p50/p99, Redis CPU, and no
