@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,11 +41,8 @@ func readAll(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*Sn
 	}
 	evErr := make(chan error, 1)
 	go func() { evErr <- readEvents(ctx, c, k, s, p) }()
-	err = s.readIDs(ctx, c, k, ids, p)
-	if err := <-evErr; err != nil {
-		return nil, err
-	}
-	if err != nil {
+	idErr := s.readIDs(ctx, c, k, ids, p)
+	if err := cmp.Or(idErr, <-evErr); err != nil {
 		return nil, err
 	}
 	if err := readStreamInfo(ctx, c, k, s); err != nil {
