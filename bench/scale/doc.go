@@ -16,7 +16,9 @@
 //   - TestScaleClaims: 100 and 1,000 leases claimed at once on one
 //     redis-server (a mass restart after a deploy), each with its own
 //     go-redis client; time to the last claim, p50/p99, Redis CPU, and no
-//     machine ID held by two live leases.
+//     machine ID held by two live leases. FLAKED_SCALE_PREDIAL=1 makes
+//     the connections before the gate, to tell the claims' cost from the
+//     connections'.
 //   - TestScaleSteady: 100 and 1,000 live nodes (node package, own
 //     clients) issuing IDs; Redis commands/s and CPU per 1,000 nodes.
 //   - TestScaleDaemon: the built daemon with 1,000 and 10,000 idle
