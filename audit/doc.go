@@ -8,7 +8,13 @@
 // on the node that holds the namespace's hash-tag slot (each machine ID's
 // keys in the same transaction), and the event stream up to the last entry
 // the first transaction saw, so a report never mixes a claim's lease with
-// the state before it. Everything else
+// the state before it. A machine ID registered while the IDs were listed is
+// found from the events written meanwhile and read too. Every reply is
+// bounded (SSCAN, HSCAN, SCAN and XRANGE in pages, 2,000 IDs a
+// transaction), the rest of the IDs and the events are read at once on two
+// connections, and ReadWith reports progress when a read takes over a
+// second; the cost is linear in the registry and the stream (BENCHMARKS.md,
+// Scale). Everything else
 // works on a Snapshot and an injected "now", so reports are deterministic
 // and testable without Redis.
 //

@@ -27,25 +27,54 @@ type Event struct {
 	Time      time.Time // when Redis wrote it (the ID's milliseconds)
 	Type      string
 	MachineID int // -1 when the event names no machine ID
-	Fields    map[string]string
+	Fields    Fields
+}
+
+// Fields are an event's fields as the stream holds them: name, value,
+// name, value. A slice, not a map: 100,000 events with a map of 10-14
+// entries each were a fifth of a large audit's CPU and most of its
+// memory, and an event is read by a handful of names.
+type Fields []string
+
+// Get returns the value of field name ("" when there is none); the last
+// one when the entry names it twice, as a map of them would.
+func (f Fields) Get(name string) string {
+	for i := len(f) - 2; i >= 0; i -= 2 {
+		if f[i] == name {
+			return f[i+1]
+		}
+	}
+	return ""
+}
+
+// Set sets field name to v, adding it when missing.
+func (f *Fields) Set(name, v string) {
+	for i := len(*f) - 2; i >= 0; i -= 2 {
+		if (*f)[i] == name {
+			(*f)[i+1] = v
+			return
+		}
+	}
+	*f = append(*f, name, v)
 }
 
 // Owner is who wrote the event.
 func (e Event) Owner() Owner {
 	f := e.Fields
-	return Owner{Host: f[lua.FieldHost], PID: atoi(f[lua.FieldPID]), Addr: f[lua.FieldAddr], Token: shortToken(f[lua.FieldToken])}
+	return Owner{Host: f.Get(lua.FieldHost), PID: atoi(f.Get(lua.FieldPID)), Addr: f.Get(lua.FieldAddr), Token: shortToken(f.Get(lua.FieldToken))}
 }
 
 // PrevOwner is the owner a claim replaced (claim events name it).
 func (e Event) PrevOwner() (Owner, bool) {
 	f := e.Fields
-	o := Owner{Host: f[lua.FieldPrevHost], PID: atoi(f[lua.FieldPrevPID]), Addr: f[lua.FieldPrevAddr], Token: shortToken(f[lua.FieldPrevToken])}
+	o := Owner{Host: f.Get(lua.FieldPrevHost), PID: atoi(f.Get(lua.FieldPrevPID)), Addr: f.Get(lua.FieldPrevAddr),
+		Token: shortToken(f.Get(lua.FieldPrevToken))}
 	return o, o.Host != "" || o.Token != ""
 }
 
 // Int reads a numeric field.
 func (e Event) Int(field string) (int64, bool) {
-	n, err := strconv.ParseInt(e.Fields[field], 10, 64)
+	n, err := strconv.ParseInt(e.Fields.Get(field), 10, 64)
 	return n, err == nil
 }
 
@@ -65,26 +94,83 @@ func (e Event) isClaim() bool {
 }
 
 // readEvents reads the stream up to s.Stream.LastID (the last entry the
-// snapshot's transaction saw), in pages.
-func readEvents(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot) error {
+// snapshot's transaction saw), in pages. The replies are read raw: go-redis
+// would build a map of each entry's fields only for it to be copied.
+func readEvents(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot, p *progress) error {
 	if s.Stream.LastID == "" {
 		return nil
 	}
-	const page = 1000
+	s.Events = make([]Event, 0, s.Stream.Length)
+	in := interner{}
 	start := "-"
 	for {
-		msgs, err := c.XRangeN(ctx, k.Events, start, s.Stream.LastID, page).Result()
+		msgs, err := c.Do(ctx, "XRANGE", k.Events, start, s.Stream.LastID, "COUNT", page).Slice()
 		if err != nil {
 			return fmt.Errorf("read event stream %s: %w", k.Events, err)
 		}
 		for _, m := range msgs {
-			s.Events = append(s.Events, parseEvent(m))
+			e, err := in.entry(m)
+			if err != nil {
+				return fmt.Errorf("read event stream %s: %w", k.Events, err)
+			}
+			s.Events = append(s.Events, e)
 		}
+		p.read(0, len(msgs))
 		if len(msgs) < page {
 			return nil
 		}
-		start = nextID(msgs[len(msgs)-1].ID)
+		start = nextID(s.Events[len(s.Events)-1].ID)
 	}
+}
+
+// interner keeps one copy of the strings events repeat (field names, and
+// the values of repeatedFields), so 100,000 events do not hold 100,000
+// copies of each. Other values (floors, times) are rarely the same, and
+// looking each up cost more than it saved.
+type interner map[string]string
+
+// repeatedFields are the fields whose values recur across events: who
+// wrote them and what kind they are.
+var repeatedFields = map[string]bool{lua.FieldType: true, lua.FieldHost: true, lua.FieldPID: true, lua.FieldAddr: true,
+	lua.FieldToken: true, lua.FieldFrom: true, lua.FieldTo: true, lua.FieldReason: true}
+
+func (in interner) get(v string) string {
+	if len(v) > 64 {
+		return v
+	}
+	if c, ok := in[v]; ok {
+		return c
+	}
+	if len(in) < 1<<16 {
+		in[v] = v
+	}
+	return v
+}
+
+// entry parses one raw XRANGE entry: [id, [field, value, ...]].
+func (in interner) entry(raw any) (Event, error) {
+	m, ok := raw.([]any)
+	if !ok || len(m) != 2 {
+		return Event{}, fmt.Errorf("stream entry %v: want [id, fields]", raw)
+	}
+	id, _ := m[0].(string)
+	kv, _ := m[1].([]any)
+	e := Event{ID: id, MachineID: -1, Fields: make(Fields, 0, len(kv))}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, _ := kv[i].(string)
+		v, _ := kv[i+1].(string)
+		k = in.get(k)
+		if repeatedFields[k] {
+			v = in.get(v)
+		}
+		e.Fields = append(e.Fields, k, v)
+	}
+	e.Time, _ = entryTime(id)
+	e.Type = e.Fields.Get(lua.FieldType)
+	if mid, err := parseMachineID(e.Fields.Get(lua.FieldMachineID)); err == nil {
+		e.MachineID = mid
+	}
+	return e, nil
 }
 
 // nextID is the smallest stream ID after id (exclusive ranges without the
@@ -93,19 +179,6 @@ func nextID(id string) string {
 	ms, seq, _ := strings.Cut(id, "-")
 	n, _ := strconv.ParseUint(seq, 10, 64)
 	return ms + "-" + strconv.FormatUint(n+1, 10)
-}
-
-func parseEvent(m redis.XMessage) Event {
-	e := Event{ID: m.ID, MachineID: -1, Fields: make(map[string]string, len(m.Values))}
-	e.Time, _ = entryTime(m.ID)
-	for k, v := range m.Values {
-		e.Fields[k] = fmt.Sprint(v)
-	}
-	e.Type = e.Fields[lua.FieldType]
-	if id, err := parseMachineID(e.Fields[lua.FieldMachineID]); err == nil {
-		e.MachineID = id
-	}
-	return e
 }
 
 // entryTime is the time part of a stream entry ID.
@@ -197,7 +270,8 @@ func shortToken(t string) string {
 // details are an event's fields other than who wrote it, tokens shortened.
 func (e Event) details() map[string]string {
 	out := map[string]string{}
-	for k, v := range e.Fields {
+	for i := 0; i+1 < len(e.Fields); i += 2 {
+		k, v := e.Fields[i], e.Fields[i+1]
 		switch k {
 		case lua.FieldType, lua.FieldMachineID, lua.FieldHost, lua.FieldPID, lua.FieldAddr, lua.FieldToken:
 			continue

@@ -76,12 +76,12 @@ func (f *fixture) event(ago time.Duration, kind string, mid int, token, host, pi
 	f.seq++
 	at := fixtureNow.Add(-ago)
 	e := Event{ID: strconv.FormatInt(at.UnixMilli(), 10) + "-" + strconv.Itoa(f.seq), Time: at.UTC(), Type: kind, MachineID: mid,
-		Fields: map[string]string{"type": kind, "mid": strconv.Itoa(mid), "token": token, "host": host, "pid": pid, "addr": addr}}
+		Fields: Fields{"type", kind, "mid", strconv.Itoa(mid), "token", token, "host", host, "pid", pid, "addr", addr}}
 	if mid < 0 {
-		e.Fields["mid"] = ""
+		e.Fields.Set("mid", "")
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
-		e.Fields[kv[i]] = kv[i+1]
+		e.Fields.Set(kv[i], kv[i+1])
 	}
 	f.s.Events = append(f.s.Events, e)
 	if len(f.s.Events) == 1 {

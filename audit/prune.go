@@ -30,6 +30,9 @@ type PruneOptions struct {
 	// os.Hostname() and os.Getpid().
 	Host string
 	PID  int
+	// Progress receives progress lines while the registry is read
+	// (ReadOptions); nil: none.
+	Progress io.Writer
 }
 
 // PruneResult says what Prune forgot and what it kept, and why.
@@ -70,7 +73,7 @@ func Prune(ctx context.Context, rdb redis.UniversalClient, ns string, o PruneOpt
 	if o.OlderThan <= 0 {
 		return nil, fmt.Errorf("%w: older than %v: must be > 0", ErrInvalidPrune, o.OlderThan)
 	}
-	s, k, c, err := read(ctx, rdb, ns)
+	s, k, c, err := read(ctx, rdb, ns, ReadOptions{Progress: o.Progress})
 	if err != nil {
 		return nil, err
 	}

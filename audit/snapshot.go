@@ -2,12 +2,9 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -135,13 +132,18 @@ type Stream struct {
 // Read takes a snapshot of namespace ns ("" for the default). On Redis
 // Cluster every command goes to the master of the namespace's slot.
 func Read(ctx context.Context, rdb redis.UniversalClient, ns string) (*Snapshot, error) {
-	s, _, _, err := read(ctx, rdb, ns)
+	return ReadWith(ctx, rdb, ns, ReadOptions{})
+}
+
+// ReadWith is Read with options: progress lines for a large registry.
+func ReadWith(ctx context.Context, rdb redis.UniversalClient, ns string, o ReadOptions) (*Snapshot, error) {
+	s, _, _, err := read(ctx, rdb, ns, o)
 	return s, err
 }
 
-// read is Read, also returning the namespace's keys and the client that
-// serves its slot, for callers that go on to write (Prune).
-func read(ctx context.Context, rdb redis.UniversalClient, ns string) (*Snapshot, lua.Keys, *redis.Client, error) {
+// read is ReadWith, also returning the namespace's keys and the client
+// that serves its slot, for callers that go on to write (Prune).
+func read(ctx context.Context, rdb redis.UniversalClient, ns string, o ReadOptions) (*Snapshot, lua.Keys, *redis.Client, error) {
 	k, err := keysOf(ns)
 	if err != nil {
 		return nil, k, nil, err
@@ -150,11 +152,8 @@ func read(ctx context.Context, rdb redis.UniversalClient, ns string) (*Snapshot,
 	if err != nil {
 		return nil, k, nil, err
 	}
-	s, err := readKeys(ctx, c, k)
+	s, err := readAll(ctx, c, k, o.progress())
 	if err != nil {
-		return nil, k, nil, err
-	}
-	if err := readEvents(ctx, c, k, s); err != nil {
 		return nil, k, nil, err
 	}
 	return s, k, c, nil
@@ -187,208 +186,6 @@ func slotClient(ctx context.Context, rdb redis.UniversalClient, k lua.Keys) (*re
 		return m, nil
 	}
 	return nil, fmt.Errorf("redis client %T: want a standalone, Sentinel or Cluster client", rdb)
-}
-
-// chunk bounds the machine IDs read in one MULTI/EXEC, so a huge registry
-// does not block Redis for long. Each ID's keys are always read together.
-const chunk = 2000
-
-func readKeys(ctx context.Context, c *redis.Client, k lua.Keys) (*Snapshot, error) {
-	ids, err := listIDs(ctx, c, k)
-	if err != nil {
-		return nil, err
-	}
-	s := &Snapshot{Namespace: k.Namespace, Records: map[int]*Record{}}
-	for attempt := 0; ; attempt++ {
-		first := ids[:min(len(ids), chunk)]
-		var (
-			timeCmd   *redis.TimeCmd
-			layoutCmd *redis.StringCmd
-			metaCmd   *redis.MapStringStringCmd
-			membCmd   *redis.StringSliceCmd
-			lastCmd   *redis.XMessageSliceCmd
-			firstCmd  *redis.XMessageSliceCmd
-			lenCmd    *redis.IntCmd
-			perID     []idCmds
-		)
-		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			timeCmd = p.Time(ctx)
-			layoutCmd = p.Get(ctx, k.Layout)
-			metaCmd = p.HGetAll(ctx, k.Meta)
-			membCmd = p.SMembers(ctx, k.Machines)
-			lastCmd = p.XRevRangeN(ctx, k.Events, "+", "-", 1)
-			firstCmd = p.XRangeN(ctx, k.Events, "-", "+", 1)
-			lenCmd = p.XLen(ctx, k.Events)
-			perID = queueIDs(ctx, p, k, first)
-			return nil
-		})
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("read registry %q: %w", k.Namespace, err)
-		}
-		// A machine ID registered between listing and the transaction is
-		// read again, so its claim event never appears without its keys.
-		if fresh := missing(ids, membCmd.Val()); len(fresh) > 0 && attempt < 3 {
-			ids = append(ids, fresh...)
-			continue
-		}
-		now, _ := timeCmd.Result()
-		s.Now = now.UTC()
-		s.LayoutText = layoutCmd.Val()
-		if s.LayoutText != "" {
-			if l, err := flake.ParseLayout(s.LayoutText); err != nil {
-				s.LayoutErr = err.Error()
-			} else {
-				s.Layout = l
-			}
-		}
-		s.Meta = parseMeta(metaCmd.Val())
-		if m := lastCmd.Val(); len(m) > 0 {
-			s.Stream.LastID = m[0].ID
-		}
-		if m := firstCmd.Val(); len(m) > 0 {
-			s.Stream.FirstID = m[0].ID
-		}
-		s.Stream.Length = lenCmd.Val()
-		if err := s.addRecords(perID); err != nil {
-			return nil, err
-		}
-		break
-	}
-	for rest := ids[min(len(ids), chunk):]; len(rest) > 0; rest = rest[min(len(rest), chunk):] {
-		part := rest[:min(len(rest), chunk)]
-		var perID []idCmds
-		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			perID = queueIDs(ctx, p, k, part)
-			return nil
-		})
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("read registry %q: %w", k.Namespace, err)
-		}
-		if err := s.addRecords(perID); err != nil {
-			return nil, err
-		}
-	}
-	if s.Stream.Length > 0 {
-		info, err := c.XInfoStream(ctx, k.Events).Result()
-		if err != nil {
-			return nil, fmt.Errorf("read event stream %s: %w", k.Events, err)
-		}
-		s.Stream.EntriesAdded = info.EntriesAdded
-		// Nothing was ever trimmed or deleted, and the stream is as old as
-		// the registry: the script that created {ns}:meta wrote its claim
-		// event in the same call (XADD's clock may have moved on by a
-		// millisecond or so; a stream deleted and begun again later is
-		// not complete).
-		first, _ := entryTime(s.Stream.FirstID)
-		s.Stream.Complete = info.EntriesAdded > 0 && info.EntriesAdded == info.Length &&
-			s.Meta.Present && first.Before(s.Meta.Created.Add(time.Second))
-	} else {
-		// No event at all: complete only while there is no registry either.
-		s.Stream.Complete = !s.Meta.Present
-	}
-	slices.Sort(s.Strays)
-	return s, nil
-}
-
-// listIDs lists every machine-ID string any key of the namespace names.
-func listIDs(ctx context.Context, c *redis.Client, k lua.Keys) ([]string, error) {
-	seen := map[string]bool{}
-	members, err := c.SMembers(ctx, k.Machines).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", k.Machines, err)
-	}
-	for _, m := range members {
-		seen[m] = true
-	}
-	fields, err := c.HKeys(ctx, k.Reserved).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", k.Reserved, err)
-	}
-	for _, f := range fields {
-		seen[f] = true
-	}
-	for _, prefix := range []string{k.LeasePrefix, k.OwnerPrefix} {
-		it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for it.Next(ctx) {
-			seen[strings.TrimPrefix(it.Val(), prefix)] = true
-		}
-		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("scan %s*: %w", prefix, err)
-		}
-	}
-	return slices.Sorted(maps.Keys(seen)), nil
-}
-
-func missing(have, want []string) []string {
-	var out []string
-	for _, w := range want {
-		if !slices.Contains(have, w) {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-type idCmds struct {
-	id       string
-	lease    *redis.StringCmd
-	ttl      *redis.DurationCmd
-	owner    *redis.MapStringStringCmd
-	reserved *redis.StringCmd
-	member   *redis.BoolCmd
-}
-
-func queueIDs(ctx context.Context, p redis.Pipeliner, k lua.Keys, ids []string) []idCmds {
-	out := make([]idCmds, len(ids))
-	for i, id := range ids {
-		out[i] = idCmds{
-			id:       id,
-			lease:    p.Get(ctx, k.Lease(id)),
-			ttl:      p.PTTL(ctx, k.Lease(id)),
-			owner:    p.HGetAll(ctx, k.Owner(id)),
-			reserved: p.HGet(ctx, k.Reserved, id),
-			member:   p.SIsMember(ctx, k.Machines, id),
-		}
-	}
-	return out
-}
-
-func (s *Snapshot) addRecords(cmds []idCmds) error {
-	for _, c := range cmds {
-		for _, cmd := range []redis.Cmder{c.lease, c.ttl, c.owner, c.reserved, c.member} {
-			if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
-				return fmt.Errorf("read machine ID %q: %w", c.id, err)
-			}
-		}
-		id, err := parseMachineID(c.id)
-		if err != nil {
-			s.Strays = append(s.Strays, c.id)
-			continue
-		}
-		r := &Record{MachineID: id, Registered: c.member.Val(), Lease: c.lease.Val()}
-		if r.Lease != "" {
-			r.LeaseTTL = c.ttl.Val() // -1 (no expiry) comes back as -1ns
-			if r.LeaseTTL < 0 {
-				r.LeaseTTL = -1
-			}
-		}
-		if o := c.owner.Val(); len(o) > 0 {
-			r.Owner = o
-		}
-		if v, err := c.reserved.Result(); err == nil {
-			n, perr := strconv.ParseInt(v, 10, 64)
-			if perr != nil {
-				s.Strays = append(s.Strays, fmt.Sprintf("reservation of %d: %q", id, v))
-			} else {
-				r.Reserved, r.HasReserved = n, true
-			}
-		}
-		if !r.Registered && r.Lease == "" && r.Owner == nil && !r.HasReserved {
-			continue // the keys went away between listing and reading
-		}
-		s.Records[id] = r
-	}
-	return nil
 }
 
 func parseMeta(h map[string]string) Meta {

@@ -1,13 +1,14 @@
 package audit
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // WriteTable writes the report as an aligned table, a summary line and
@@ -16,47 +17,80 @@ func WriteTable(w io.Writer, r *Report) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "namespace %s  layout %s  at %s UTC (Redis TIME)%s\n", r.Namespace, orDash(r.Layout), fmtTimeMs(r.Now), lossNote(r))
 	if len(r.Machines) > 0 {
-		tw := tabwriter.NewWriter(ew, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "MID\tSTATE\tHOST\tPID\tADDR\tVERSION\tMODE\tTTL\tHEARTBEAT\tRESERVED\tRESERVED AT\tFIRST CLAIM\tLAST CLAIM")
+		rows := make([][]string, 0, len(r.Machines)+1)
+		rows = append(rows, []string{"MID", "STATE", "HOST", "PID", "ADDR", "VERSION", "MODE", "TTL", "HEARTBEAT", "RESERVED",
+			"RESERVED AT", "FIRST CLAIM", "LAST CLAIM"})
 		for _, m := range r.Machines {
-			host, pid, addr, version := "-", "-", "-", "-"
-			if o := m.Owner; o != nil {
-				host, addr, version = orDash(o.Host), orDash(o.Addr), orDash(o.Version)
-				if o.PID != 0 {
-					pid = strconv.Itoa(o.PID)
-				}
-			}
-			ttl := "-"
-			if m.LeaseTTLMs != nil {
-				ttl = "never"
-				if *m.LeaseTTLMs >= 0 {
-					ttl = fmtDuration(time.Duration(*m.LeaseTTLMs) * time.Millisecond)
-				}
-			}
-			hb := "-"
-			if m.HeartbeatAgeMs != nil {
-				hb = fmtAge(time.Duration(*m.HeartbeatAgeMs) * time.Millisecond)
-			}
-			reserved, reservedAt := "-", "-"
-			if m.ReservedTick != nil {
-				reserved = strconv.FormatInt(*m.ReservedTick, 10)
-			}
-			if m.ReservedTime != nil {
-				reservedAt = fmtTimeMs(*m.ReservedTime)
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-				m.MachineID, m.State, host, pid, addr, version, orDash(m.Mode), ttl, hb,
-				reserved, reservedAt, fmtTimePtr(m.FirstClaim), fmtTimePtr(m.LastClaim))
+			rows = append(rows, tableRow(m))
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		writeAligned(ew, rows)
 	}
 	fmt.Fprintln(ew, summaryLine(r))
 	for _, f := range r.Findings {
 		fmt.Fprintln(ew, f.String())
 	}
 	return ew.err
+}
+
+// tableRow is one machine's cells.
+func tableRow(m Machine) []string {
+	host, pid, addr, version := "-", "-", "-", "-"
+	if o := m.Owner; o != nil {
+		host, addr, version = orDash(o.Host), orDash(o.Addr), orDash(o.Version)
+		if o.PID != 0 {
+			pid = strconv.Itoa(o.PID)
+		}
+	}
+	ttl := "-"
+	if m.LeaseTTLMs != nil {
+		ttl = "never"
+		if *m.LeaseTTLMs >= 0 {
+			ttl = fmtDuration(time.Duration(*m.LeaseTTLMs) * time.Millisecond)
+		}
+	}
+	hb := "-"
+	if m.HeartbeatAgeMs != nil {
+		hb = fmtAge(time.Duration(*m.HeartbeatAgeMs) * time.Millisecond)
+	}
+	reserved, reservedAt := "-", "-"
+	if m.ReservedTick != nil {
+		reserved = strconv.FormatInt(*m.ReservedTick, 10)
+	}
+	if m.ReservedTime != nil {
+		reservedAt = fmtTimeMs(*m.ReservedTime)
+	}
+	return []string{strconv.Itoa(m.MachineID), string(m.State), host, pid, addr, version, orDash(m.Mode), ttl, hb,
+		reserved, reservedAt, fmtTimePtr(m.FirstClaim), fmtTimePtr(m.LastClaim)}
+}
+
+// writeAligned writes rows as text/tabwriter does with padding 2 and
+// blanks (every column but the last as wide as its widest cell plus two),
+// without tabwriter's cost per cell: a table of 60,000 machine IDs took a
+// third of the audit's time in it.
+func writeAligned(w io.Writer, rows [][]string) {
+	var width []int
+	for _, row := range rows {
+		for i, c := range row[:len(row)-1] {
+			if i == len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	// Buffered: one write per 64 KiB, not per row, to an unbuffered
+	// stdout.
+	b := bufio.NewWriterSize(w, 64<<10)
+	for _, row := range rows {
+		for i, c := range row[:len(row)-1] {
+			b.WriteString(c)
+			for range width[i] - utf8.RuneCountInString(c) + 2 {
+				b.WriteByte(' ')
+			}
+		}
+		b.WriteString(row[len(row)-1])
+		b.WriteByte('\n')
+	}
+	b.Flush()
 }
 
 // recentLoss is how long a possible data loss is named in the table's

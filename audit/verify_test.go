@@ -60,7 +60,7 @@ func TestVerify_EachCheck(t *testing.T) {
 				f.s.Records[70000] = &Record{MachineID: 70000, Registered: true, Reserved: 1, HasReserved: true}
 			}},
 		{CheckHistoryWentBack, "machine ID 1: the takeover at 2026-10-31 10:00:00.000 by web-2 pid 77 addr 10.0.0.2:7379 token bbbb5555 started after tick 5438160399, below tick 5438160400 of the claim at 2026-09-22 10:00:00.000: IDs with ticks 5438160400..5438160400 may have been issued twice",
-			func(f *fixture) { f.s.Events[7].Fields["floor"] = "5438160399" }},
+			func(f *fixture) { f.s.Events[7].Fields.Set("floor", "5438160399") }},
 		{CheckStrayKey, `registry: "abc" (a member, field or key suffix) names no machine ID`,
 			func(f *fixture) { f.s.Strays = []string{"abc"} }},
 	} {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -125,12 +126,12 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 		c := claims[idx]
 		w.Claim = refOf(c, lua.FieldFloor)
 		o := c.Owner()
-		if rec != nil && rec.Owner != nil && rec.Owner[lua.OwnerToken] == c.Fields[lua.FieldToken] {
+		if rec != nil && rec.Owner != nil && rec.Owner[lua.OwnerToken] == c.Fields.Get(lua.FieldToken) {
 			o.Version = rec.Owner[lua.OwnerVersion]
 		}
 		w.Owner, w.Source = &o, "events"
 		for _, e := range s.eventsOf(p.MachineID) {
-			if e.Type == lua.EventRelease && e.Fields[lua.FieldToken] == c.Fields[lua.FieldToken] && streamLess(c.ID, e.ID) {
+			if e.Type == lua.EventRelease && e.Fields.Get(lua.FieldToken) == c.Fields.Get(lua.FieldToken) && streamLess(c.ID, e.ID) {
 				if idx+1 >= len(claims) || streamLess(e.ID, claims[idx+1].ID) {
 					w.Release = refOf(e, lua.FieldLast)
 				}
@@ -157,7 +158,7 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 		w.Explanation = held + "; no later claim is recorded"
 		if w.Release != nil {
 			w.Explanation += fmt.Sprintf("; it released the ID at %s", fmtTimeMs(w.Release.Time))
-		} else if rec != nil && rec.Lease != "" && rec.Lease == c.Fields[lua.FieldToken] {
+		} else if rec != nil && rec.Lease != "" && rec.Lease == c.Fields.Get(lua.FieldToken) {
 			w.Explanation += "; it holds the lease now"
 		}
 		return w, nil
@@ -240,9 +241,9 @@ func whoisCounter(s *Snapshot, w *Whois) {
 			order = append(order, key)
 		}
 		switch {
-		case e.Fields[lua.FieldTo] == "counter" && sp.inSince.IsZero():
+		case e.Fields.Get(lua.FieldTo) == "counter" && sp.inSince.IsZero():
 			sp.inSince = at
-		case e.Fields[lua.FieldTo] != "counter" && !sp.inSince.IsZero():
+		case e.Fields.Get(lua.FieldTo) != "counter" && !sp.inSince.IsZero():
 			if !at.Before(from) {
 				sp.hit = true // in counter mode until inside the window
 			}
@@ -313,8 +314,8 @@ func derefTick(r *EventRef) int64 {
 }
 
 func intField(h map[string]string, k string) (int64, bool) {
-	e := Event{Fields: h}
-	return e.Int(k)
+	n, err := strconv.ParseInt(h[k], 10, 64)
+	return n, err == nil
 }
 
 // streamLess compares stream entry IDs.
