@@ -77,15 +77,55 @@ const counterWindow = 2 * time.Second
 // The owner of tick t is therefore the last claim whose floor is below t.
 // Wall clocks do not enter into it.
 func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
+	w, p, err := decodeWhois(s, id)
+	if err != nil {
+		return nil, err
+	}
+	l := s.Layout
+	switch {
+	case l.BitsRegion > 0 && p.Region != l.Region:
+		// Each region's registry leases only its own machine IDs, and
+		// its counter is its own: this one issued nothing there.
+		w.Explanation = fmt.Sprintf("machine ID %d is in region %d (machine IDs %d..%d); this registry is region %d's (%d..%d): ask region %d's",
+			p.MachineID, p.Region, p.Region*l.MachineIDsPerRegion(), (p.Region+1)*l.MachineIDsPerRegion()-1,
+			l.Region, l.MinMachineID(), l.CounterMachineID(), p.Region)
+		return w, nil
+	case p.MachineID == l.CounterMachineID():
+		whoisCounter(s, w)
+		return w, nil
+	}
+	var claims []Event
+	for _, e := range s.eventsOf(p.MachineID) {
+		if e.isClaim() {
+			claims = append(claims, e)
+		}
+	}
+	idx := -1 // the last claim whose floor is below the tick
+	for i, c := range claims {
+		if f, ok := c.Int(lua.FieldFloor); ok && f < p.Tick {
+			idx = i
+		}
+	}
+	switch {
+	case idx >= 0:
+		whoisByClaim(s, w, p, claims, idx)
+	case !whoisByOwnerData(s, w, p, len(claims) > 0):
+		w.Explanation = notFound(s, p.MachineID, p.Tick, claims)
+	}
+	return w, nil
+}
+
+// decodeWhois checks id against the fleet's layout and fills in its parts.
+func decodeWhois(s *Snapshot, id uint64) (*Whois, flake.Parts, error) {
 	l := s.Layout
 	if l.BitsTime == 0 {
 		if s.LayoutErr != "" {
-			return nil, fmt.Errorf("%w: %s", ErrNoLayout, s.LayoutErr)
+			return nil, flake.Parts{}, fmt.Errorf("%w: %s", ErrNoLayout, s.LayoutErr)
 		}
-		return nil, fmt.Errorf("%w: %s is missing", ErrNoLayout, s.keys().Layout)
+		return nil, flake.Parts{}, fmt.Errorf("%w: %s is missing", ErrNoLayout, s.keys().Layout)
 	}
 	if err := l.CheckID(id); err != nil {
-		return nil, err
+		return nil, flake.Parts{}, err
 	}
 	p := l.Decompose(id)
 	w := &Whois{ID: flake.FormatID(p.ID), Base32: flake.FormatBase32(p.ID), Time: p.Time, Tick: p.Tick,
@@ -95,65 +135,43 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 	}
 	if l.BitsRegion > 0 {
 		w.Region = &p.Region
-		if p.Region != l.Region {
-			// Each region's registry leases only its own machine IDs, and
-			// its counter is its own: this one issued nothing there.
-			w.Explanation = fmt.Sprintf("machine ID %d is in region %d (machine IDs %d..%d); this registry is region %d's (%d..%d): ask region %d's",
-				p.MachineID, p.Region, p.Region*l.MachineIDsPerRegion(), (p.Region+1)*l.MachineIDsPerRegion()-1,
-				l.Region, l.MinMachineID(), l.CounterMachineID(), p.Region)
-			return w, nil
-		}
 	}
-	if p.MachineID == l.CounterMachineID() {
-		whoisCounter(s, w)
-		return w, nil
+	return w, p, nil
+}
+
+// whoisByClaim explains the ID by claims[idx], the last claim of its
+// machine ID below its tick: the owner it names issued the tick unless
+// the next claim starts below it, or the tick is above the reservation.
+func whoisByClaim(s *Snapshot, w *Whois, p flake.Parts, claims []Event, idx int) {
+	t, c, rec := p.Tick, claims[idx], s.Records[p.MachineID]
+	w.Claim = refOf(c, lua.FieldFloor)
+	o := c.Owner()
+	if rec != nil && rec.Owner != nil && rec.Owner[lua.OwnerToken] == c.Fields.Get(lua.FieldToken) {
+		o.Version = rec.Owner[lua.OwnerVersion]
 	}
-	t := p.Tick
-	var claims []Event
+	w.Owner, w.Source = &o, "events"
 	for _, e := range s.eventsOf(p.MachineID) {
-		if e.isClaim() {
-			claims = append(claims, e)
-		}
-	}
-	idx := -1
-	for i, c := range claims {
-		if f, ok := c.Int(lua.FieldFloor); ok && f < t {
-			idx = i
-		}
-	}
-	rec := s.Records[p.MachineID]
-	if idx >= 0 {
-		c := claims[idx]
-		w.Claim = refOf(c, lua.FieldFloor)
-		o := c.Owner()
-		if rec != nil && rec.Owner != nil && rec.Owner[lua.OwnerToken] == c.Fields.Get(lua.FieldToken) {
-			o.Version = rec.Owner[lua.OwnerVersion]
-		}
-		w.Owner, w.Source = &o, "events"
-		for _, e := range s.eventsOf(p.MachineID) {
-			if e.Type == lua.EventRelease && e.Fields.Get(lua.FieldToken) == c.Fields.Get(lua.FieldToken) && streamLess(c.ID, e.ID) {
-				if idx+1 >= len(claims) || streamLess(e.ID, claims[idx+1].ID) {
-					w.Release = refOf(e, lua.FieldLast)
-				}
-				break
+		if e.Type == lua.EventRelease && e.Fields.Get(lua.FieldToken) == c.Fields.Get(lua.FieldToken) && streamLess(c.ID, e.ID) {
+			if idx+1 >= len(claims) || streamLess(e.ID, claims[idx+1].ID) {
+				w.Release = refOf(e, lua.FieldLast)
 			}
+			break
 		}
-		held := fmt.Sprintf("the %s at %s gave %s machine ID %d with floor %d, so it issued the ticks after %d",
-			c.Type, fmtTimeMs(c.Time), o.String(), p.MachineID, *w.Claim.Tick, *w.Claim.Tick)
-		if idx+1 < len(claims) {
-			n := claims[idx+1]
-			w.Next = refOf(n, lua.FieldFloor)
-			w.Known = true
-			w.Explanation = fmt.Sprintf("%s; the next claim, the %s at %s, starts after tick %d >= %d",
-				held, n.Type, fmtTimeMs(n.Time), derefTick(w.Next), t)
-			return w, nil
-		}
-		if rec != nil && rec.HasReserved && t > rec.Reserved {
-			w.Known = false
-			w.Explanation = fmt.Sprintf("%s, but tick %d is above the reservation %d of machine ID %d: no owner has issued it (yet); the ID was not made by this fleet, or Redis lost data",
-				held, t, rec.Reserved, p.MachineID)
-			return w, nil
-		}
+	}
+	held := fmt.Sprintf("the %s at %s gave %s machine ID %d with floor %d, so it issued the ticks after %d",
+		c.Type, fmtTimeMs(c.Time), o.String(), p.MachineID, *w.Claim.Tick, *w.Claim.Tick)
+	switch {
+	case idx+1 < len(claims):
+		n := claims[idx+1]
+		w.Next = refOf(n, lua.FieldFloor)
+		w.Known = true
+		w.Explanation = fmt.Sprintf("%s; the next claim, the %s at %s, starts after tick %d >= %d",
+			held, n.Type, fmtTimeMs(n.Time), derefTick(w.Next), t)
+	case rec != nil && rec.HasReserved && t > rec.Reserved:
+		w.Known = false
+		w.Explanation = fmt.Sprintf("%s, but tick %d is above the reservation %d of machine ID %d: no owner has issued it (yet); the ID was not made by this fleet, or Redis lost data",
+			held, t, rec.Reserved, p.MachineID)
+	default:
 		w.Known = true
 		w.Explanation = held + "; no later claim is recorded"
 		if w.Release != nil {
@@ -161,24 +179,29 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 		} else if rec != nil && rec.Lease != "" && rec.Lease == c.Fields.Get(lua.FieldToken) {
 			w.Explanation += "; it holds the lease now"
 		}
-		return w, nil
 	}
-	// No recorded claim covers the tick. The owner data still names the
-	// last owner and its floor when the claim event was trimmed.
-	if rec != nil && rec.Owner != nil && len(claims) == 0 {
-		if f, ok := intField(rec.Owner, lua.OwnerFloor); ok && f < t && (!rec.HasReserved || t <= rec.Reserved) {
-			w.Owner, w.Source, w.Known = ownerOf(rec.Owner), "owner data", true
-			w.Claim = &EventRef{Type: lua.EventClaim, Tick: &f}
-			if at, ok := msTime(rec.Owner[lua.OwnerClaimed]); ok {
-				w.Claim.Time = at
-			}
-			w.Explanation = fmt.Sprintf("its claim event is no longer in the stream, but the owner data of machine ID %d names %s, claimed at %s with floor %d < %d, as the last owner",
-				p.MachineID, w.Owner.String(), fmtTimeMs(w.Claim.Time), f, t)
-			return w, nil
-		}
+}
+
+// whoisByOwnerData explains the ID when no recorded claim covers its tick:
+// the owner data still names the last owner and its floor when the claim
+// event was trimmed. It reports whether it could.
+func whoisByOwnerData(s *Snapshot, w *Whois, p flake.Parts, anyClaim bool) bool {
+	t, rec := p.Tick, s.Records[p.MachineID]
+	if rec == nil || rec.Owner == nil || anyClaim {
+		return false
 	}
-	w.Explanation = notFound(s, p.MachineID, t, claims)
-	return w, nil
+	f, ok := intField(rec.Owner, lua.OwnerFloor)
+	if !ok || f >= t || rec.HasReserved && t > rec.Reserved {
+		return false
+	}
+	w.Owner, w.Source, w.Known = ownerOf(rec.Owner), "owner data", true
+	w.Claim = &EventRef{Type: lua.EventClaim, Tick: &f}
+	if at, ok := msTime(rec.Owner[lua.OwnerClaimed]); ok {
+		w.Claim.Time = at
+	}
+	w.Explanation = fmt.Sprintf("its claim event is no longer in the stream, but the owner data of machine ID %d names %s, claimed at %s with floor %d < %d, as the last owner",
+		p.MachineID, w.Owner.String(), fmtTimeMs(w.Claim.Time), f, t)
+	return true
 }
 
 // notFound explains why no owner covers tick t, saying clearly whether the
