@@ -110,23 +110,7 @@ func runFleet(t *testing.T, srv *redistest.Server, admin *redis.Client, n int, w
 // commands/s and CPU per 1,000 nodes over a fixed window.
 func TestScaleSteady(t *testing.T) {
 	need(t)
-	redistest.Require(t)
-	srv := redistest.Start(t, redistest.Options{Args: []string{"maxclients 20000"}})
-	admin := srv.Client(t)
-	first, err := coord.NewRegistry(admin, coord.Options{MaxWait: 30 * time.Second}) // a new registry: the loss floor is a horizon ahead
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := first.Claim(context.Background(), coord.ClaimOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(context.Background(), l.Floor()); err != nil {
-		t.Fatal(err)
-	}
-	// As in a fleet whose Redis has run for a while: the new registry's
-	// loss floor (a horizon + 1 s after it was made) is behind us.
-	time.Sleep(coord.DefaultHorizon + 2*time.Second)
+	srv, admin := agedRegistry(t)
 	window := steadyWindow()
 	fmt.Printf("== steady: load %s before, window %v\n", load(), window)
 	sizes := []int{100, 1000}
