@@ -53,8 +53,12 @@ type Issue struct {
 }
 
 func (f *Failure) String() string {
-	if f.Kind == "panic" {
+	switch {
+	case f.Kind == "panic":
 		return "panic: " + f.Detail
+	case f.Detail != "":
+		return fmt.Sprintf("%s ID %d (tick %d, sequence %d, machine ID %d in the fleet's layout): %v: %s",
+			f.Kind, f.ID, f.Parts.Tick, f.Parts.Sequence, f.Parts.MachineID, f.Second, f.Detail)
 	}
 	return fmt.Sprintf("%s ID %d (tick %d, sequence %d, machine ID %d in the fleet's layout): %v, then %v",
 		f.Kind, f.ID, f.Parts.Tick, f.Parts.Sequence, f.Parts.MachineID, f.First, f.Second)
@@ -138,7 +142,7 @@ type Options struct {
 }
 
 func newRun(s Schedule, opts Options) *run {
-	lay, err := flake.NewLayout(s.BitsSequence, s.BitsMachineID, 10*time.Millisecond, epoch)
+	lay, err := s.Layout()
 	if err != nil {
 		panic(err)
 	}
@@ -262,6 +266,22 @@ func (r *run) check(id uint64, bi uint32) {
 		return
 	}
 	p.last = id
+	r.checkShape(id, b)
+}
+
+// checkShape checks that an ID fits the fleet's width and, unless a stray
+// issued it, carries a machine ID of the fleet's region.
+func (r *run) checkShape(id uint64, b batch) {
+	l := r.layout
+	parts := l.Decompose(id)
+	switch {
+	case id > l.MaxID():
+		r.fail(&Failure{Kind: "too wide", ID: id, Parts: parts, Second: b.issue(id),
+			Detail: fmt.Sprintf("above the %d-bit layout's largest ID %d", l.BitsID(), l.MaxID())})
+	case !b.p.stray && (parts.MachineID < l.MinMachineID() || parts.MachineID > l.CounterMachineID()):
+		r.fail(&Failure{Kind: "outside the region", ID: id, Parts: parts, Second: b.issue(id),
+			Detail: fmt.Sprintf("region %d leases machine IDs %d..%d", l.Region, l.MinMachineID(), l.CounterMachineID())})
+	}
 }
 
 func (r *run) fail(f *Failure) {
@@ -287,7 +307,9 @@ func (r *run) startProc(sl *slot) {
 	lay := r.layout
 	if sl.stray {
 		p.stray = true
-		lay, _ = flake.NewLayout(lay.BitsSequence-1, lay.BitsMachineID+1, lay.TimeUnit, lay.StartTime)
+		st := lay.Settings()
+		st.BitsSequence, st.BitsMachineID = st.BitsSequence-1, st.BitsMachineID+1
+		lay, _ = st.Layout()
 	}
 	opts := node.Options{
 		Redis: simredis.NewClient(func(ctx context.Context, args []string) (any, error) { return r.call(p, args) }),

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
 )
 
@@ -19,8 +20,12 @@ type Schedule struct {
 	Nodes    []NodeConfig
 	// The layout: small machine spaces make takeovers frequent.
 	BitsSequence, BitsMachineID int
-	LeaseTTL                    time.Duration
-	MaxSkew                     time.Duration
+	// BitsID is the ID's width (63, or 53..62 as for JavaScript); with
+	// BitsRegion 1 the fleet is region Region's, leasing only the machine
+	// IDs of its half, with its own counter machine ID.
+	BitsID, BitsRegion, Region int
+	LeaseTTL                   time.Duration
+	MaxSkew                    time.Duration
 	// Timer slack of every process: timers shorter than this fire late.
 	Slack time.Duration
 	// ReplicaLag is how often the replica catches up with the master; a
@@ -143,6 +148,7 @@ func NewSchedule(seed uint64) Schedule {
 	}
 	s.Nodes = d.nodes()
 	ahead := s.Nodes[0].ReserveAhead
+	s.drawShape(seed)
 	for range 3 + d.IntN(12) {
 		f := d.fault(s)
 		s.Faults = append(s.Faults, f)
@@ -185,6 +191,28 @@ func (d drawer) nodes() []NodeConfig {
 		})
 	}
 	return nodes
+}
+
+// drawShape draws the ID's width and the region from a stream of its own,
+// so that every other field of a seed's schedule is what it was before
+// widths and regions were drawn. A region takes one more machine bit, so
+// a region's fleet has as many machine IDs as a fleet without regions.
+func (s *Schedule) drawShape(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0x1a7e))}
+	s.BitsID = 63
+	if x.IntN(4) == 0 {
+		s.BitsID = 53 + x.IntN(10)
+	}
+	if x.IntN(4) == 0 {
+		s.BitsRegion, s.Region = 1, x.IntN(2)
+		s.BitsMachineID++
+	}
+}
+
+// Layout is the fleet's layout: 10 ms ticks from epoch.
+func (s Schedule) Layout() (flake.Layout, error) {
+	return flake.Settings{BitsID: s.BitsID, BitsSequence: s.BitsSequence, BitsMachineID: s.BitsMachineID,
+		TimeUnit: 10 * time.Millisecond, StartTime: epoch, BitsRegion: s.BitsRegion, Region: s.Region}.Layout()
 }
 
 // fault draws one fault of s.
@@ -278,8 +306,8 @@ func sortFaults(fs []Fault) {
 // String describes the schedule, one fault per line.
 func (s Schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %v, layout %d sequence + %d machine bits, lease TTL %v, max skew %v, timer slack %v, replica lag %v, snapshot every %v\n",
-		s.Seed, s.Duration, s.BitsSequence, s.BitsMachineID, s.LeaseTTL, s.MaxSkew, s.Slack, s.ReplicaLag, s.SaveEvery)
+	fmt.Fprintf(&b, "seed %d: %v, layout %d bits: %d sequence + %d machine bits (%d region bits, region %d), lease TTL %v, max skew %v, timer slack %v, replica lag %v, snapshot every %v\n",
+		s.Seed, s.Duration, s.BitsID, s.BitsSequence, s.BitsMachineID, s.BitsRegion, s.Region, s.LeaseTTL, s.MaxSkew, s.Slack, s.ReplicaLag, s.SaveEvery)
 	for i, n := range s.Nodes {
 		fmt.Fprintf(&b, "  node %d: %s, %d machine IDs, max lead %v, reserve ahead %v, check every %v\n",
 			i, n.Mode, n.MachineIDs, n.MaxLead, n.ReserveAhead, n.CheckInterval)
