@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flaked/flaked/internal/bugs"
 )
 
 // Defaults of the layout. They equal sonyflake v2's, so sonyflake's
@@ -181,7 +183,12 @@ func (l Layout) MinMachineID() int { return l.Region << l.bitsLocal() }
 // layout's region: its last one (2^BitsMachineID - 1 without regions). It
 // is never leased to a time-based generator, and each region has its own,
 // so the counters of two regions never issue the same ID.
-func (l Layout) CounterMachineID() int { return l.MinMachineID() + l.MachineIDsPerRegion() - 1 }
+func (l Layout) CounterMachineID() int {
+	if bugs.CounterFleetWide {
+		return 1<<l.BitsMachineID - 1
+	}
+	return l.MinMachineID() + l.MachineIDsPerRegion() - 1
+}
 
 // IsCounterMachineID reports whether a machine ID is the counter's of its
 // region (of any region, not only the layout's).

@@ -41,6 +41,11 @@ var Mutations = []Mutation{
 		Bug: "the generator issues ticks it has not reserved"},
 	{Name: "release-below-used", Switch: "ReleaseBelowUsed",
 		Bug: "a release lowers the reservation below the ticks used"},
+	// Regions: the simulator runs one region, so the bug shows as IDs
+	// outside it (in another region's machine IDs) rather than as the
+	// duplicate two regions' counters would make.
+	{Name: "counter-fleet-wide", Switch: "CounterFleetWide",
+		Bug: "every region's counter runs under the fleet-wide last machine ID, so two regions' counters issue the same IDs"},
 	{Name: "counter-floor-time", Script: &lua.Counter,
 		Edits: []Edit{{"cur = maxOf(maxOf(cur, {T - 1, MASK}), {lossTick + lossLead, MASK})", "cur = maxOf(cur, {T - 1, MASK})"}},
 		Bug:   "a present counter key is floored only to Redis TIME after a failover"},

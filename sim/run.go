@@ -274,13 +274,18 @@ func (r *run) check(id uint64, bi uint32) {
 func (r *run) checkShape(id uint64, b batch) {
 	l := r.layout
 	parts := l.Decompose(id)
+	// The region's machine IDs from its definition, not from the code
+	// under test (CounterMachineID is what the counter-fleet-wide
+	// mutation breaks).
+	lo := l.Region << (l.BitsMachineID - l.BitsRegion)
+	hi := lo + 1<<(l.BitsMachineID-l.BitsRegion) - 1
 	switch {
 	case id > l.MaxID():
 		r.fail(&Failure{Kind: "too wide", ID: id, Parts: parts, Second: b.issue(id),
 			Detail: fmt.Sprintf("above the %d-bit layout's largest ID %d", l.BitsID(), l.MaxID())})
-	case !b.p.stray && (parts.MachineID < l.MinMachineID() || parts.MachineID > l.CounterMachineID()):
+	case !b.p.stray && (parts.MachineID < lo || parts.MachineID > hi):
 		r.fail(&Failure{Kind: "outside the region", ID: id, Parts: parts, Second: b.issue(id),
-			Detail: fmt.Sprintf("region %d leases machine IDs %d..%d", l.Region, l.MinMachineID(), l.CounterMachineID())})
+			Detail: fmt.Sprintf("region %d leases machine IDs %d..%d", l.Region, lo, hi)})
 	}
 }
 

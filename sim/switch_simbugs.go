@@ -18,6 +18,8 @@ func setSwitch(name string) (func(), error) {
 		p = &bugs.IssuePastReservation
 	case "ReleaseBelowUsed":
 		p = &bugs.ReleaseBelowUsed
+	case "CounterFleetWide":
+		p = &bugs.CounterFleetWide
 	default:
 		return nil, fmt.Errorf("sim: no switch %q in package bugs", name)
 	}

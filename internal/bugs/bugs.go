@@ -12,4 +12,5 @@ const (
 	StateFileToken       = false
 	IssuePastReservation = false
 	ReleaseBelowUsed     = false
+	CounterFleetWide     = false
 )

@@ -15,4 +15,9 @@ var (
 	// ReleaseBelowUsed: a clean shutdown records the lease's floor as the
 	// last tick used, below the ticks it did use.
 	ReleaseBelowUsed bool
+	// CounterFleetWide: the counter machine ID is the last of the whole
+	// machine space, not of the layout's region, so every region's
+	// counter issues under one machine ID (and region 0 leases past its
+	// half).
+	CounterFleetWide bool
 )
