@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/node"
 )
 
 // flakedBin is the flaked binary built from the main module (../) for
@@ -25,11 +26,10 @@ import (
 var flakedBin string
 
 // releaseBudget is how long a stopping daemon gives Redis to release its
-// lease after --shutdown-timeout has run out: closeNode in
-// cmd/flaked/daemon.go (package main, so not importable). A stop cut short
-// before both have passed leaves the lease to expire instead of handing it
-// back with the exact last tick.
-const releaseBudget = 5 * time.Second
+// lease after --shutdown-timeout has run out. A stop cut short before both
+// have passed leaves the lease to expire instead of handing it back with
+// the exact last tick.
+const releaseBudget = node.CloseTimeout
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "flaked-deploy-test")

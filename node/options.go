@@ -18,6 +18,11 @@ const (
 	DefaultCheckInterval = 100 * time.Millisecond
 	DefaultRecoverAfter  = 3 * time.Second
 	DefaultRetryInterval = time.Second
+	// CloseTimeout is how long flaked serve gives Close, after its
+	// --shutdown-timeout, to release the lease with the exact last tick: a
+	// stop cut short before both leaves the lease to expire instead. Deploy
+	// files' grace periods must cover both (deploy/ checks them).
+	CloseTimeout = 5 * time.Second
 )
 
 // Limits of Options, checked by New and named in its errors; flaked serve

@@ -103,9 +103,9 @@ func (d *daemon) run(ctx context.Context, stop func()) error {
 }
 
 // closeNode releases the lease and flushes the state file, giving Redis
-// 5 s to answer: a lease not released expires after its TTL.
+// node.CloseTimeout to answer: a lease not released expires after its TTL.
 func (d *daemon) closeNode() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), node.CloseTimeout)
 	defer cancel()
 	return d.n.Close(ctx)
 }
