@@ -413,6 +413,8 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 			if c.ctx.Err() != nil {
 				return nil, 0, ErrClosed
 			}
+			// counter.lua's refusal of another layout (its error text; a
+			// script error has no code of its own to test).
 			if strings.Contains(err.Error(), "differs from the fleet layout") {
 				return nil, 0, fmt.Errorf("counter.lua on %s: %w: %w", c.keys.Counter, ErrLayoutMismatch, err)
 			}
