@@ -828,7 +828,7 @@ func putRegistry(t *testing.T, rdb redis.UniversalClient, c registryCopy) {
 // that sees the interrupted window opens it again and waits. A duplicate
 // shows as Y getting a lease (its IDs next to the fleet's), or the owner
 // refused for its layout (the fleet's X nodes would lose to a node the
-// fleet had refused). Found by the simulator (seed 15149 of session 6).
+// fleet had refused). Found by the simulator.
 func TestGuard_RollbackIntoLayoutWindow_OwnerRestoresAgain(t *testing.T) {
 	for _, order := range []string{"owner renews first", "Y claims first"} {
 		t.Run(order, func(t *testing.T) {

@@ -17,7 +17,7 @@ func explainNoPerm(err error) error {
 	if !isNoPerm(err) {
 		return err
 	}
-	return fmt.Errorf("%w (the Redis user lacks a permission flaked needs: see \"Redis ACLs\" in the README and deploy/redis/acl.conf)", err)
+	return fmt.Errorf("%w (the Redis user lacks a permission flaked needs: see \"Redis ACLs\" in docs/operating.md and deploy/redis/acl.conf)", err)
 }
 
 func isNoPerm(err error) bool {
