@@ -33,6 +33,9 @@ var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 const (
 	maxMachineRows = 500
 	maxEvents      = 20
+	// recentLoss is how long a possible data loss is named, as in flaked
+	// audit's table.
+	recentLoss = 24 * time.Hour
 )
 
 // statusData is what the page shows.
@@ -56,6 +59,7 @@ type statusData struct {
 	FleetShown bool // Options.Fleet is set
 	FleetError string
 	Report     *audit.Report
+	DataLoss   *audit.DataLoss // the report's, within recentLoss
 	Machines   []audit.Machine // at most maxMachineRows
 	MoreRows   int
 	Events     []eventRow
@@ -98,6 +102,9 @@ func (a *api) statusPage(w http.ResponseWriter, r *http.Request) {
 			d.FleetError = err.Error()
 		} else {
 			d.Report = audit.Build(snap)
+			if l := d.Report.DataLoss; l != nil && l.At.After(d.Report.Now.Add(-recentLoss)) {
+				d.DataLoss = l
+			}
 			d.Machines = d.Report.Machines
 			if len(d.Machines) > maxMachineRows {
 				d.MoreRows = len(d.Machines) - maxMachineRows
@@ -161,7 +168,7 @@ func (a *api) ownEvents(s *audit.Snapshot, machineIDs string) []eventRow {
 		}
 		var det []string
 		for j := 0; j+1 < len(e.Fields); j += 2 {
-			if k := e.Fields[j]; !slices.Contains(hiddenFields, k) {
+			if k := e.Fields[j]; e.Fields[j+1] != "" && !slices.Contains(hiddenFields, k) {
 				det = append(det, k+"="+e.Fields[j+1])
 			}
 		}
