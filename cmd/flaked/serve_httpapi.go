@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/flaked/flaked/audit"
 	"github.com/flaked/flaked/httpapi"
@@ -41,8 +44,18 @@ func startHTTPAPI(o serveOptions, n *node.Node, reg prometheus.Registerer) (*htt
 	if o.server.TLSConfig != nil {
 		ln = tls.NewListener(ln, o.server.TLSConfig.Clone())
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
+	// net/http's own messages (TLS handshake errors of scanners and of
+	// plain-HTTP clients) are client noise: debug level.
+	errLog := log.New(debugWriter{o.server.Logger}, "", 0)
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 	go func() { _ = hs.Serve(ln) }()
 	o.server.Logger.Info().Str("addr", ln.Addr().String()).Bool("tls", o.server.TLSConfig != nil).Msg("serving the HTTP API and status page")
 	return hs, nil
+}
+
+type debugWriter struct{ log zerolog.Logger }
+
+func (w debugWriter) Write(p []byte) (int, error) {
+	w.log.Debug().Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
