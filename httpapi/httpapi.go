@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -198,18 +199,25 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, errorBody{msg})
 }
 
-// writeJSON writes v; IDs are never cached (each GET is a new one).
+// writeJSON writes v; IDs are never cached (each GET is a new one). No
+// HTML escaping: the answer is application/json with nosniff, and "<" in
+// an error message stays readable.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding the reply failed"}`)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	b := []byte(`{"error":"encoding the reply failed"}` + "\n")
+	if err := enc.Encode(v); err != nil {
+		code = http.StatusInternalServerError
+	} else {
+		b = buf.Bytes()
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }
 
 type statusRecorder struct {
