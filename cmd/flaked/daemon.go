@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/flaked/flaked/node"
@@ -23,6 +24,7 @@ type daemon struct {
 	srv     *server.Server
 	ln      net.Listener
 	http    *http.Server // nil without --metrics-addr
+	api     *http.Server // nil without --http-listen
 }
 
 // startDaemon starts the node, then the server's listener and the HTTP
@@ -51,8 +53,19 @@ func startDaemon(ctx context.Context, o serveOptions, log zerolog.Logger) (*daem
 		_ = d.closeNode()
 		return nil, fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
+	reg := prometheus.NewRegistry() // /metrics: the server's, the node's and the HTTP API's
+	if o.httpListen != "" {
+		if d.api, err = startHTTPAPI(o, d.n, reg); err != nil {
+			d.ln.Close()
+			_ = d.closeNode()
+			return nil, err
+		}
+	}
 	if o.metricsAddr != "" {
-		if d.http, err = startHTTP(o, d.srv, d.n); err != nil {
+		if d.http, err = startHTTP(o, d.srv, d.n, reg); err != nil {
+			if d.api != nil {
+				d.api.Close()
+			}
 			d.ln.Close()
 			_ = d.closeNode()
 			return nil, err
@@ -69,7 +82,7 @@ func (d *daemon) run(ctx context.Context, stop func()) error {
 	mids := d.n.MachineIDs()
 	d.log.Info().Str("mode", d.n.Mode().String()).Str("mode_configured", d.o.node.Mode.String()).Ints("machine_ids", mids).
 		Str("layout", d.n.Layout().String()).Str("redis", d.o.target).Bool("standalone", d.n.Standalone()).
-		Str("listen", d.ln.Addr().String()).Str("metrics", d.o.metricsAddr).Str("state_file", d.o.node.StateFile).Str("state_file_from", d.o.stateFrom).
+		Str("listen", d.ln.Addr().String()).Str("metrics", d.o.metricsAddr).Str("http_listen", d.o.httpListen).Str("state_file", d.o.node.StateFile).Str("state_file_from", d.o.stateFrom).
 		Str("version", version).Dur("startup", time.Since(d.started)).Msg("flaked serving")
 
 	served := make(chan error, 1)
@@ -85,6 +98,9 @@ func (d *daemon) run(ctx context.Context, stop func()) error {
 	defer cancel()
 	if serr := d.srv.Shutdown(sctx); serr != nil {
 		d.log.Warn().Err(serr).Msg("connections cut at the shutdown timeout")
+	}
+	if d.api != nil {
+		_ = d.api.Shutdown(sctx)
 	}
 	if d.http != nil {
 		_ = d.http.Shutdown(sctx)

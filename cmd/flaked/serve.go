@@ -42,6 +42,8 @@ func serveFlags() []cli.Flag {
 		intFlag("machine-ids", 1, 1, node.MaxMachineIDs, "machine IDs this node leases (k x 25,600 IDs/s at the default layout)"),
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: envVars("metrics-addr"),
 			Usage: "host:port of HTTP /metrics, /healthz, /readyz; empty for none"},
+		&cli.StringFlag{Name: "http-listen", EnvVars: envVars("http-listen"),
+			Usage: "host:port of the HTTP API (/v1/...) and status page (/); TLS with --tls-cert, --requirepass as its bearer token; empty for none"},
 		&cli.StringFlag{Name: "requirepass", EnvVars: envVars("requirepass"),
 			Usage: "password clients must AUTH with (user \"default\"); empty for none"},
 		&cli.StringFlag{Name: "tls-cert", EnvVars: envVars("tls-cert"), Usage: "PEM certificate: serve TLS (with --tls-key)"},
