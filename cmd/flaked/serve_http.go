@@ -18,10 +18,13 @@ import (
 
 // startHTTP serves /metrics, /healthz and /readyz on --metrics-addr, and
 // with --pprof Go's /debug/pprof/ too.
-func startHTTP(o serveOptions, srv *server.Server, n *node.Node) (*http.Server, error) {
+func startHTTP(o serveOptions, srv *server.Server, n *node.Node, watch *redisWatch) (*http.Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newNodeCollector(n))
+	if watch != nil {
+		reg.MustRegister(watch) // flaked_redis_unsafe{check}
+	}
 	h, err := server.NewHTTPHandler(srv, reg)
 	if err != nil {
 		return nil, err
