@@ -76,3 +76,12 @@ func checkACL(ctx context.Context, e *env) []Result {
 	}
 	return out
 }
+
+// NodeCommands names the commands the acl check asks about.
+func NodeCommands() []string {
+	out := make([]string, len(nodeCommands))
+	for i, c := range nodeCommands {
+		out[i] = c[0]
+	}
+	return out
+}

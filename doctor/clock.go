@@ -72,6 +72,10 @@ func checkClock(ctx context.Context, e *env) []Result {
 			r.Detail = fmt.Sprintf("Redis TIME is %v from this host's clock (±%v); nodes refuse to claim beyond --max-skew %v",
 				off.Round(time.Microsecond), uncert.Round(time.Microsecond), e.t.MaxSkew)
 			switch d := abs(off) - uncert; {
+			case d > e.t.MaxSkew && e.t.AsNode:
+				// flaked serve: the node's own clock guard refuses the claim,
+				// with its error.
+				r.Status, r.Fix = Costly, "synchronise the clocks (NTP/chrony): this node refuses to claim"
 			case d > e.t.MaxSkew:
 				r.Status, r.Fix = Unsafe, "synchronise the clocks (NTP/chrony): a node on this host refuses to claim"
 			case d > e.t.MaxSkew/2:
