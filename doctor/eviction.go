@@ -26,7 +26,7 @@ func checkEviction(ctx context.Context, e *env) []Result {
 		maxmem, _ := infoField(s.info, "maxmemory")
 		switch {
 		case s.refuse != "" && s.refusedCheck() == lua.UnsafeEviction:
-			r.Status, r.Detail = Unsafe, s.refuse
+			r.Status, r.Detail = Unsafe, s.refusal()
 			r.Fix = "CONFIG SET maxmemory-policy noeviction (and in redis.conf), or give the cache its own Redis"
 		case s.err != nil || s.refuse != "" || policy == "":
 			r.Status, r.Detail = Costly, "cannot tell: the probe read no maxmemory_policy (see the identity check)"

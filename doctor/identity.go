@@ -35,7 +35,7 @@ func checkIdentity(ctx context.Context, e *env) []Result {
 		case s.err != nil:
 			r.Status, r.Detail, r.Fix = Costly, "cannot tell: the probe script failed: "+s.err.Error(), "check that Redis is reachable"
 		case s.refuse != "" && s.refusedCheck() == lua.UnsafeIdentity:
-			r.Status, r.Detail = Unsafe, s.refuse
+			r.Status, r.Detail = Unsafe, s.refusal()
 			r.Fix = "see the detail: the writing scripts refuse until it is fixed"
 		default:
 			r.Detail = fmt.Sprintf("guard.lua reads run_id and master_replid from a script (identity %s)", short(s.id))

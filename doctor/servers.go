@@ -83,6 +83,12 @@ func (s *server) probe(ctx context.Context) {
 	}
 }
 
+// refusal is s's refusal without its "UNSAFE <check>: " prefix.
+func (s *server) refusal() string {
+	_, text, _ := strings.Cut(s.refuse, ": ")
+	return text
+}
+
 // refusedCheck is the check ("identity", "eviction") of s's refusal.
 func (s *server) refusedCheck() string {
 	check, _, _ := strings.Cut(strings.TrimPrefix(s.refuse, lua.UnsafePrefix), ":")
