@@ -180,8 +180,10 @@ func TestRedisEviction_SetLive_StopsGrantingThenResumes(t *testing.T) {
 // then volatile-random, memory full: the cache writes thousands of keys a
 // second with a TTL, Redis evicts keys with a TTL, the leases among them
 // (volatile-random evicts them often). An evicted lease reads as an
-// expired one: its machine ID is taken over above its reservation. Flake,
-// counter and auto nodes; every ID checked: 0 duplicates.
+// expired one: its owner re-asserts it while nobody raised its
+// reservation, or a node waiting for a machine ID takes it over above its
+// reservation (and the owner, fenced, claims again). Flake, counter and
+// auto nodes; every ID checked: 0 duplicates.
 func TestRedisEviction_VolatileUnderCacheLoad_NoDuplicates(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{Args: []string{"maxmemory-policy volatile-lru"}})
@@ -199,10 +201,16 @@ func TestRedisEviction_VolatileUnderCacheLoad_NoDuplicates(t *testing.T) {
 	if err := rdb.ConfigSet(ctxT(t), "maxmemory", strconv.Itoa(base+3<<20)).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Three leasable machine IDs (0-2; 3 is the counter's), held by the
+	// first three nodes: the last auto node runs in counter mode and keeps
+	// trying to claim, so an evicted lease can be taken over.
 	var ds []*Daemon
-	for _, mode := range []string{"flake", "flake", "counter", "auto"} {
-		d := NewDaemon(t, mode+strconv.Itoa(len(ds)), srv.URL(), "--mode", mode, "--lease-ttl", "2s", "--bits-machine", "3")
+	for _, mode := range []string{"flake", "flake", "auto", "counter", "auto"} {
+		d := NewDaemon(t, mode+strconv.Itoa(len(ds)), srv.URL(), "--mode", mode, "--lease-ttl", "2s", "--bits-machine", "2")
 		d.MustStart()
+		if len(ds) < 3 {
+			d.WaitReady(t, 20*time.Second)
+		}
 		ds = append(ds, d)
 	}
 	for _, d := range ds {
@@ -256,7 +264,7 @@ func TestRedisEviction_VolatileUnderCacheLoad_NoDuplicates(t *testing.T) {
 		t.Fatal("nothing evicted: the test did not fill memory")
 	}
 	def := defaultLayout()
-	layout, err := flake.NewLayout(def.BitsSequence, 3, def.TimeUnit, def.StartTime)
+	layout, err := flake.NewLayout(def.BitsSequence, 2, def.TimeUnit, def.StartTime)
 	if err != nil {
 		t.Fatal(err)
 	}
