@@ -272,3 +272,21 @@ func TestRedisEviction_VolatileUnderCacheLoad_NoDuplicates(t *testing.T) {
 		t.Fatal("no IDs")
 	}
 }
+
+// flaked doctor passes (exit 0) a Sentinel deployment (a master, a
+// replica, a sentinel) reached through the sentinel, and a 3-master
+// Cluster.
+func TestDoctor_SentinelAndCluster_ExitZero(t *testing.T) {
+	redistest.Require(t, "redis-server", "redis-sentinel")
+	s := redistest.StartSentinel(t)
+	sentinelURL := "redis-sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/" + s.MasterName()
+	code, out := flakedCmd(t, "doctor", "--redis", sentinelURL)
+	if code != 0 || !strings.Contains(out, "down-after-milliseconds") || !strings.Contains(out, "(replica)") {
+		t.Errorf("doctor on Sentinel: exit %d\n%s\nwant 0, the sentinel's timings and the replica's clock", code, out)
+	}
+	c := redistest.StartCluster(t, 3)
+	code, out = flakedCmd(t, "doctor", "--redis", "redis-cluster://"+strings.Join(c.Addrs(), ","))
+	if code != 0 || strings.Count(out, "ok     identity") != 3 {
+		t.Errorf("doctor on a Cluster: exit %d\n%s\nwant 0 and the identity of each of 3 masters", code, out)
+	}
+}
