@@ -103,6 +103,11 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	if server, _ := admin.HGet(ctxT(t), "{flaked}:meta", "server").Result(); !strings.Contains(server, ":") {
 		t.Fatalf("{flaked}:meta server = %q: guard.lua could not read the server's identity (INFO) under the node user", server)
 	}
+	// The start checks ran under the node user (their persistence
+	// finding is logged), with only its commands: ACL LOG stays empty.
+	if l := ds[0].Log(); !strings.Contains(l, `"check":"persistence"`) || strings.Contains(l, "cannot check the fleet's Redis") {
+		t.Fatalf("the start checks did not run under the node user:\n%s", l)
+	}
 	for _, d := range ds {
 		if err := d.Term(); err != nil {
 			t.Fatalf("%s: stop: %v\n%s", d.Name, err, d.log.String())

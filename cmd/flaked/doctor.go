@@ -101,7 +101,7 @@ func sentinelTarget(t *doctor.Target, redisURL, flag string) error {
 // logged at warn.
 func checkRedis(ctx context.Context, t doctor.Target, log zerolog.Logger) error {
 	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-	err := t.Redis.Ping(pctx).Err()
+	err := t.Redis.Time(pctx).Err() // TIME: the node's user may (PING it may not)
 	pcancel()
 	if err != nil {
 		// Redis away is the node's to handle (auto mode, retries); the
