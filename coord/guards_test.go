@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
@@ -646,9 +645,7 @@ func TestGuard_ReleaseAfterServerChange_ExactLastTick(t *testing.T) {
 // (guard.lua) does not depend on the clocks, so the owner loses the lease
 // and claims again above the loss floor.
 func TestGuard_FailoverToClockBehind_NoReassert(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	mr, rdb := redistest.Mini(t)
 	now := time.Now()
 	mr.SetTime(now) // miniredis's clock stands still from here
 	reg := newGuardReg(t, rdb, coord.Options{})

@@ -16,6 +16,7 @@ import (
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/scripts/lua"
 	"github.com/flaked/flaked/server"
 )
 
@@ -31,6 +32,8 @@ type serveOptions struct {
 	target          string // the fleet's Redis (password hidden) or the embedded store, for the log
 	stateFrom       string // where the state file's name came from, for the log
 	shutdownTimeout time.Duration
+	redisURL        string        // --redis, for the checks (doctor.Target)
+	watchInterval   time.Duration // of redisWatch
 }
 
 // serveOptionsFromFlags checks what the flags' parsing could not (the
@@ -75,7 +78,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		Registry: coord.Options{
 			Namespace: c.String("namespace"), Layout: layout, LeaseTTL: c.Duration("lease-ttl"),
 			MaxSkew: c.Duration("max-skew"), MaxWait: c.Duration("max-wait"),
-			Owner: coord.Owner{Addr: o.listen, Version: version},
+			Owner: coord.Owner{Addr: o.listen, Version: version}, RedisIdentity: c.String("redis-identity"),
 		},
 		StateFile:  stateFile,
 		Mode:       mode,
@@ -83,7 +86,15 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		MaxLead:    c.Duration("max-lead"),
 		Logger:     log,
 	}
+	if err := lua.CheckIdentity(c.String("redis-identity")); err != nil {
+		return serveOptions{}, usagef("--redis-identity: %v", err)
+	}
+	if c.Duration("redis-watch-interval") <= 0 {
+		return serveOptions{}, usagef("--redis-watch-interval %v: must be > 0", c.Duration("redis-watch-interval"))
+	}
+	o.watchInterval = c.Duration("redis-watch-interval")
 	if u := c.String("redis"); u != "" {
+		o.redisURL = u
 		if o.node.Redis, err = redisClient(u); err != nil {
 			return serveOptions{}, err
 		}
