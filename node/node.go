@@ -75,6 +75,7 @@ type Node struct {
 	entered      Mode          // of the last mode event: ModeNone before the first
 	switches     atomic.Uint64
 	monitor      atomic.Pointer[flake.Ticker] // the health checks
+	seqs         seqState                     // named sequences (seq.go)
 }
 
 var _ TryGenerator = (*Node)(nil)
@@ -208,6 +209,7 @@ func (n *Node) Close(ctx context.Context) error {
 	if last.ctr != nil {
 		last.ctr.Close()
 	}
+	seqErr := n.closeSeqs(ctx)
 	// A "stopped" mode event tells audit (whois of counter IDs, history)
 	// when this node stopped issuing; one last try for what is pending.
 	n.flushAt = 0
@@ -218,5 +220,5 @@ func (n *Node) Close(ctx context.Context) error {
 		n.lease = nil
 	}
 	n.cleanup()
-	return err
+	return errors.Join(err, seqErr)
 }
