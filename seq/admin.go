@@ -67,17 +67,17 @@ func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts 
 
 // TagInfo is what Redis holds of a tag.
 type TagInfo struct {
-	Tag string
+	Tag string `json:"tag"`
 	TagOptions
-	High      int64  // the last value granted: the high-water mark
-	Free      string // given back, not granted again yet ("a-b,c-d")
-	FreeCount int64
-	GivenBack int64 // values given back by clean stops
-	Lost      int64 // values skipped for good: loss jumps, rests that could not go back
-	Jumps     int64 // loss jumps
-	Grants    int64
-	Blocked   string // why the tag hands nothing out, "" when it does
-	Missing   bool   // listed in {ns}:seqs, but its hash is gone
+	High      int64  `json:"high"` // the last value granted: the high-water mark
+	Free      string `json:"free"` // given back, not granted again yet ("a-b,c-d")
+	FreeCount int64  `json:"free_count"`
+	GivenBack int64  `json:"given_back"` // values given back by clean stops
+	Lost      int64  `json:"lost"`       // values skipped for good: loss jumps, rests that could not go back
+	Jumps     int64  `json:"jumps"`      // loss jumps
+	Grants    int64  `json:"grants"`
+	Blocked   string `json:"blocked"` // why the tag hands nothing out, "" when it does
+	Missing   bool   `json:"missing"` // listed in {ns}:seqs, but its hash is gone
 }
 
 // List reads every tag of the namespace, sorted by name. It only reads.

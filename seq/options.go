@@ -85,26 +85,26 @@ const (
 // value means the defaults.
 type TagOptions struct {
 	// Start is the first value: 1..MaxValue, 0 means 1.
-	Start int64
+	Start int64 `json:"start"`
 	// Step is the size of the segments processes take: 1..2^24, 0 means
 	// 1000. A crash skips up to two steps per process (the segment in use
 	// and the one fetched ahead).
-	Step int64
+	Step int64 `json:"step"`
 	// Max is the last value handed out, 0 for none (MaxValue). Past it
 	// NEXTSEQ fails with ErrMaxReached.
-	Max int64
+	Max int64 `json:"max"`
 	// Rate bounds how many values per second the tag hands out, over all
 	// processes: 1..MaxValue, 0 means 1,000,000. After Redis loses writes
 	// the tag continues above what this rate allows since the surviving
 	// copy: the gap a loss costs is about Rate × (the copy's age + 1 s).
-	Rate int64
+	Rate int64 `json:"rate"`
 	// Burst is how many values may be handed out at once above the rate:
 	// Step..MaxValue, 0 means the larger of Rate and 2 × Step.
-	Burst int64
+	Burst int64 `json:"burst"`
 	// MaxJump, when not 0, blocks the tag instead of jumping further than
 	// this after a loss, until an operator restores it above a value its
 	// records hold (fail closed rather than skip).
-	MaxJump int64
+	MaxJump int64 `json:"max_jump"`
 }
 
 func (o TagOptions) withDefaults() (TagOptions, error) {
