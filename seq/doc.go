@@ -2,11 +2,14 @@
 // integers, each handed out once across a fleet, reached through the
 // daemon's NEXTSEQ, the Go client and node.Node.NextSeq.
 //
-// A process takes a segment of the tag's step from Redis (seq.lua, one
-// atomic call) and hands its values out with one atomic add each. The
-// next segment is fetched in the background once 10% of the current one
-// is used (Meituan Leaf's double buffer), so callers wait on Redis only
-// when a segment runs out faster than one round trip. Close gives the
+// A process takes a segment from Redis (seq.lua, one atomic call) and
+// hands its values out with one atomic add each. The next segment is
+// fetched in the background once 10% of the current one is used (Meituan
+// Leaf's double buffer), so callers wait on Redis only when a segment runs
+// out faster than one round trip. A segment is the tag's step, or more
+// under load: the size doubles while segments last under 25 ms and halves
+// back toward the step while they last over 250 ms (Leaf's dynamic step),
+// up to 2^24 values. Close gives the
 // unused values back (a compare-and-set in seq.lua), so a clean restart of
 // every node leaves no gap; a crash leaves one (the segments it held),
 // never a reuse.

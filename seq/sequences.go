@@ -90,6 +90,35 @@ type tag struct {
 	run     *fetchRun
 	floor   int64 // the highest value this process was granted
 	lastErr error
+	// size is how many values the next fetch asks for: the tag's step
+	// (0 before the first reply), doubled while segments last under
+	// fastSegment, halved toward the step while they last over
+	// slowSegment (Leaf's dynamic step), so a busy tag does not fetch
+	// faster than Redis answers.
+	size, step int64
+	fetchedAt  time.Duration // clock's Monotonic at the last fetch
+}
+
+// The segment lives the size adapts to.
+const (
+	fastSegment = 25 * time.Millisecond
+	slowSegment = 250 * time.Millisecond
+)
+
+// nextSizeLocked adapts the size of the next fetch to how long the last
+// segment lasted (fetches start when a segment is 10% used, so the time
+// between two is about a segment's life).
+func (t *tag) nextSizeLocked(now time.Duration) int64 {
+	if t.step > 0 && t.fetchedAt > 0 {
+		switch life := now - t.fetchedAt; {
+		case life < fastSegment:
+			t.size = min(2*t.size, MaxStep)
+		case life > slowSegment:
+			t.size = max(t.size/2, t.step)
+		}
+	}
+	t.fetchedAt = now
+	return t.size
 }
 
 // Sequences hands out the values of named sequences from Redis. It is
@@ -181,7 +210,20 @@ func (s *Sequences) TryNext(name []byte, dst []int64) bool {
 	seg := t.cur.Load()
 	i, ok := seg.tryTake(int64(len(dst)))
 	if !ok {
-		return false
+		// Spent: install the segment fetched ahead, if it is there and the
+		// lock is free, rather than send the caller to wait.
+		if !t.mu.TryLock() {
+			return false
+		}
+		if t.cur.Load() == seg && t.next != nil && !s.closed.Load() && seg.next.Load()+int64(len(dst)) > seg.n {
+			t.cur.Store(t.next)
+			t.next = nil
+		}
+		t.mu.Unlock()
+		seg = t.cur.Load()
+		if i, ok = seg.tryTake(int64(len(dst))); !ok {
+			return false
+		}
 	}
 	if seg.fetchAt >= i && seg.fetchAt < i+int64(len(dst)) {
 		s.prefetch(t, seg)
@@ -283,14 +325,18 @@ func (s *Sequences) startFetchLocked(t *tag) *fetchRun {
 func (s *Sequences) fetch(t *tag, r *fetchRun) {
 	t.mu.Lock()
 	floor := t.floor
+	size := t.nextSizeLocked(s.opts.Clock.Monotonic())
 	t.mu.Unlock()
-	seg, err := s.fetchSegment(t.name, floor)
+	seg, step, err := s.fetchSegment(t.name, floor, size)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.run = nil
 	if err == nil {
 		// Recorded even when closed: Close gives it back.
 		t.floor = max(t.floor, seg.first+seg.n-1)
+		if t.step != step {
+			t.step, t.size = step, max(t.size, step)
+		}
 		s.fetched.Add(1)
 		if t.cur.Load().next.Load() >= t.cur.Load().n {
 			t.cur.Store(seg)
@@ -309,19 +355,20 @@ type fetchError struct{ err error }
 func (e *fetchError) Error() string { return e.err.Error() }
 func (e *fetchError) Unwrap() error { return e.err }
 
-// fetchSegment runs seq.lua until it grants a segment above floor,
-// waiting while the tag's rate says so.
-func (s *Sequences) fetchSegment(name string, floor int64) (*segment, error) {
+// fetchSegment runs seq.lua until it grants a segment of up to size
+// values (0: the tag's step) above floor, waiting while the tag's rate
+// says so. It also returns the tag's step.
+func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int64, error) {
 	for {
 		a := s.args(lua.SeqNext, name)
-		a.Floor = floor
+		a.Floor, a.N = floor, size
 		keys, argv := a.KeysArgv()
 		res, err := script.Run(s.ctx, s.rdb, keys, argv...).Slice()
 		if err != nil {
 			if s.ctx.Err() != nil {
-				return nil, ErrClosed
+				return nil, 0, ErrClosed
 			}
-			return nil, fmt.Errorf("%w: tag %s: seq.lua: %w", ErrUnavailable, name, err)
+			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: %w", ErrUnavailable, name, err)
 		}
 		status, _ := res[0].(string)
 		arg := func(i int) string {
@@ -336,23 +383,24 @@ func (s *Sequences) fetchSegment(name string, floor int64) (*segment, error) {
 			first, err1 := strconv.ParseInt(arg(1), 10, 64)
 			last, err2 := strconv.ParseInt(arg(2), 10, 64)
 			if err := errors.Join(err1, err2); err != nil || last < first || first <= floor {
-				return nil, fmt.Errorf("%w: tag %s: seq.lua: bad reply %v (floor %d)", ErrUnavailable, name, res, floor)
+				return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: bad reply %v (floor %d)", ErrUnavailable, name, res, floor)
 			}
 			n := last - first + 1
-			return &segment{first: first, n: n, fetchAt: int64(float64(n) * s.opts.PrefetchAt), lossID: arg(3)}, nil
+			step, _ := strconv.ParseInt(arg(4), 10, 64)
+			return &segment{first: first, n: n, fetchAt: int64(float64(n) * s.opts.PrefetchAt), lossID: arg(3)}, step, nil
 		case "RATE":
 			ms, _ := strconv.ParseInt(arg(1), 10, 64)
 			if err := flake.Sleep(s.ctx, s.opts.Clock, time.Duration(max(ms, 1))*time.Millisecond); err != nil {
-				return nil, ErrClosed
+				return nil, 0, ErrClosed
 			}
 		case "MAX":
-			return nil, &fetchError{fmt.Errorf("%w: tag %s handed out its maximum %s", ErrMaxReached, name, arg(1))}
+			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s handed out its maximum %s", ErrMaxReached, name, arg(1))}
 		case "BLOCKED", "LOST":
-			return nil, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, arg(1))}
+			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, arg(1))}
 		case "UNKNOWN":
-			return nil, &fetchError{fmt.Errorf("%w %s in namespace %s: create it with `flaked seq create %s`", ErrUnknownTag, name, s.opts.Namespace, name)}
+			return nil, 0, &fetchError{fmt.Errorf("%w %s in namespace %s: create it with `flaked seq create %s`", ErrUnknownTag, name, s.opts.Namespace, name)}
 		default:
-			return nil, fmt.Errorf("%w: tag %s: seq.lua: unexpected reply %v", ErrUnavailable, name, res)
+			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: unexpected reply %v", ErrUnavailable, name, res)
 		}
 	}
 }
