@@ -134,7 +134,11 @@ type Sequences struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	fetched, waits, givenBack atomic.Uint64
+	// replicas is how many replicas the last grant needed: the next one
+	// sends WAIT for that many (wait.go).
+	replicas atomic.Int64
+
+	fetched, waits, givenBack, unacked atomic.Uint64
 }
 
 // New returns Sequences on rdb. It does not talk to Redis until a value
@@ -363,12 +367,32 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 		a := s.args(lua.SeqNext, name)
 		a.Floor, a.N = floor, size
 		keys, argv := a.KeysArgv()
-		res, err := script.Run(s.ctx, s.rdb, keys, argv...).Slice()
+		need := s.replicas.Load()
+		res, acked, err := s.runGrant(s.ctx, keys, argv, need)
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return nil, 0, ErrClosed
 			}
+			if errors.Is(err, ErrNotAcknowledged) {
+				s.unacked.Add(1)
+				return nil, 0, fmt.Errorf("%w: tag %s: %w", ErrUnavailable, name, err)
+			}
 			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: %w", ErrUnavailable, name, err)
+		}
+		if res[0] == "OK" {
+			now := replicasNeeded(res)
+			s.replicas.Store(now)
+			switch {
+			case now > need:
+				// Granted without waiting for enough replicas: unused (a
+				// gap); asked again with the WAIT it needs.
+				s.unacked.Add(1)
+				continue
+			case acked < now:
+				s.unacked.Add(1)
+				return nil, 0, fmt.Errorf("%w: tag %s: %w: %d of %d replicas within %v: the master may be cut off from its replicas (split brain); values resume once they acknowledge",
+					ErrUnavailable, name, ErrNotAcknowledged, acked, now, WaitTimeout)
+			}
 		}
 		status, _ := res[0].(string)
 		arg := func(i int) string {
@@ -469,11 +493,13 @@ type Stats struct {
 	SegmentsFetched uint64
 	Waits           uint64 // calls that waited for Redis
 	GivenBack       uint64 // values given back by Close
+	Unacknowledged  uint64 // grants not used: too few replicas acknowledged them
 }
 
 // Stats returns the counters.
 func (s *Sequences) Stats() Stats {
-	return Stats{Tags: len(*s.tags.Load()), SegmentsFetched: s.fetched.Load(), Waits: s.waits.Load(), GivenBack: s.givenBack.Load()}
+	return Stats{Tags: len(*s.tags.Load()), SegmentsFetched: s.fetched.Load(), Waits: s.waits.Load(), GivenBack: s.givenBack.Load(),
+		Unacknowledged: s.unacked.Load()}
 }
 
 func newGeneration(r io.Reader) string {

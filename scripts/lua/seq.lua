@@ -49,10 +49,16 @@
 -- records. A tag missing from Redis while a caller knows it was granted
 -- values (floor > 0) fails closed the same way (Redis lost everything:
 -- nothing bounds what others were granted). Processes re-assert their own
--- floor at every call. Splitting the brain (two masters granting at
--- once) is outside this bound; see the README.
+-- floor at every call.
 --
--- Returns {'OK', first, last, loss id, step} (next),
+-- Split brain (two masters granting at once: an old master cut off from
+-- Sentinel but not from some nodes) is outside the rate bound. A grant is
+-- used only after WAIT on the same connection reports as many replicas as
+-- the reply's last item names (seq.go), so every replica that can be
+-- promoted holds every grant used; an old master cut off from them cannot
+-- get its grants acknowledged.
+--
+-- Returns {'OK', first, last, loss id, step, replicas needed} (next),
 -- {'RATE', ms to wait}, {'MAX', max}, {'BLOCKED', reason},
 -- {'LOST', detail}, {'UNKNOWN'}; {'OK', n given back, 'high'|'free'|'lost'}
 -- (giveback); {'OK', high} (create, restore) or {'EXISTS'} (create).
@@ -273,6 +279,28 @@ local function save(extra)
     unpack(extra))
 end
 
+-- replicasNeeded is how many replicas must acknowledge a grant before it
+-- is used (the fleet's split-brain rule): the replicas this master lists
+-- now, or the fleet's high-water mark `replicas` in {ns}:meta when it is
+-- higher. A master cut off from its replicas lists them until
+-- repl-timeout, then none: the mark keeps it from passing WAIT with
+-- fewer. The mark is raised here, and set anew to the replicas listed now
+-- after each possible loss (replicas_loss_id differs from loss_id): the
+-- server promoted in the old master's place may have fewer, and a mark
+-- from before would stop it for good, while the old master, whose
+-- identity did not change, keeps its mark and stays refused.
+local function replicasNeeded()
+  local now = tonumber(infoField('replication', 'connected_slaves') or 0) or 0
+  local m = redis.call('HMGET', KEYS[3], 'replicas', 'replicas_loss_id')
+  local mark = tonumber(m[1] or 0) or 0
+  if m[2] ~= lossID then mark = 0 end
+  if now > mark or m[2] ~= lossID then
+    mark = math.max(now, mark)
+    redis.call('HSET', KEYS[3], 'replicas', I(mark), 'replicas_loss_id', lossID)
+  end
+  return I(mark)
+end
+
 local step = num(r.step)
 local n = tonumber(ARGV[4]) or 0
 if n <= 0 then n = step end
@@ -285,7 +313,7 @@ for i = 1, #free do
     local first = f[1]
     if last == f[2] then table.remove(free, i) else f[1] = last + 1 end
     save({})
-    return {'OK', I(first), I(last), lossID, I(step)}
+    return {'OK', I(first), I(last), lossID, I(step), replicasNeeded()}
   end
 end
 
@@ -310,4 +338,4 @@ local first, last = high + 1, high + k
 high = last
 tokens = tokens - k
 save({})
-return {'OK', I(first), I(last), lossID, I(step)}
+return {'OK', I(first), I(last), lossID, I(step), replicasNeeded()}
