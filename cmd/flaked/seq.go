@@ -84,7 +84,7 @@ func seqCommand() *cli.Command {
 					"number stored, ...): the tag continues at N+1. A missing tag is created with the options.\n" +
 					"After a restore, save Redis (BGSAVE) so that a later restart from an older copy does not\n" +
 					"bring back the state before it.",
-				Flags: append(append(auditFlags(), &cli.Int64Flag{Name: "above", Required: true,
+				Flags: append(append(auditFlags(), &cli.Int64Flag{Name: "above", EnvVars: envVars("above"), Required: true,
 					Usage: "the highest value the tag may have handed out"}), seqOptionFlags()...),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
@@ -106,12 +106,12 @@ func seqCommand() *cli.Command {
 
 func seqOptionFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.Int64Flag{Name: "start", Usage: "the first value (default 1)"},
-		&cli.Int64Flag{Name: "step", Usage: "values per segment a node takes (default 1000); a crash skips up to two"},
-		&cli.Int64Flag{Name: "max", Usage: "the last value handed out (default none: 2^53-1)"},
-		&cli.Int64Flag{Name: "rate", Usage: "values per second the tag may hand out, fleet-wide (default 1000000): a Redis data loss skips about rate x (the surviving copy's age + 1 s)"},
-		&cli.Int64Flag{Name: "burst", Usage: "values handed out at once above the rate (default max(rate, 2 x step))"},
-		&cli.Int64Flag{Name: "max-jump", Usage: "block the tag instead of skipping more than this after a loss (default 0: no limit)"},
+		&cli.Int64Flag{Name: "start", EnvVars: envVars("start"), Usage: "the first value (default 1)"},
+		&cli.Int64Flag{Name: "step", EnvVars: envVars("step"), Usage: "the smallest segment a node takes (default 1000; more under load); a crash skips up to two segments"},
+		&cli.Int64Flag{Name: "max", EnvVars: envVars("max"), Usage: "the last value handed out (default none: 2^53-1)"},
+		&cli.Int64Flag{Name: "rate", EnvVars: envVars("rate"), Usage: "values per second the tag may hand out, fleet-wide (default 1000000): a Redis data loss skips about rate x (the surviving copy's age + 1 s)"},
+		&cli.Int64Flag{Name: "burst", EnvVars: envVars("burst"), Usage: "values handed out at once above the rate (default max(rate, 2 x step))"},
+		&cli.Int64Flag{Name: "max-jump", EnvVars: envVars("max-jump"), Usage: "block the tag instead of skipping more than this after a loss (default 0: no limit)"},
 	}
 }
 
