@@ -2,9 +2,11 @@ package seq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -61,9 +63,19 @@ func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts 
 	if err != nil {
 		return 0, fmt.Errorf("%w: restoring tag %s: %w", ErrUnavailable, name, err)
 	}
+	if res[0] == "WAIT" {
+		ms, _ := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+		lossMs, _ := strconv.ParseInt(fmt.Sprint(res[2]), 10, 64)
+		return 0, fmt.Errorf("%w: Redis lost writes at %s; segments granted before may be handed out until %v from now: run restore again then, with N read from your records then",
+			ErrRestoreTooEarly, time.UnixMilli(lossMs).UTC().Format(time.RFC3339Nano), time.Duration(ms)*time.Millisecond)
+	}
 	high, _ := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
 	return high, nil
 }
+
+// ErrRestoreTooEarly: Restore of a tag after a loss, before every segment
+// granted before the loss has expired (loss + 1 s + SegmentTTL).
+var ErrRestoreTooEarly = errors.New("too early to restore")
 
 // TagInfo is what Redis holds of a tag.
 type TagInfo struct {

@@ -46,7 +46,21 @@ type segment struct {
 	n       int64
 	fetchAt int64 // taking this index starts the prefetch
 	lossID  string
+	// expires is the clock's Monotonic past which no value is taken
+	// before a check renews it (SegmentTTL).
+	expires atomic.Int64
 }
+
+// SegmentTTL is how long after asking for a segment a process hands out
+// its values without asking Redis again whether a loss happened since
+// (seq.lua's segmentTTLMs): a busy segment is used up long before, an
+// idle one is checked (one call) and renewed, or dropped when Redis lost
+// writes. So after a loss no value granted before it is handed out past
+// loss + 1 s + SegmentTTL, and flaked seq restore, which trusts the
+// operator's records, waits until then.
+const SegmentTTL = 10 * time.Second
+
+func (s *segment) expired(now time.Duration) bool { return int64(now) >= s.expires.Load() }
 
 // take reserves up to want values and returns the index of the first and
 // how many it got (0 when spent).
@@ -212,6 +226,10 @@ func (s *Sequences) TryNext(name []byte, dst []int64) bool {
 		return false
 	}
 	seg := t.cur.Load()
+	now := s.opts.Clock.Monotonic()
+	if seg.expired(now) {
+		return false // the slow path checks it with Redis
+	}
 	i, ok := seg.tryTake(int64(len(dst)))
 	if !ok {
 		// Spent: install the segment fetched ahead, if it is there and the
@@ -225,6 +243,9 @@ func (s *Sequences) TryNext(name []byte, dst []int64) bool {
 		}
 		t.mu.Unlock()
 		seg = t.cur.Load()
+		if seg.expired(now) {
+			return false
+		}
 		if i, ok = seg.tryTake(int64(len(dst))); !ok {
 			return false
 		}
@@ -249,6 +270,12 @@ func (s *Sequences) NextN(ctx context.Context, tagName string, dst []int64) (int
 	filled := 0
 	for filled < len(dst) {
 		seg := t.cur.Load()
+		if seg.n > 0 && seg.next.Load() < seg.n && seg.expired(s.opts.Clock.Monotonic()) {
+			if err := s.renew(ctx, t, seg); err != nil {
+				return filled, err
+			}
+			continue
+		}
 		i, got := seg.take(int64(len(dst) - filled))
 		if got > 0 {
 			if seg.fetchAt >= i && seg.fetchAt < i+got {
@@ -367,6 +394,7 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 		a := s.args(lua.SeqNext, name)
 		a.Floor, a.N = floor, size
 		keys, argv := a.KeysArgv()
+		asked := s.opts.Clock.Monotonic()
 		need := s.replicas.Load()
 		res, acked, err := s.runGrant(s.ctx, keys, argv, need)
 		if err != nil {
@@ -411,7 +439,9 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 			}
 			n := last - first + 1
 			step, _ := strconv.ParseInt(arg(4), 10, 64)
-			return &segment{first: first, n: n, fetchAt: int64(float64(n) * s.opts.PrefetchAt), lossID: arg(3)}, step, nil
+			seg := &segment{first: first, n: n, fetchAt: int64(float64(n) * s.opts.PrefetchAt), lossID: arg(3)}
+			seg.expires.Store(int64(asked + SegmentTTL))
+			return seg, step, nil
 		case "RATE":
 			ms, _ := strconv.ParseInt(arg(1), 10, 64)
 			if err := flake.Sleep(s.ctx, s.opts.Clock, time.Duration(max(ms, 1))*time.Millisecond); err != nil {
@@ -427,6 +457,41 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: unexpected reply %v", ErrUnavailable, name, res)
 		}
 	}
+}
+
+// renew asks Redis whether seg, past its SegmentTTL, may still be used:
+// yes when no loss happened since its grant and the tag is there; then
+// it gets another TTL. Otherwise seg and the segment fetched ahead are
+// dropped (a gap), and the caller fetches anew.
+func (s *Sequences) renew(ctx context.Context, t *tag, seg *segment) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	now := s.opts.Clock.Monotonic()
+	if t.cur.Load() != seg || !seg.expired(now) {
+		return nil // renewed or replaced meanwhile
+	}
+	a := s.args(lua.SeqCheck, t.name)
+	a.LossID = seg.lossID
+	keys, argv := a.KeysArgv()
+	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
+	if err != nil {
+		return fmt.Errorf("%w: tag %s: checking a segment older than %v: %w", ErrUnavailable, t.name, SegmentTTL, err)
+	}
+	if len(res) > 0 && res[0] == "OK" {
+		seg.expires.Store(int64(now + SegmentTTL))
+		if t.next != nil && t.next.lossID == seg.lossID {
+			t.next.expires.Store(int64(now + SegmentTTL))
+		}
+		return nil
+	}
+	seg.seal()
+	if t.next != nil && t.next.expired(now) {
+		t.next = nil
+	}
+	return nil
 }
 
 // Close stops handing out values and gives the unused rest of every

@@ -3,7 +3,9 @@ package seq
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -11,8 +13,10 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 func newSeqs(t testing.TB, rdb redis.UniversalClient) *Sequences {
@@ -288,4 +292,79 @@ func TestSequences_RestartFromOldSnapshot(t *testing.T) {
 		t.Fatalf("jumps %d after the restart, want 1", info.Jumps)
 	}
 	t.Logf("lost to the jump: %d values (rate 20000/s)", info.Lost)
+}
+
+// seq.lua and the Go side must agree on the segment TTL: restore waits
+// for it in the script, the processes drop or check segments after it.
+func TestSegmentTTL_MatchesScript(t *testing.T) {
+	m := regexp.MustCompile(`local segmentTTLMs = (\d+)`).FindStringSubmatch(lua.Seq)
+	if m == nil {
+		t.Fatal("seq.lua has no segmentTTLMs")
+	}
+	if ms, _ := strconv.Atoi(m[1]); time.Duration(ms)*time.Millisecond != SegmentTTL {
+		t.Fatalf("seq.lua segmentTTLMs = %s, SegmentTTL = %v", m[1], SegmentTTL)
+	}
+}
+
+// Fault covered: Redis lost the tag while a process held a segment it
+// then left idle past SegmentTTL: it must not hand out that segment's
+// rest (an operator may have restored the tag from records since), and it
+// keeps handing out an idle segment when Redis lost nothing.
+func TestSequences_IdleSegmentCheckedAfterTTL(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := idtest.Context(t, 10*time.Second)
+	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
+	mr.SetTime(clock.now)
+	s, err := New(rdb, Options{Namespace: "t", Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.Create(ctx, "idle", TagOptions{Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Next(ctx, "idle"); v != 1 {
+		t.Fatalf("first value %d", v)
+	}
+	clock.advance(SegmentTTL + time.Second)
+	mr.SetTime(clock.now)
+	if v, err := s.Next(ctx, "idle"); err != nil || v != 2 {
+		t.Fatalf("idle segment without a loss: %d, %v; want 2", v, err)
+	}
+	clock.advance(SegmentTTL + time.Second)
+	mr.SetTime(clock.now)
+	mr.FlushAll() // Redis lost everything
+	v, err := s.Next(ctx, "idle")
+	if err == nil {
+		t.Fatalf("handed out %d from a segment granted before the loss", v)
+	}
+	if !errors.Is(err, ErrBlocked) {
+		t.Fatalf("after the loss: %v, want ErrBlocked", err)
+	}
+}
+
+// stepClock is a flake.Clock the test moves; timers fire at once.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+	mon time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+func (c *stepClock) Monotonic() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mon
+}
+func (c *stepClock) AfterFunc(d time.Duration, f func()) flake.Timer { return time.AfterFunc(0, f) }
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now, c.mon = c.now.Add(d), c.mon+d
 }

@@ -19,6 +19,7 @@ const (
 	SeqGiveBack = "giveback"
 	SeqCreate   = "create"
 	SeqRestore  = "restore"
+	SeqCheck    = "check"
 )
 
 // SeqMaxValue is the largest value a sequence can hand out, 2^53 - 1: Lua

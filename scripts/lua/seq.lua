@@ -8,7 +8,7 @@
 --      (next: no value at or below it is granted, and the tag is raised to
 --      it; 0 for none),
 --   6 first unused value (giveback), 7 last value granted (giveback),
---   8 loss id the values were granted under (giveback),
+--   8 loss id the values were granted under (giveback, check),
 --   9 start, 10 step, 11 max (0: none), 12 rate (values per second),
 --   13 burst, 14 max jump (0: none) (create, and restore of a missing
 --   tag), 15 above (restore), 16 events maxlen, 17 host, 18 pid,
@@ -61,7 +61,14 @@
 -- Returns {'OK', first, last, loss id, step, replicas needed} (next),
 -- {'RATE', ms to wait}, {'MAX', max}, {'BLOCKED', reason},
 -- {'LOST', detail}, {'UNKNOWN'}; {'OK', n given back, 'high'|'free'|'lost'}
--- (giveback); {'OK', high} (create, restore) or {'EXISTS'} (create).
+-- (giveback); {'OK'} or {'GONE'} (check); {'OK', high} (create, restore),
+-- {'EXISTS'} (create), {'WAIT', ms, loss_ms} (restore too early).
+-- segmentTTLMs: a node hands out a segment's values only this long after
+-- asking for it, unless a check (op 'check') finds no loss since the
+-- grant; Go reads it as seq.SegmentTTL. So by loss_ms + skew + TTL no
+-- value granted before a loss is handed out any more, and a restore
+-- (which trusts the operator's records) waits until then.
+local segmentTTLMs = 10000
 local prefix, op, tag = ARGV[1], ARGV[2], ARGV[3]
 local maxlen, host, pid = ARGV[16], ARGV[17], ARGV[18]
 local key = prefix .. 'seq:' .. tag
@@ -140,6 +147,12 @@ if op == 'restore' then
   if not above or above < 0 or above >= LIMIT then
     return redis.error_reply('ERR seq.lua: restore above ' .. tostring(ARGV[15]) .. ' is not a value')
   end
+  -- Trusting the operator's records (instead of the rate bound) is safe
+  -- only once no segment granted before the loss can be handed out.
+  if not r or r.blocked or r.loss_id ~= lossID then
+    local ready = lossMs + redisSkewMs + segmentTTLMs
+    if nowMs < ready then return {'WAIT', I(ready - nowMs), I(lossMs)} end
+  end
   if not r then return create(math.max(tonumber(ARGV[9]) or 1, above + 1), above) end
   local high = math.max(num(r.high), above)
   redis.call('HSET', key, 'high', I(high), 'loss_id', lossID, 'free', '', 'tokens', I(num(r.burst)),
@@ -162,6 +175,13 @@ if not r then
     return {'LOST', detail}
   end
   return {'UNKNOWN'}
+end
+
+if op == 'check' then
+  -- A segment granted under ARGV[8] may be handed out for another TTL
+  -- only if Redis lost nothing since and the tag is still there.
+  if ARGV[8] == lossID and r.loss_id == lossID and not r.blocked then return {'OK'} end
+  return {'GONE'}
 end
 
 if op == 'giveback' then

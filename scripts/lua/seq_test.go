@@ -269,6 +269,11 @@ func TestSeqLua_MaxJumpBlocksUntilRestore(t *testing.T) {
 	if res := b.next("b", 0, 0); res[0] != "BLOCKED" {
 		t.Fatalf("stays blocked: %v", res)
 	}
+	// Too early: segments granted before the loss may still be in use.
+	if res := b.run(SeqArgs{Op: SeqRestore, Tag: "b", Above: 777}); res[0] != "WAIT" || res[1] != "11000" {
+		t.Fatalf("restore right after the loss: %v, want WAIT 11000 (skew + segment TTL)", res)
+	}
+	b.advance(11 * time.Second)
 	if res := b.run(SeqArgs{Op: SeqRestore, Tag: "b", Above: 777}); res[0] != "OK" || res[1] != "777" {
 		t.Fatalf("restore: %v", res)
 	}
@@ -287,7 +292,10 @@ func TestSeqLua_MissingTagFailsClosed(t *testing.T) {
 	if res := b.next("x", 0, l); res[0] != "LOST" {
 		t.Fatalf("missing tag, floor %d: %v", l, res)
 	}
-	// restore of a missing tag creates it above the value named.
+	// restore of a missing tag creates it above the value named, once
+	// every segment granted before the loss has expired.
+	b.next("x", 0, 0) // the first call after the loss records it
+	b.advance(11 * time.Second)
 	res := b.run(SeqArgs{Op: SeqRestore, Tag: "x", Above: 50, Start: 1, Step: 10, Rate: 100, Burst: 100})
 	if res[0] != "OK" {
 		t.Fatalf("restore: %v", res)
@@ -312,4 +320,21 @@ func TestSeqLua_ValuesUpTo2To53(t *testing.T) {
 		t.Fatalf("%v", res)
 	}
 	_ = fmt.Sprint()
+}
+
+// Fault covered: a node idle past the segment TTL must not keep handing
+// out a segment granted before a loss.
+func TestSeqLua_CheckSegment(t *testing.T) {
+	b := newSeqBed(t)
+	b.create("c", 1, 10, 0, 1_000_000, 1_000_000, 0)
+	_, _, lid := b.grant("c", 0, 0)
+	check := func() any { return b.run(SeqArgs{Op: SeqCheck, Tag: "c", LossID: lid})[0] }
+	if got := check(); got != "OK" {
+		t.Fatalf("check without a loss: %v", got)
+	}
+	b.advance(time.Second)
+	b.mr.Del(b.keys.Meta) // a loss
+	if got := check(); got != "GONE" {
+		t.Fatalf("check after a loss: %v", got)
+	}
 }
