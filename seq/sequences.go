@@ -237,7 +237,9 @@ func (s *Sequences) TryNext(name []byte, dst []int64) bool {
 		if !t.mu.TryLock() {
 			return false
 		}
-		if t.cur.Load() == seg && t.next != nil && !s.closed.Load() && seg.next.Load()+int64(len(dst)) > seg.n {
+		// Only a spent one is replaced: values left in it (fewer than
+		// dst) go to the slow path's caller, not into a hole.
+		if t.cur.Load() == seg && t.next != nil && !s.closed.Load() && seg.next.Load() >= seg.n {
 			t.cur.Store(t.next)
 			t.next = nil
 		}
