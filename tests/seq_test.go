@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -354,4 +355,40 @@ func TestSeq_ReplicaMissedWritesPromoted(t *testing.T) {
 		t.Errorf("no loss jump recorded: %+v", ti)
 	}
 	t.Logf("after the promotion: high %d, lost to the jump %d", ti.High, ti.Lost)
+}
+
+// The users file's node user may run everything sequences need (seq.lua's
+// calls, WAIT), the audit user may list them, and Redis logs no refusal.
+// A replica is attached, so every grant waits for its acknowledgement.
+func TestSeq_UnderACLUsers(t *testing.T) {
+	redistest.Require(t)
+	abs, err := filepath.Abs(aclFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t, redistest.Options{Args: []string{"aclfile " + abs}})
+	redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(srv.Port())}})
+	admin := srv.Client(t)
+	eventually(t, 20*time.Second, "the replica attached", func() bool {
+		info, _ := admin.Info(ctxT(t), "replication").Result()
+		return strings.Contains(info, "connected_slaves:1")
+	})
+	nodeURL, auditURL := aclURL(t, srv, "flaked-node"), aclURL(t, srv, "flaked-audit")
+	seqCreate(t, nodeURL, "--step", "100")
+	d := NewDaemon(t, "counter", nodeURL, "--mode", "counter")
+	d.MustStart()
+	d.WaitReady(t, 20*time.Second)
+	load := StartSeqLoad([]*Daemon{d}, 2, 10)
+	load.WaitFor(t, int64(scale(20_000)), time.Minute, "values under the node user")
+	load.Stop()
+	load.Check(t)
+	if err := d.Term(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := flakedCmd(t, "seq", "list", "--redis", auditURL); code != 0 || !strings.Contains(out, seqTag) {
+		t.Fatalf("flaked seq list under the audit user: exit %d\n%s", code, out)
+	}
+	if n, _ := admin.Do(ctxT(t), "ACL", "LOG").Slice(); len(n) != 0 {
+		t.Fatalf("ACL LOG: %v", n)
+	}
 }
