@@ -388,6 +388,13 @@ func TestSeq_UnderACLUsers(t *testing.T) {
 	if code, out := flakedCmd(t, "seq", "list", "--redis", auditURL); code != 0 || !strings.Contains(out, seqTag) {
 		t.Fatalf("flaked seq list under the audit user: exit %d\n%s", code, out)
 	}
+	// The audit shows the tags, and their events do not confuse verify.
+	if code, out := flakedCmd(t, "audit", "--redis", auditURL); code != 0 || !strings.Contains(out, "sequence tags (1)") {
+		t.Fatalf("flaked audit: exit %d\n%s", code, out)
+	}
+	if code, out := flakedCmd(t, "audit", "verify", "--redis", auditURL); code != 0 {
+		t.Fatalf("flaked audit verify: exit %d\n%s", code, out)
+	}
 	if n, _ := admin.Do(ctxT(t), "ACL", "LOG").Slice(); len(n) != 0 {
 		t.Fatalf("ACL LOG: %v", n)
 	}
