@@ -60,6 +60,9 @@ type segment struct {
 // operator's records, waits until then.
 const SegmentTTL = 10 * time.Second
 
+// closeWait bounds how long Close waits for fetches in flight.
+const closeWait = time.Second
+
 func (s *segment) expired(now time.Duration) bool { return int64(now) >= s.expires.Load() }
 
 // take reserves up to want values and returns the index of the first and
@@ -509,13 +512,17 @@ func (s *Sequences) Close(ctx context.Context) error {
 	}
 	tags := *s.tags.Load()
 	s.mu.Unlock()
+	// Fetches in flight are waited for a moment (their segments go back
+	// too), not for all of ctx: a node releases its lease after this.
+	wctx, cancel := context.WithTimeout(ctx, closeWait)
+	defer cancel()
 	var errs []error
 	for _, t := range tags {
 		t.mu.Lock()
 		run := t.run
 		t.mu.Unlock()
-		if run != nil {
-			_ = run.task.Wait(ctx)
+		if run != nil && run.task.Wait(wctx) != nil {
+			s.cancel() // a fetch asleep (rate) or stuck on Redis: its segment is a gap
 		}
 		t.mu.Lock()
 		cur, next := t.cur.Load(), t.next
