@@ -7,8 +7,8 @@
 // fetched in the background once 10% of the current one is used (Meituan
 // Leaf's double buffer), so callers wait on Redis only when a segment runs
 // out faster than one round trip. A segment is the tag's step, or more
-// under load: the size doubles while segments last under 25 ms and halves
-// back toward the step while they last over 250 ms (Leaf's dynamic step),
+// under load: the size doubles while segments last under 50 ms and halves
+// back toward the step while they last over 500 ms (Leaf's dynamic step),
 // up to 2^24 values. Close gives the
 // unused values back (a compare-and-set in seq.lua), so a clean restart of
 // every node leaves no gap; a crash leaves one (the segments it held),

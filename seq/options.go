@@ -87,7 +87,7 @@ type TagOptions struct {
 	// Start is the first value: 1..MaxValue, 0 means 1.
 	Start int64 `json:"start"`
 	// Step is the smallest segment processes take: 1..2^24, 0 means
-	// 1000 (under load a process takes more, about 25-50 ms of its
+	// 1000 (under load a process takes more, about 50-100 ms of its
 	// traffic). A crash skips up to two segments per process (the one in
 	// use and the one fetched ahead); a clean stop gives them back.
 	Step int64 `json:"step"`

@@ -118,8 +118,8 @@ type tag struct {
 
 // The segment lives the size adapts to.
 const (
-	fastSegment = 25 * time.Millisecond
-	slowSegment = 250 * time.Millisecond
+	fastSegment = 50 * time.Millisecond
+	slowSegment = 500 * time.Millisecond
 )
 
 // nextSizeLocked adapts the size of the next fetch to how long the last

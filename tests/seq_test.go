@@ -260,8 +260,8 @@ func TestSeq_KillLeavesGapNeverReuse(t *testing.T) {
 	ti := seqInfo(t, srv.URL())
 	skipped := ti.High - ti.Start + 1 - int64(len(all)) - ti.FreeCount
 	// A node holds two segments (the one in use and the one fetched
-	// ahead), each of the step or, under load, of about 25-50 ms of its
-	// traffic (the adaptive size, 25-50 ms): what a kill may skip.
+	// ahead), each of the step or, under load, of about 50-100 ms of its
+	// traffic (the adaptive size): what a kill may skip.
 	t.Logf("%d kills: %d values skipped of %d (%.2f%%; step %d)", kills, skipped, ti.High, 100*float64(skipped)/float64(ti.High), step)
 	if skipped > int64(kills)*2*seq.MaxStep {
 		t.Fatalf("%d values skipped by %d kills, more than two segments each", skipped, kills)
