@@ -155,7 +155,9 @@ if op == 'restore' then
   end
   if not r then return create(math.max(tonumber(ARGV[9]) or 1, above + 1), above) end
   local high = math.max(num(r.high), above)
-  redis.call('HSET', key, 'high', I(high), 'loss_id', lossID, 'free', '', 'tokens', I(num(r.burst)),
+  -- No tokens: a restore adds no values above the rate to what a copy
+  -- from before it bounds.
+  redis.call('HSET', key, 'high', I(high), 'loss_id', lossID, 'free', '', 'tokens', '0',
     'at_ms', I(math.max(nowMs, num(r.at_ms))), 'lost', I(num(r.lost) + freeCount(readFree(r.free))))
   redis.call('HDEL', key, 'blocked')
   redis.call('SADD', KEYS[1], tag)
