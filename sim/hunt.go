@@ -29,6 +29,7 @@ type Summary struct {
 	Faults    map[string]int
 	Failures  []Found
 	Elapsed   time.Duration
+	Coverage  Coverage
 }
 
 // Found is a failing seed.
@@ -79,6 +80,7 @@ func Hunt(o HuntOptions) Summary {
 				for k, v := range res.Faults {
 					sum.Faults[k] += v
 				}
+				sum.Coverage.add(res.Coverage)
 				if res.Failure != nil {
 					sum.Failures = append(sum.Failures, Found{Schedule: s, Result: res})
 					stop = stop || o.StopAtFirst

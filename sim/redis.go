@@ -66,3 +66,7 @@ func (d *deployment) restart(data *simredis.Data) {
 	d.srv.Restart(data)
 	d.replica = d.srv.Snapshot()
 }
+
+// coverage is what the deployment's servers counted of the scripts'
+// branches.
+func (d *deployment) coverage() []uint64 { return d.srv.Coverage(nil) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -29,6 +30,8 @@ type Result struct {
 	// Strays counts starts with another layout: refused, and let in.
 	StraysRefused, StraysIn int
 	Failure                 *Failure // nil when every ID was unique and increasing
+	// Coverage: the script branches and mode transitions the run reached.
+	Coverage Coverage
 }
 
 // Failure is the first violation a run found.
@@ -88,6 +91,7 @@ type run struct {
 	dst     [128]uint64 // the IDs of one batch
 	log     zerolog.Logger
 	mutants map[string]string // script SHA1 -> text the server runs instead
+	tap     *transitionTap    // counts mode transitions from the log
 }
 
 // slot is one node across its processes: its disk, its machine's clock,
@@ -130,13 +134,15 @@ func Run(s Schedule, opts Options) (res Result) {
 	r.w.runUntil(s.Duration)
 	r.res.Virtual = r.w.now
 	r.res.Scripts = r.redis.srv.Stats().ScriptCalls
+	r.res.Coverage = Coverage{Branches: r.redis.coverage(), Transitions: r.tap.seen}
 	return r.res
 }
 
 // Options of Run.
 type Options struct {
-	// Log receives the nodes' logs, on virtual time (replays).
-	Log zerolog.Logger
+	// Log receives the nodes' logs (zerolog's JSON lines; nil: none), on
+	// virtual time (replays).
+	Log io.Writer
 	// Mutation re-introduces a bug on purpose (Mutations); "" for none.
 	Mutation string
 }
@@ -154,7 +160,14 @@ func newRun(s Schedule, opts Options) *run {
 		seen: make(map[uint64]uint32, 8192),
 		res:  Result{Faults: map[string]int{}},
 	}
-	r.log = opts.Log.Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
+	// The log goes to the transition counter (info and up: what it reads)
+	// and to opts.Log (everything).
+	r.tap = &transitionTap{seen: map[string]int{}}
+	level, out := zerolog.InfoLevel, io.Writer(r.tap)
+	if opts.Log != nil {
+		level, out = zerolog.DebugLevel, zerolog.MultiLevelWriter(r.tap, opts.Log)
+	}
+	r.log = zerolog.New(out).Level(level).Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
 		e.Str("t", w.now.Round(time.Millisecond).String())
 	}))
 	if opts.Mutation != "" {

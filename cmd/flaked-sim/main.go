@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -35,6 +36,8 @@ func main() {
 					&cli.IntFlag{Name: "workers", Usage: "parallel runs (default: the number of CPUs)"},
 					&cli.StringFlag{Name: "mutation", Usage: "re-introduce a known bug (see `flaked-sim mutations`)"},
 					&cli.BoolFlag{Name: "stop-at-first", Usage: "stop at the first failing seed"},
+					&cli.BoolFlag{Name: "coverage", Usage: "print the coverage table: script branches and mode transitions reached"},
+					&cli.StringFlag{Name: "unreached", Usage: "fail unless every guard branch and transition is reached or listed, with why, in this `FILE` (sim/unreached.txt)"},
 				},
 				Action: hunt,
 			},
@@ -99,6 +102,24 @@ func hunt(c *cli.Context) error {
 	s := sim.Hunt(o)
 	fmt.Fprintln(os.Stderr)
 	printSummary(s)
+	if c.Bool("coverage") {
+		fmt.Println("coverage (count, branch or transition, source line; ! never reached):")
+		sim.PrintCoverage(os.Stdout, s.Coverage)
+	}
+	if path := c.String("unreached"); path != "" {
+		problems, err := sim.CheckCoverage(s.Coverage, path)
+		if err != nil {
+			return err
+		}
+		failed := false
+		for _, p := range problems {
+			fmt.Println("COVERAGE", p)
+			failed = failed || !strings.HasPrefix(p, "listed in")
+		}
+		if failed {
+			return cli.Exit("coverage: guard branches not reached by these seeds; reach them (a schedule pattern) or list them with the reason", 1)
+		}
+	}
 	if len(s.Failures) > 0 {
 		for _, f := range s.Failures {
 			fmt.Println("FAIL", f)
@@ -152,7 +173,7 @@ func replay(c *cli.Context) error {
 	fmt.Printf("\nshrunk to %d of %d faults:\n%s", len(small.Faults), len(s.Faults), small)
 	fmt.Println("FAIL", sres.Failure)
 	if c.Bool("log") {
-		o.Log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stdout, NoColor: true})
+		o.Log = zerolog.ConsoleWriter{Out: os.Stdout, NoColor: true}
 		sim.Run(small, o)
 	}
 	return cli.Exit("", 1)
