@@ -74,7 +74,7 @@ func cmdInfo(s *Server, args []string) any {
 		}
 	}
 	var parts []string
-	for _, name := range []string{"server", "stats", "replication", "keyspace"} {
+	for _, name := range []string{"server", "memory", "stats", "replication", "keyspace"} {
 		if len(args) == 1 || wantSection(args[1:], name) {
 			parts = append(parts, s.infoSection(name))
 		}
@@ -107,17 +107,9 @@ func (s *Server) infoSection(name string) string {
 		}
 		return s.info.server
 	case "replication":
-		if s.info.replication == "" {
-			s.info.replication = "# Replication\r\n" +
-				"master_replid:" + s.replID + "\r\n" + // first: see server
-				"role:master\r\n" +
-				"connected_slaves:0\r\n" +
-				"master_failover_state:no-failover\r\n" +
-				"master_replid2:0000000000000000000000000000000000000000\r\n" +
-				"master_repl_offset:0\r\n" +
-				"second_repl_offset:-1\r\n"
-		}
-		return s.info.replication
+		return s.replicationInfo()
+	case "memory":
+		return s.memoryInfo()
 	case "stats":
 		return "# Stats\r\n" +
 			"total_commands_processed:" + strconv.FormatUint(s.stats.Commands, 10) + "\r\n"
