@@ -182,13 +182,37 @@ func jsonField(p []byte, name string) string {
 }
 
 // Unreached is one entry of the list of guard branches and transitions
-// the CI seed set is allowed not to reach: what, and why.
+// the CI seed set is allowed not to reach: what (the source line too, for
+// a branch), and why.
 type Unreached struct {
-	ID, Why string
+	ID, Text, Why string
 }
 
-// ReadUnreached reads a list: one entry a line, "ID  -- why" (the ID as
-// the coverage table prints it: file:line kind, or a transition), blank
+// matches reports whether the entry names row: by its ID, or, for a
+// branch whose line moved (an edit above it), by file, kind and source
+// line.
+func (u Unreached) matches(r CoverageRow) bool {
+	if u.ID == r.ID {
+		return true
+	}
+	if u.Text == "" || u.Text != r.Text {
+		return false
+	}
+	uf, uk := splitID(u.ID)
+	rf, rk := splitID(r.ID)
+	return uf == rf && uk == rk
+}
+
+// splitID splits "file:line kind" into file and kind.
+func splitID(id string) (file, kind string) {
+	loc, kind, _ := strings.Cut(id, " ")
+	file, _, _ = strings.Cut(loc, ":")
+	return file, kind
+}
+
+// ReadUnreached reads a list: one entry a line, "ID | source line -- why"
+// (the ID and the source line as the coverage table prints them: file:line
+// kind, or "mode " and a transition, which has no source line), blank
 // lines and lines starting with # ignored. An entry without its reason is
 // an error.
 func ReadUnreached(r io.Reader) ([]Unreached, error) {
@@ -199,11 +223,14 @@ func ReadUnreached(r io.Reader) ([]Unreached, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		id, why, ok := strings.Cut(line, " -- ")
-		if !ok || strings.TrimSpace(why) == "" {
+		// The reason follows the last " -- " (a source line may hold one).
+		k := strings.LastIndex(line, " -- ")
+		if k < 0 || strings.TrimSpace(line[k+4:]) == "" {
 			return nil, fmt.Errorf("line %d: %q: want \"ID -- why it is not reached\"", n, line)
 		}
-		out = append(out, Unreached{ID: strings.TrimSpace(id), Why: strings.TrimSpace(why)})
+		id, why := line[:k], line[k+4:]
+		id, text, _ := strings.Cut(id, " | ")
+		out = append(out, Unreached{ID: strings.TrimSpace(id), Text: strings.TrimSpace(text), Why: strings.TrimSpace(why)})
 	}
 	return out, sc.Err()
 }
@@ -237,22 +264,27 @@ func (c Coverage) Rows() []CoverageRow {
 // listed entries that were reached after all or name nothing (a list
 // that is kept honest).
 func (c Coverage) Missing(list []Unreached) (missing []CoverageRow, stale []Unreached) {
-	listed := map[string]bool{}
-	for _, u := range list {
-		listed[u.ID] = true
-	}
-	known := map[string]bool{}
-	for _, r := range c.Rows() {
-		known[r.ID] = true
-		if r.Guard && r.Count == 0 && !listed[r.ID] {
+	return missingRows(c.Rows(), list)
+}
+
+func missingRows(rows []CoverageRow, list []Unreached) (missing []CoverageRow, stale []Unreached) {
+	used := make([]bool, len(list))
+	for _, r := range rows {
+		listed := false
+		for i, u := range list {
+			if u.matches(r) {
+				listed, used[i] = true, true
+			}
+		}
+		if r.Guard && r.Count == 0 && !listed {
 			missing = append(missing, r)
 		}
-		if r.Count > 0 && listed[r.ID] {
+		if r.Count > 0 && listed {
 			stale = append(stale, Unreached{ID: r.ID, Why: "reached"})
 		}
 	}
-	for _, u := range list {
-		if !known[u.ID] {
+	for i, u := range list {
+		if !used[i] {
 			stale = append(stale, Unreached{ID: u.ID, Why: "no such branch or transition"})
 		}
 	}
