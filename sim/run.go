@@ -30,8 +30,8 @@ type Result struct {
 	// Strays counts starts with another layout: refused, and let in.
 	StraysRefused, StraysIn int
 	Failure                 *Failure // nil when every ID was unique and increasing
-	// Violations counts every failing ID (Options.CountAll); else 1 with
-	// a Failure.
+	// Violations counts failing IDs: every one under Options.CountAll,
+	// else those of the batch that failed first.
 	Violations int
 	// Coverage: the script branches and mode transitions the run reached.
 	Coverage Coverage
