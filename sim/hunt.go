@@ -18,6 +18,8 @@ type HuntOptions struct {
 	// Progress, if set, is called about every second with the summary so
 	// far.
 	Progress func(Summary)
+	// Schedule draws the schedule of a seed (nil: NewSchedule).
+	Schedule func(seed uint64) Schedule
 }
 
 // Summary is what a hunt found.
@@ -28,7 +30,10 @@ type Summary struct {
 	Scripts   uint64 // script calls Redis ran
 	Faults    map[string]int
 	Failures  []Found
-	Elapsed   time.Duration
+	// Violations counts failing IDs (every one under Options.CountAll).
+	Violations int
+	Elapsed    time.Duration
+	Coverage   Coverage
 }
 
 // Found is a failing seed.
@@ -69,7 +74,12 @@ func Hunt(o HuntOptions) Summary {
 				seed := o.From + next
 				next++
 				mu.Unlock()
-				s := NewSchedule(seed)
+				var s Schedule
+				if o.Schedule != nil {
+					s = o.Schedule(seed)
+				} else {
+					s = NewSchedule(seed)
+				}
 				res := Run(s, o.Run)
 				mu.Lock()
 				sum.Schedules++
@@ -79,6 +89,8 @@ func Hunt(o HuntOptions) Summary {
 				for k, v := range res.Faults {
 					sum.Faults[k] += v
 				}
+				sum.Coverage.add(res.Coverage)
+				sum.Violations += res.Violations
 				if res.Failure != nil {
 					sum.Failures = append(sum.Failures, Found{Schedule: s, Result: res})
 					stop = stop || o.StopAtFirst

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -32,6 +33,11 @@ type Result struct {
 	// operator restores (Options.Sequences; seq.go).
 	SeqValues, SeqRestores int
 	Failure                *Failure // nil when every ID was unique and increasing
+	// Violations counts failing IDs: every one under Options.CountAll,
+	// else those of the batch that failed first.
+	Violations int
+	// Coverage: the script branches and mode transitions the run reached.
+	Coverage Coverage
 }
 
 // Failure is the first violation a run found.
@@ -82,9 +88,11 @@ type run struct {
 	layout  flake.Layout
 	fs      *memFS
 	redis   *deployment
-	slots   []*slot           // per node
-	work    *rand.Rand        // the workload
-	net     *rand.Rand        // lost requests and replies
+	slots   []*slot    // per node
+	work    *rand.Rand // the workload
+	net     *rand.Rand // lost requests and replies
+	rewrite *rand.Rand // keys rewritten by hand
+	opts    Options
 	seen    map[uint64]uint32 // ID -> index in batches
 	batches []batch
 	res     Result
@@ -93,6 +101,7 @@ type run struct {
 	mutants map[string]string // script SHA1 -> text the server runs instead
 	seq     *seqWork          // the sequence client (seq.go), nil without Options.Sequences
 	seqOn   bool
+	tap     *transitionTap // counts mode transitions from the log
 }
 
 // slot is one node across its processes: its disk, its machine's clock,
@@ -120,6 +129,20 @@ type proc struct {
 	pausedUntil time.Duration
 	last        uint64
 	stray       bool // runs with another layout
+	conns       map[*simredis.Server]*simredis.Conn
+}
+
+// conn is the process's connection to srv (WAIT waits for its writes).
+func (p *proc) conn(srv *simredis.Server) *simredis.Conn {
+	c := p.conns[srv]
+	if c == nil {
+		if p.conns == nil {
+			p.conns = map[*simredis.Server]*simredis.Conn{}
+		}
+		c = &simredis.Conn{}
+		p.conns[srv] = c
+	}
+	return c
 }
 
 // Run runs a schedule and checks every ID it issues.
@@ -135,18 +158,23 @@ func Run(s Schedule, opts Options) (res Result) {
 	r.w.runUntil(s.Duration)
 	r.res.Virtual = r.w.now
 	r.res.Scripts = r.redis.srv.Stats().ScriptCalls
+	r.res.Coverage = Coverage{Branches: r.redis.coverage(), Transitions: r.tap.seen}
 	return r.res
 }
 
 // Options of Run.
 type Options struct {
-	// Log receives the nodes' logs, on virtual time (replays).
-	Log zerolog.Logger
+	// Log receives the nodes' logs (zerolog's JSON lines; nil: none), on
+	// virtual time (replays).
+	Log io.Writer
 	// Mutation re-introduces a bug on purpose (Mutations); "" for none.
 	Mutation string
 	// Sequences adds a client of named sequences (seq.go), on a random
 	// stream of its own.
 	Sequences bool
+	// CountAll goes on after a failure, counting every duplicate and ID
+	// out of order (exposure): Failure is the first.
+	CountAll bool
 }
 
 func newRun(s Schedule, opts Options) *run {
@@ -157,12 +185,21 @@ func newRun(s Schedule, opts Options) *run {
 	w := &world{epoch: epoch.AddDate(1, 0, 0), limit: s.Duration + time.Hour}
 	r := &run{
 		s: s, w: w, layout: lay, fs: newMemFS(),
-		work: rand.New(rand.NewPCG(s.Seed, 0x3011)),
-		net:  rand.New(rand.NewPCG(s.Seed, 0x4e7)),
-		seen: make(map[uint64]uint32, 8192),
-		res:  Result{Faults: map[string]int{}},
+		work:    rand.New(rand.NewPCG(s.Seed, 0x3011)),
+		net:     rand.New(rand.NewPCG(s.Seed, 0x4e7)),
+		rewrite: rand.New(rand.NewPCG(s.Seed, 0x7e3)),
+		opts:    opts,
+		seen:    make(map[uint64]uint32, 8192),
+		res:     Result{Faults: map[string]int{}},
 	}
-	r.log = opts.Log.Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
+	// The log goes to the transition counter (info and up: what it reads)
+	// and to opts.Log (everything).
+	r.tap = &transitionTap{seen: map[string]int{}}
+	level, out := zerolog.InfoLevel, io.Writer(r.tap)
+	if opts.Log != nil {
+		level, out = zerolog.DebugLevel, zerolog.MultiLevelWriter(r.tap, opts.Log)
+	}
+	r.log = zerolog.New(out).Level(level).Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
 		e.Str("t", w.now.Round(time.Millisecond).String())
 	}))
 	if opts.Mutation != "" {
@@ -182,13 +219,20 @@ func newRun(s Schedule, opts Options) *run {
 
 func (r *run) start() {
 	w := r.w
+	for _, f := range r.s.Faults {
+		if f.At == 0 { // the deployment as it is configured: before any node starts
+			r.inject(f)
+		}
+	}
 	for _, sl := range r.slots {
 		sl := sl
 		w.at(time.Duration(sl.i)*7*time.Millisecond, nil, func() { r.startProc(sl) })
 	}
 	for _, f := range r.s.Faults {
 		f := f
-		w.at(f.At, nil, func() { r.inject(f) })
+		if f.At > 0 {
+			w.at(f.At, nil, func() { r.inject(f) })
+		}
 	}
 	r.every(r.s.ReplicaLag, func() { r.redis.replicate() })
 	r.every(r.s.SaveEvery, func() { r.redis.save() })
@@ -229,7 +273,7 @@ func (r *run) nextWork() {
 		if p := r.slots[i].cur; p != nil && p.node != nil && !p.dead && p.pausedUntil <= r.w.now {
 			r.issue(p, n)
 		}
-		if r.res.Failure == nil {
+		if !r.w.halted {
 			r.nextWork()
 		}
 	})
@@ -302,9 +346,12 @@ func (r *run) checkShape(id uint64, b batch) {
 }
 
 func (r *run) fail(f *Failure) {
+	r.res.Violations++
 	if r.res.Failure == nil {
 		r.res.Failure = f
-		r.w.halt()
+		if !r.opts.CountAll {
+			r.w.halt()
+		}
 	}
 }
 
@@ -391,6 +438,7 @@ func (r *run) call(p *proc, args []string) (any, error) {
 	case sl.netUntil[FaultPartition] > now, r.redis.downUntil > now:
 		return nil, errors.New("dial tcp 10.0.0.1:6379: connect: connection refused")
 	}
+	srv := r.redis.master(sl.i)
 	delay := time.Duration(0)
 	if sl.netUntil[FaultDelay] > now {
 		delay += sl.delay
@@ -410,7 +458,14 @@ func (r *run) call(p *proc, args []string) (any, error) {
 			args = append([]string{"EVAL", text}, args[2:]...)
 		}
 	}
-	v, err := r.redis.srv.Do(args)
+	if strings.EqualFold(args[0], "WAIT") && srv == r.redis.srv {
+		// The replica, attached to this master, acknowledges within the
+		// timeout what it was sent: it catches up now. (An old master in a
+		// split brain has no replica to catch up.)
+		r.w.pass(p, time.Millisecond)
+		r.redis.replicate()
+	}
+	v, err := srv.DoConn(p.conn(srv), args)
 	if delay > 0 {
 		r.w.pass(p, delay)
 	}
@@ -425,9 +480,10 @@ func (r *run) inject(f Fault) {
 	r.res.Faults[f.Kind]++
 	now := r.w.now
 	d := r.redis
+	r.injectDeployment(f)
 	switch f.Kind {
 	case FaultFailover:
-		d.failover()
+		d.failover(0)
 	case FaultRestartSaved:
 		d.restart(d.saved)
 	case FaultRestartEmpty:

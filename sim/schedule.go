@@ -35,6 +35,9 @@ type Schedule struct {
 	// fsynced every second): a restart loads the last one.
 	SaveEvery time.Duration
 	Faults    []Fault
+	// Exposure names the uncovered fault kind forced into the schedule
+	// (WithExposure), or "".
+	Exposure string
 }
 
 // NodeConfig is one node's settings.
@@ -96,13 +99,19 @@ type Fault struct {
 	// ID (a misconfigured deploy on a new machine): the same time bits,
 	// so its IDs would collide with the fleet's were it let in.
 	Layout bool
+	// Reach: the nodes (a bit each) that stay on the old master in a split
+	// brain. All: a rewrite takes every key.
+	Reach uint
+	All   bool
 }
 
 func (f Fault) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%9s %s", f.At.Round(time.Millisecond), f.Kind)
 	switch f.Kind {
-	case FaultFailover, FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld:
+	case FaultFailover, FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld, FaultStrayResidual:
+	case FaultEvictVolatile, FaultEvictAllKeys, FaultSplitBrain, FaultInfoNoPerm, FaultInfoRenamed, FaultRedisSkew, FaultRewrite:
+		b.WriteString(f.deploymentString())
 	case FaultRedisDown:
 		fmt.Fprintf(&b, " for %v", f.For)
 	case FaultRedisSlow:
@@ -154,6 +163,8 @@ func NewSchedule(seed uint64) Schedule {
 		s.Faults = append(s.Faults, f)
 		s.Faults = append(s.Faults, d.adversary(s, f, ahead)...)
 	}
+	s.drawDeployment(seed)
+	s.drawPatterns(seed)
 	sortFaults(s.Faults)
 	return s
 }

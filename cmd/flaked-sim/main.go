@@ -10,8 +10,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -35,6 +37,8 @@ func main() {
 					&cli.IntFlag{Name: "workers", Usage: "parallel runs (default: the number of CPUs)"},
 					&cli.StringFlag{Name: "mutation", Usage: "re-introduce a known bug (see `flaked-sim mutations`)"},
 					&cli.BoolFlag{Name: "stop-at-first", Usage: "stop at the first failing seed"},
+					&cli.BoolFlag{Name: "coverage", Usage: "print the coverage table: script branches and mode transitions reached"},
+					&cli.StringFlag{Name: "unreached", Usage: "fail unless every guard branch and transition is reached or listed, with why, in this `FILE` (sim/unreached.txt)"},
 				},
 				Action: hunt,
 			},
@@ -44,9 +48,21 @@ func main() {
 				ArgsUsage: "SEED",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "mutation", Usage: "the mutation the seed failed under"},
+					&cli.StringFlag{Name: "exposure", Usage: "the fault kind forced into the schedule (flaked-sim exposure)"},
 					&cli.BoolFlag{Name: "log", Usage: "print the nodes' logs (of the shrunk schedule)"},
 				},
 				Action: replay,
+			},
+			{
+				Name:  "exposure",
+				Usage: "measure what each fault kind the guards do not cover costs: schedules with duplicates, duplicates per schedule",
+				Flags: []cli.Flag{
+					&cli.Uint64Flag{Name: "from", Value: 1, Usage: "first seed"},
+					&cli.Uint64Flag{Name: "seeds", Value: 200, Usage: "how many seeds per kind"},
+					&cli.IntFlag{Name: "workers", Usage: "parallel runs (default: the number of CPUs)"},
+					&cli.StringSliceFlag{Name: "kind", Usage: "the fault kinds (default: every uncovered one; also: " + strings.Join(sim.Exposable, ", ") + ")"},
+				},
+				Action: exposure,
 			},
 			{
 				Name:  "mutations",
@@ -99,6 +115,24 @@ func hunt(c *cli.Context) error {
 	s := sim.Hunt(o)
 	fmt.Fprintln(os.Stderr)
 	printSummary(s)
+	if c.Bool("coverage") {
+		fmt.Println("coverage (count, branch or transition, source line; ! never reached):")
+		sim.PrintCoverage(os.Stdout, s.Coverage)
+	}
+	if path := c.String("unreached"); path != "" {
+		problems, err := sim.CheckCoverage(s.Coverage, path)
+		if err != nil {
+			return err
+		}
+		failed := false
+		for _, p := range problems {
+			fmt.Println("COVERAGE", p)
+			failed = failed || !strings.HasPrefix(p, "listed in")
+		}
+		if failed {
+			return cli.Exit("coverage: guard branches not reached by these seeds; reach them (a schedule pattern) or list them with the reason", 1)
+		}
+	}
 	if len(s.Failures) > 0 {
 		for _, f := range s.Failures {
 			fmt.Println("FAIL", f)
@@ -140,6 +174,9 @@ func replay(c *cli.Context) error {
 	defer off()
 	o := sim.Options{Mutation: c.String("mutation")}
 	s := sim.NewSchedule(seed)
+	if k := c.String("exposure"); k != "" {
+		s = s.WithExposure(k)
+	}
 	fmt.Print(s)
 	res := sim.Run(s, o)
 	fmt.Printf("%d IDs in %v simulated\n", res.IDs, res.Virtual.Round(time.Millisecond))
@@ -152,10 +189,44 @@ func replay(c *cli.Context) error {
 	fmt.Printf("\nshrunk to %d of %d faults:\n%s", len(small.Faults), len(s.Faults), small)
 	fmt.Println("FAIL", sres.Failure)
 	if c.Bool("log") {
-		o.Log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stdout, NoColor: true})
+		o.Log = zerolog.ConsoleWriter{Out: os.Stdout, NoColor: true}
 		sim.Run(small, o)
 	}
 	return cli.Exit("", 1)
+}
+
+// exposure runs each fault kind's schedules and prints what they cost.
+func exposure(c *cli.Context) error {
+	kinds := c.StringSlice("kind")
+	if len(kinds) == 0 {
+		kinds = sim.Uncovered
+	}
+	for _, k := range kinds {
+		if !slices.Contains(sim.Exposable, k) {
+			return fmt.Errorf("exposure: no fault kind %q; known: %s", k, strings.Join(sim.Exposable, ", "))
+		}
+	}
+	fmt.Printf("%-24s %9s %9s %10s %11s %9s  %s\n", "fault kind", "covered", "schedules", "with dups", "violations", "per sched", "first failing seed")
+	for _, k := range kinds {
+		s := sim.Exposure(k, sim.HuntOptions{From: c.Uint64("from"), Count: c.Uint64("seeds"), Workers: c.Int("workers")})
+		first := "-"
+		if len(s.Failures) > 0 {
+			min := s.Failures[0]
+			for _, f := range s.Failures {
+				if f.Schedule.Seed < min.Schedule.Seed {
+					min = f
+				}
+			}
+			first = fmt.Sprintf("flaked-sim replay --exposure %s %d", k, min.Schedule.Seed)
+		}
+		covered := "yes"
+		if sim.IsUncovered(k) {
+			covered = "no"
+		}
+		fmt.Printf("%-24s %9s %9d %10d %11d %9.1f  %s\n", k, covered, s.Schedules, len(s.Failures), s.Violations,
+			float64(s.Violations)/float64(max(s.Schedules, 1)), first)
+	}
+	return nil
 }
 
 func enable(name string) (func(), error) {

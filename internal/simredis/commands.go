@@ -12,7 +12,9 @@ type command struct {
 	arity int
 	// noScript commands are refused inside scripts, as Redis refuses them.
 	noScript bool
-	run      func(s *Server, args []string) any
+	// write commands advance the replication offset (replicas.go).
+	write bool
+	run   func(s *Server, args []string) any
 }
 
 // commands holds each command under its upper- and lower-case name: go-redis
@@ -22,11 +24,14 @@ var commands = map[string]*command{}
 
 func init() {
 	for _, table := range [][]*command{keyCommands, stringCommands, hashCommands, setCommands,
-		streamCommands, serverCommands, scriptCommands} {
+		streamCommands, serverCommands, scriptCommands, {waitCommand}} {
 		for _, c := range table {
 			commands[c.name] = c
 			commands[strings.ToUpper(c.name)] = c
 		}
+	}
+	for _, name := range writeCommands {
+		commands[name].write = true
 	}
 }
 
@@ -56,6 +61,14 @@ func (s *Server) exec(args []string) any {
 	if !c.arityOK(len(args)) {
 		return errArity(c.name)
 	}
+	if c.name == "info" && s.infoFault != InfoOK {
+		if err := s.infoRefused(args, false); err != nil {
+			return err
+		}
+	}
+	if c.write {
+		s.wrote()
+	}
 	return c.run(s, args)
 }
 
@@ -71,6 +84,14 @@ func (s *Server) execFromScript(args []string) any {
 		return Error("ERR Wrong number of args calling Redis command from script")
 	case c.noScript:
 		return Error("ERR This Redis command is not allowed from script")
+	}
+	if c.name == "info" && s.infoFault != InfoOK {
+		if err := s.infoRefused(args, true); err != nil {
+			return err
+		}
+	}
+	if c.write {
+		s.wrote()
 	}
 	return c.run(s, args)
 }

@@ -15,6 +15,7 @@ import (
 type Data struct {
 	keys    map[string]*value
 	expires map[string]int64 // key -> ms; only keys with an expiry
+	offset  int64            // the replication offset it was taken at (replicas.go)
 }
 
 func newData() *Data {

@@ -67,6 +67,8 @@ type engine struct {
 	// reply keeps its code and names the line, as Redis's.
 	raised     string
 	raisedLine int
+
+	cov *lua.LTable // branch counters of covered scripts (coverage.go)
 }
 
 func newEngine(s *Server) *engine {
@@ -176,6 +178,7 @@ func (e *engine) globalsGuard() *lua.LTable {
 func (e *engine) run(sha string, p *lua.FunctionProto, keys, argv []string) any {
 	L := e.L
 	e.sha, e.raised, e.raisedLine = sha, "", 0
+	e.covTable()
 	e.globals.RawSetString("KEYS", stringTable(L, keys)) // raw: the guard refuses new globals
 	e.globals.RawSetString("ARGV", stringTable(L, argv))
 	L.Push(L.NewFunctionFromProto(p))

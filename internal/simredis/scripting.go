@@ -41,7 +41,7 @@ func compile(sha, src string) (*lua.FunctionProto, error) {
 	if p != nil {
 		return p, nil
 	}
-	chunk, err := parse.Parse(strings.NewReader(src), chunkName)
+	chunk, err := parse.Parse(strings.NewReader(instrumented(src)), chunkName)
 	if err == nil {
 		p, err = lua.Compile(chunk, chunkName)
 	}

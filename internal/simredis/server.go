@@ -37,6 +37,16 @@ type Server struct {
 
 	info  infoCache
 	stats Stats
+
+	// Replication (replicas.go): the offset, the replicas' acknowledged
+	// offsets, the connection of the command running.
+	offset   int64
+	replicas []int64
+	conn     *Conn
+	// Faults a simulation sets (replicas.go): the eviction policy, INFO
+	// refused or renamed.
+	policy    string
+	infoFault InfoFault
 }
 
 // Stats counts what a Server did.
@@ -108,10 +118,12 @@ func (s *Server) Snapshot() *Data {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tick()
-	return s.db.copy(func(key string) bool {
+	d := s.db.copy(func(key string) bool {
 		at, ok := s.db.expires[key]
 		return ok && s.nowMs > at
 	})
+	d.offset = s.offset
+	return d
 }
 
 // Restart models a process restart: a new run_id and master_replid, an
@@ -124,6 +136,7 @@ func (s *Server) Restart(d *Data) {
 	defer s.mu.Unlock()
 	s.load(d)
 	s.runID, s.replID = s.newID(), s.newID()
+	s.replicas = s.replicas[:0] // they attach again (SetReplicas)
 	clear(s.scripts)
 	s.luaRand = newLrand48()
 	s.info = infoCache{}
@@ -145,6 +158,7 @@ func (s *Server) Promote(d *Data) {
 		s.load(d)
 	}
 	s.replID = s.newID()
+	s.replicas = s.replicas[:0] // they attach again (SetReplicas)
 	clear(s.scripts)
 	s.info = infoCache{}
 }

@@ -1,0 +1,355 @@
+package sim
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/flaked/flaked/internal/simredis"
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+// Coverage is what a run (or a hunt) reached: how often each branch of the
+// Lua scripts ran (indexed as simredis.Branches) and each transition of a
+// node's mode machine was taken (by name, Transitions).
+type Coverage struct {
+	Branches    []uint64
+	Transitions map[string]int
+}
+
+func (c *Coverage) add(o Coverage) {
+	for len(c.Branches) < len(o.Branches) {
+		c.Branches = append(c.Branches, 0)
+	}
+	for i, v := range o.Branches {
+		c.Branches[i] += v
+	}
+	if c.Transitions == nil {
+		c.Transitions = map[string]int{}
+	}
+	for k, v := range o.Transitions {
+		c.Transitions[k] += v
+	}
+}
+
+// The scripts the simulated Redis counts, with the files they are made
+// of. lua.go builds each writing script as guard.lua (+ layout.lua) + the
+// script; where one part ends is where the texts of two scripts sharing it
+// stop agreeing (line by line).
+func init() {
+	guardLines := sameLines(lua.Claim, lua.Release)
+	layoutLines := sameLines(lua.Claim, lua.Counter) - guardLines
+	lines := func(s string) int { return strings.Count(s, "\n") + 1 }
+	three := func(text, name string) {
+		simredis.Cover(text, []simredis.Part{{File: "guard.lua", Lines: guardLines}, {File: "layout.lua", Lines: layoutLines},
+			{File: name, Lines: lines(text) - guardLines - layoutLines}})
+	}
+	three(lua.Claim, "claim.lua")
+	three(lua.Renew, "renew.lua")
+	three(lua.Counter, "counter.lua")
+	simredis.Cover(lua.Release, []simredis.Part{{File: "guard.lua", Lines: guardLines}, {File: "release.lua", Lines: lines(lua.Release) - guardLines}})
+	simredis.Cover(lua.Check, []simredis.Part{{File: "check.lua", Lines: lines(lua.Check)}})
+	simredis.Cover(lua.Prune, []simredis.Part{{File: "prune.lua", Lines: lines(lua.Prune)}})
+}
+
+// sameLines counts the whole lines a and b start with in common.
+func sameLines(a, b string) int {
+	n := 0
+	for {
+		i, j := strings.IndexByte(a, '\n'), strings.IndexByte(b, '\n')
+		if i < 0 || j < 0 || a[:i] != b[:j] {
+			return n
+		}
+		n++
+		a, b = a[i+1:], b[j+1:]
+	}
+}
+
+// writingFiles are the files of the scripts that write the registry or
+// the counter (those that start with guard.lua): their branches are the
+// guard branches a CI seed set must reach, or list in unreached.txt.
+var writingFiles = []string{"guard.lua", "layout.lua", "claim.lua", "renew.lua", "release.lua", "counter.lua"}
+
+// Transitions are the moves of a node's mode machine (node/doc.go) and the
+// lease events within flake mode, as the simulator tells them from the
+// nodes' log lines.
+var Transitions = []string{
+	"none->flake: start",
+	"none->counter: configured",
+	"none->counter: auto, flake unsafe at start",
+	"none->stopped: close",
+	"flake->counter: auto, no machine ID held",
+	"flake->counter: auto, lease lost",
+	"flake->counter: auto, reservation spent",
+	"flake->counter: auto, clock behind the floor",
+	"flake->counter: auto, clock skewed from Redis",
+	"counter->flake: auto, healthy for RecoverAfter",
+	"counter->flake: auto, failed (stays counter)",
+	"counter->counter: counter failed to start",
+	"flake->stopped: close",
+	"counter->stopped: close",
+	"flake: lease lost",
+	"flake: lease fenced",
+	"flake: resumed",
+	"claim: clone of a state file",
+	"claim: clock behind the state file's reservation",
+}
+
+// transitionTap reads a run's node log lines (JSON) and counts the
+// transitions they show.
+type transitionTap struct {
+	seen map[string]int
+}
+
+func (t *transitionTap) Write(p []byte) (int, error) {
+	msg := jsonField(p, "message")
+	var name string
+	switch msg {
+	case "mode":
+		from, to, reason := jsonField(p, "from"), jsonField(p, "to"), jsonField(p, "reason")
+		name = from + "->" + to + ": " + modeReason(from, to, reason)
+	case "returning to flake mode failed; staying in counter mode":
+		name = "counter->flake: auto, failed (stays counter)"
+	case "counter mode failed to start":
+		name = "counter->counter: counter failed to start"
+	case "lease lost":
+		name = "flake: lease lost"
+	case "flake mode resumed":
+		name = "flake: resumed"
+	case "clock is behind the reservation of the state file's machine IDs; claiming others":
+		name = "claim: clock behind the state file's reservation"
+	default:
+		switch {
+		case strings.HasPrefix(msg, "lease fenced"):
+			name = "flake: lease fenced"
+		case strings.HasPrefix(msg, "the state file's machine ID is held by a live process"):
+			name = "claim: clone of a state file"
+		default:
+			return len(p), nil
+		}
+	}
+	t.seen[name]++
+	return len(p), nil
+}
+
+// modeReason names the cause of a mode event.
+func modeReason(from, to, reason string) string {
+	switch {
+	case to == "stopped":
+		return "close"
+	case from == "none" && to == "flake":
+		return "start"
+	case from == "none" && reason == "mode counter":
+		return "configured"
+	case from == "none":
+		return "auto, flake unsafe at start"
+	case to == "flake":
+		return "auto, healthy for RecoverAfter"
+	case strings.HasPrefix(reason, "no machine ID held"):
+		return "auto, no machine ID held"
+	case strings.HasPrefix(reason, "reservation spent"):
+		return "auto, reservation spent"
+	case strings.Contains(reason, "clock is behind"):
+		return "auto, clock behind the floor"
+	case strings.Contains(reason, "clock is skewed"):
+		return "auto, clock skewed from Redis"
+	}
+	return "auto, lease lost"
+}
+
+// jsonField returns the string value of "name" in a zerolog line (no
+// unescaping: the names and messages matched need none).
+func jsonField(p []byte, name string) string {
+	key := []byte(`"` + name + `":"`)
+	i := bytes.Index(p, key)
+	if i < 0 {
+		return ""
+	}
+	rest := p[i+len(key):]
+	for j := 0; j < len(rest); j++ {
+		switch rest[j] {
+		case '\\':
+			j++
+		case '"':
+			return string(rest[:j])
+		}
+	}
+	return ""
+}
+
+// Unreached is one entry of the list of guard branches and transitions
+// the CI seed set is allowed not to reach: what (the source line too, for
+// a branch), and why.
+type Unreached struct {
+	ID, Text, Why string
+}
+
+// matches reports whether the entry names row: by its ID, or, for a
+// branch whose line moved (an edit above it), by file, kind and source
+// line.
+func (u Unreached) matches(r CoverageRow) bool {
+	if u.ID == r.ID {
+		return true
+	}
+	if u.Text == "" || u.Text != r.Text {
+		return false
+	}
+	uf, uk := splitID(u.ID)
+	rf, rk := splitID(r.ID)
+	return uf == rf && uk == rk
+}
+
+// splitID splits "file:line kind" into file and kind.
+func splitID(id string) (file, kind string) {
+	loc, kind, _ := strings.Cut(id, " ")
+	file, _, _ = strings.Cut(loc, ":")
+	return file, kind
+}
+
+// ReadUnreached reads a list: one entry a line, "ID | source line -- why"
+// (the ID and the source line as the coverage table prints them: file:line
+// kind, or "mode " and a transition, which has no source line), blank
+// lines and lines starting with # ignored. An entry without its reason is
+// an error.
+func ReadUnreached(r io.Reader) ([]Unreached, error) {
+	var out []Unreached
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		// The reason follows the last " -- " (a source line may hold one).
+		k := strings.LastIndex(line, " -- ")
+		if k < 0 || strings.TrimSpace(line[k+4:]) == "" {
+			return nil, fmt.Errorf("line %d: %q: want \"ID -- why it is not reached\"", n, line)
+		}
+		id, why := line[:k], line[k+4:]
+		id, text, _ := strings.Cut(id, " | ")
+		out = append(out, Unreached{ID: strings.TrimSpace(id), Text: strings.TrimSpace(text), Why: strings.TrimSpace(why)})
+	}
+	return out, sc.Err()
+}
+
+// CoverageRow is one line of the coverage table.
+type CoverageRow struct {
+	ID    string // file:line kind, or a transition
+	Text  string // the source line
+	Count uint64
+	Guard bool // a branch of a writing script, or a transition
+}
+
+// Rows returns the coverage table: every branch of the covered scripts,
+// then every transition.
+func (c Coverage) Rows() []CoverageRow {
+	var rows []CoverageRow
+	for i, b := range simredis.Branches() {
+		var n uint64
+		if i < len(c.Branches) {
+			n = c.Branches[i]
+		}
+		rows = append(rows, CoverageRow{ID: b.ID(), Text: b.Text, Count: n, Guard: slices.Contains(writingFiles, b.File)})
+	}
+	for _, t := range Transitions {
+		rows = append(rows, CoverageRow{ID: "mode " + t, Count: uint64(c.Transitions[t]), Guard: true})
+	}
+	return rows
+}
+
+// Missing returns the guard rows never reached and not listed, and the
+// listed entries that were reached after all or name nothing (a list
+// that is kept honest).
+func (c Coverage) Missing(list []Unreached) (missing []CoverageRow, stale []Unreached) {
+	return missingRows(c.Rows(), list)
+}
+
+func missingRows(rows []CoverageRow, list []Unreached) (missing []CoverageRow, stale []Unreached) {
+	used := make([]bool, len(list))
+	for _, r := range rows {
+		listed := false
+		for i, u := range list {
+			if u.matches(r) {
+				listed, used[i] = true, true
+			}
+		}
+		if r.Guard && r.Count == 0 && !listed {
+			missing = append(missing, r)
+		}
+		if r.Count > 0 && listed {
+			stale = append(stale, Unreached{ID: r.ID, Why: "reached"})
+		}
+	}
+	for i, u := range list {
+		if !used[i] {
+			stale = append(stale, Unreached{ID: u.ID, Why: "no such branch or transition"})
+		}
+	}
+	return missing, stale
+}
+
+// PrintCoverage writes the table: each row's count and source line,
+// a summary per file.
+func PrintCoverage(w io.Writer, c Coverage) {
+	rows := c.Rows()
+	type tally struct{ all, reached int }
+	per := map[string]*tally{}
+	var files []string
+	for _, r := range rows {
+		f, _, _ := strings.Cut(r.ID, ":")
+		if strings.HasPrefix(r.ID, "mode ") {
+			f = "mode machine"
+		}
+		if per[f] == nil {
+			per[f] = &tally{}
+			files = append(files, f)
+		}
+		per[f].all++
+		if r.Count > 0 {
+			per[f].reached++
+		}
+		mark := " "
+		if r.Count == 0 {
+			mark = "!"
+		}
+		fmt.Fprintf(w, "%s %10d  %-28s %s\n", mark, r.Count, r.ID, clipText(r.Text, 70))
+	}
+	fmt.Fprintln(w, "reached per file:")
+	for _, f := range files {
+		fmt.Fprintf(w, "  %-14s %3d of %3d\n", f, per[f].reached, per[f].all)
+	}
+}
+
+func clipText(s string, n int) string {
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
+}
+
+// CheckCoverage checks c against the list in file path: every guard
+// branch and transition reached or listed with its reason, and nothing
+// listed that was reached. It returns the problems, one a line.
+func CheckCoverage(c Coverage, path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	list, err := ReadUnreached(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	missing, stale := c.Missing(list)
+	var out []string
+	for _, r := range missing {
+		out = append(out, fmt.Sprintf("not reached and not listed in %s: %s  (%s)", path, r.ID, r.Text))
+	}
+	for _, u := range stale {
+		out = append(out, fmt.Sprintf("listed in %s but %s: %s", path, u.Why, u.ID))
+	}
+	return out, nil
+}

@@ -1,0 +1,233 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/flaked/flaked/internal/simredis"
+)
+
+// Fault kinds beyond the first fourteen: every fault of the README's
+// Guarantees and every case of its "What it does not cover" is one the
+// simulator can draw. They come from streams of their own (drawDeployment,
+// drawPatterns), so every other draw of a seed is what it was before.
+const (
+	// Eviction: Redis over its maxmemory evicts keys, for For, under
+	// volatile-* (only keys with a TTL: the leases) or allkeys-* (any key).
+	FaultEvictVolatile = "redis-evict-volatile"
+	FaultEvictAllKeys  = "redis-evict-allkeys"
+	// A split brain: the replica is promoted while the old master, cut off
+	// from it but not from some nodes (Reach), accepts their writes for For.
+	FaultSplitBrain = "redis-split-brain"
+	// INFO refused to the nodes' user (NOPERM on INFO server and
+	// replication) or renamed (rename-command), from At for For; a failover
+	// that loses writes happens meanwhile.
+	FaultInfoNoPerm  = "redis-info-noperm"
+	FaultInfoRenamed = "redis-info-renamed"
+	// A failover to a replica whose clock is Delay behind the old
+	// master's: more than the 1 s the scripts allow for.
+	FaultRedisSkew = "redis-failover-skewed"
+	// Keys rewritten by hand in a running server (RESTORE of old values,
+	// DEBUG RELOAD of an old file): the identity does not change. All: every
+	// key of the last backup; else 1-3 of them.
+	FaultRewrite = "redis-rewrite"
+	// The residual case of the README: Redis loses everything, a node
+	// with another layout starts at once, every owner from before is cut
+	// off until the layout settled, then Redis goes back to a backup from
+	// before the loss. A pattern of other faults, counted under this name.
+	FaultStrayResidual = "stray-residual"
+)
+
+// Uncovered are the fault kinds the guards do not cover yet: the normal
+// seed set never draws them; `flaked-sim exposure` measures what they
+// cost. A kind whose guard lands moves into the normal seed set by being
+// removed from this list (and given a draw weight in coveredWeights).
+var Uncovered = []string{
+	FaultSplitBrain,    // needs the WAIT mechanism (DESIGN-26 point 3)
+	FaultInfoNoPerm,    // needs identity to fail closed (DESIGN-26 point 1)
+	FaultInfoRenamed,   // the same
+	FaultEvictAllKeys,  // needs allkeys-* refused (DESIGN-26 point 2)
+	FaultRedisSkew,     // documented limit: keep Redis hosts on NTP
+	FaultRewrite,       // documented limit: no identity change to see
+	FaultStrayResidual, // documented limit: start nodes with the fleet's layout flags
+}
+
+// Exposable are the kinds `flaked-sim exposure` can force.
+var Exposable = []string{FaultSplitBrain, FaultInfoNoPerm, FaultInfoRenamed, FaultEvictAllKeys, FaultEvictVolatile,
+	FaultRedisSkew, FaultRewrite, FaultStrayResidual}
+
+// coveredWeights are how often a schedule of the normal seed set draws
+// one of the new kinds (in 1000), unless Uncovered lists it.
+var coveredWeights = map[string]int{
+	FaultEvictVolatile: 120,
+	FaultSplitBrain:    120,
+	FaultInfoNoPerm:    60,
+	FaultInfoRenamed:   60,
+	FaultEvictAllKeys:  60,
+	FaultRedisSkew:     60,
+	FaultRewrite:       60,
+	FaultStrayResidual: 60,
+}
+
+// drawDeployment draws the new deployment faults of the normal seed set
+// from a stream of their own.
+func (s *Schedule) drawDeployment(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0xfa17))}
+	for _, kind := range Exposable { // a fixed order: part of what a seed means
+		if x.IntN(1000) < coveredWeights[kind] && !slices.Contains(Uncovered, kind) {
+			s.Faults = append(s.Faults, x.deploymentFault(*s, kind)...)
+		}
+	}
+}
+
+// WithExposure returns s with faults of kind added (one or two), drawn from
+// a stream of their own: a schedule of `flaked-sim exposure`.
+func (s Schedule) WithExposure(kind string) Schedule {
+	x := drawer{rand.New(rand.NewPCG(s.Seed, 0xe7905))}
+	s.Faults = slices.Clone(s.Faults)
+	for range 1 + x.IntN(2) {
+		s.Faults = append(s.Faults, x.deploymentFault(s, kind)...)
+	}
+	s.Exposure = kind
+	sortFaults(s.Faults)
+	return s
+}
+
+// deploymentFault draws one fault of kind, with the faults that make it
+// matter (a failover while INFO is refused).
+func (d drawer) deploymentFault(s Schedule, kind string) []Fault {
+	n := len(s.Nodes)
+	f := Fault{At: d.dur(time.Second, s.Duration-time.Second), Kind: kind}
+	switch kind {
+	case FaultEvictVolatile, FaultEvictAllKeys:
+		f.For, f.Delay = d.dur(5*time.Second, 30*time.Second), d.dur(100*time.Millisecond, 2*time.Second)
+	case FaultSplitBrain:
+		// Some nodes (not none, not all) stay on the old master, for up to
+		// two lease TTLs: longer than a lease, as in issue 26.
+		f.Reach = 1 + uint(d.IntN(1<<n-2))
+		f.For = d.dur(300*time.Millisecond, 2*s.LeaseTTL)
+	case FaultInfoNoPerm, FaultInfoRenamed:
+		// The servers are configured so from the start (the identity was
+		// never readable: {ns}:meta holds none), and a failover loses writes.
+		f.At, f.For = 0, s.Duration
+		out := []Fault{f}
+		for range 2 + d.IntN(3) {
+			out = append(out, Fault{At: d.dur(time.Second, s.Duration-time.Second), Kind: FaultFailover})
+		}
+		return out
+	case FaultRedisSkew:
+		f.Delay = d.dur(1100*time.Millisecond, 5*time.Second)
+	case FaultRewrite:
+		// And a node restarts without its state file just after: a claim
+		// that may find a lease the rewrite removed.
+		f.All = d.IntN(2) == 0
+		return []Fault{f, {At: f.At + d.dur(0, 500*time.Millisecond), Kind: FaultCrash, Node: d.IntN(n),
+			For: d.dur(0, 200*time.Millisecond), State: StateNone}}
+	case FaultStrayResidual:
+		// Redis loses everything; a stray starts at once; every other node
+		// is cut off until the stray's layout settled (LeaseTTL/3 + 1 s);
+		// then Redis goes back to a backup from before the loss.
+		settle := s.LeaseTTL/3 + time.Second
+		stray := d.IntN(n)
+		out := []Fault{f,
+			{At: f.At, Kind: FaultRestartEmpty},
+			{At: f.At + d.dur(0, 200*time.Millisecond), Kind: FaultCrash, Node: stray, For: d.dur(0, 200*time.Millisecond), State: StateNone, Layout: true},
+		}
+		cut := settle + d.dur(time.Second, 3*time.Second)
+		for i := range n {
+			if i != stray {
+				out = append(out, Fault{At: f.At - d.dur(0, 100*time.Millisecond), Kind: FaultPartition, Node: i, For: cut})
+			}
+		}
+		return append(out, Fault{At: f.At + cut + d.dur(0, 2*time.Second), Kind: FaultRestoreOld})
+	}
+	return []Fault{f}
+}
+
+// deploymentString describes a fault of the kinds above.
+func (f Fault) deploymentString() string {
+	switch f.Kind {
+	case FaultEvictVolatile, FaultEvictAllKeys:
+		return fmt.Sprintf(" for %v, a key every %v", f.For, f.Delay)
+	case FaultSplitBrain:
+		var nodes []int
+		for i := range 8 {
+			if f.Reach&(1<<i) != 0 {
+				nodes = append(nodes, i)
+			}
+		}
+		return fmt.Sprintf(": nodes %v stay on the old master for %v", nodes, f.For)
+	case FaultInfoNoPerm, FaultInfoRenamed:
+		return fmt.Sprintf(" from the start, for %v", f.For)
+	case FaultRedisSkew:
+		return fmt.Sprintf(": the new master's clock %v behind", f.Delay)
+	case FaultRewrite:
+		if f.All {
+			return ": every key from the last backup"
+		}
+		return ": 1-3 keys from the last backup"
+	}
+	return ""
+}
+
+// injectDeployment applies a fault of the kinds above.
+func (r *run) injectDeployment(f Fault) {
+	d, now := r.redis, r.w.now
+	switch f.Kind {
+	case FaultEvictVolatile, FaultEvictAllKeys:
+		policy := "volatile-lru"
+		if f.Kind == FaultEvictAllKeys {
+			policy = "allkeys-lru"
+		}
+		srv := d.srv
+		srv.SetMaxmemoryPolicy(policy)
+		d.evictUntil = max(d.evictUntil, now+f.For)
+		var evict func()
+		evict = func() {
+			if r.w.now >= d.evictUntil || d.srv != srv {
+				srv.SetMaxmemoryPolicy("noeviction") // the cache load ended
+				return
+			}
+			srv.Evict(1)
+			r.w.at(r.w.now+f.Delay, nil, evict)
+		}
+		evict()
+	case FaultSplitBrain:
+		reach := map[int]bool{}
+		for i := range r.slots {
+			reach[i] = f.Reach&(1<<i) != 0
+		}
+		d.splitBrain(reach, f.For)
+	case FaultInfoNoPerm, FaultInfoRenamed:
+		fault := simredis.InfoNoPerm
+		if f.Kind == FaultInfoRenamed {
+			fault = simredis.InfoRenamed
+		}
+		srv := d.srv
+		srv.SetInfoFault(fault)
+		r.w.at(now+f.For, nil, func() { srv.SetInfoFault(simredis.InfoOK) })
+	case FaultRedisSkew:
+		d.failover(f.Delay)
+	case FaultRewrite:
+		var from *simredis.Data // the newest backup that holds the fleet
+		for i := len(d.backups) - 1; i >= 0 && from == nil; i-- {
+			if d.backups[i].Len() > 0 {
+				from = d.backups[i]
+			}
+		}
+		if from == nil {
+			return
+		}
+		keys := from.Keys()
+		if !f.All {
+			var some []string
+			for range 1 + r.rewrite.IntN(3) {
+				some = append(some, keys[r.rewrite.IntN(len(keys))])
+			}
+			keys = some
+		}
+		d.srv.RewriteKeys(from, keys...)
+	}
+}

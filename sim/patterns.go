@@ -1,0 +1,64 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Adversarial patterns: narrow windows that random draws line up too
+// rarely for the coverage table to show their branches reached. A
+// schedule draws each with some probability from a stream of its own, so
+// every other draw of a seed is what it was before.
+const (
+	// A takeover racing a release: a node paused past its lease wakes and
+	// stops cleanly just as a node restarted without a state file claims
+	// (and may take over) its machine ID.
+	PatternTakeoverRelease = "takeover-vs-release"
+	// A renewal racing the expiry: a node is paused for about a lease TTL
+	// less the time since its last renewal, so its next renewal reaches
+	// Redis around the moment its lease expires.
+	PatternRenewExpiry = "renewal-vs-expiry"
+	// A wake-up just after someone else's lead ran out: a node is cut off
+	// until its lease and its reservation ahead have run out, and another
+	// starts (claims) just after.
+	PatternWakeAfterLead = "wake-after-lead"
+)
+
+// Patterns are the adversarial patterns, in draw order.
+var Patterns = []string{PatternTakeoverRelease, PatternRenewExpiry, PatternWakeAfterLead}
+
+// drawPatterns adds the adversarial patterns a schedule draws: each with
+// probability 1 in 6.
+func (s *Schedule) drawPatterns(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0x0adf))}
+	n := len(s.Nodes)
+	if n < 2 {
+		return
+	}
+	for _, p := range Patterns {
+		if x.IntN(6) != 0 {
+			continue
+		}
+		a := x.IntN(n)
+		b := (a + 1 + x.IntN(n-1)) % n
+		at := x.dur(time.Second, s.Duration/2)
+		jitter := x.dur(0, 400*time.Millisecond) - 200*time.Millisecond
+		ahead := s.Nodes[a].ReserveAhead
+		switch p {
+		case PatternTakeoverRelease:
+			wake := at + s.LeaseTTL + x.dur(0, s.LeaseTTL/3)
+			s.Faults = append(s.Faults,
+				Fault{At: at, Kind: FaultPause, Node: a, For: wake - at},
+				Fault{At: wake + x.dur(0, 50*time.Millisecond), Kind: FaultStop, Node: a, For: x.dur(0, 200*time.Millisecond), State: StateKept},
+				Fault{At: wake + jitter, Kind: FaultCrash, Node: b, For: x.dur(0, 100*time.Millisecond), State: StateNone})
+		case PatternRenewExpiry:
+			s.Faults = append(s.Faults,
+				Fault{At: at, Kind: FaultPause, Node: a, For: s.LeaseTTL - x.dur(0, s.LeaseTTL/3) + jitter})
+		case PatternWakeAfterLead:
+			cut := s.LeaseTTL + ahead
+			s.Faults = append(s.Faults,
+				Fault{At: at, Kind: FaultPartition, Node: a, For: cut + x.dur(time.Second, 3*time.Second)},
+				Fault{At: at + cut + x.dur(0, 300*time.Millisecond), Kind: FaultCrash, Node: b, For: x.dur(0, 100*time.Millisecond), State: StateNone})
+		}
+	}
+}
