@@ -201,6 +201,9 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestSeq_ConcurrentClients_NoDuplicate(t *testing.T) {
 	n, _ := onRedis(t, map[string]seq.TagOptions{"orders": {Start: 1000, Step: 10}})
 	s := serve(t, Options{Generator: n}, false)
+	// size is client c's n of request i: 1..1000, large answers widen the
+	// window in which a shared buffer would be overwritten.
+	size := func(c, i int) int { return 1 + (i*97+c*31)%1000 }
 	var (
 		mu   sync.Mutex
 		seen = map[int64]int{}
@@ -212,7 +215,7 @@ func TestSeq_ConcurrentClients_NoDuplicate(t *testing.T) {
 			defer wg.Done()
 			prev := int64(0)
 			for i := range 40 {
-				path := fmt.Sprintf("/v1/seq/orders?n=%d", 1+(i*7+c)%64)
+				path := fmt.Sprintf("/v1/seq/orders?n=%d", size(c, i))
 				code, _, b := s.do(t, http.MethodGet, path)
 				var body seqBody
 				if code != 200 || json.Unmarshal(b, &body) != nil {
@@ -238,7 +241,7 @@ func TestSeq_ConcurrentClients_NoDuplicate(t *testing.T) {
 	want := 0
 	for c := range 8 {
 		for i := range 40 {
-			want += 1 + (i*7+c)%64
+			want += size(c, i)
 		}
 	}
 	if len(seen) != want {
