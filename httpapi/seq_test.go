@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -311,6 +312,25 @@ func TestSeq_ErrorStatus(t *testing.T) {
 		}
 		if (h.Get("Retry-After") == "1") != (c.code == 503) {
 			t.Errorf("%v: Retry-After %q with %d", c.err, h.Get("Retry-After"), code)
+		}
+	}
+}
+
+// The docs' curl line works as shown, with Debian's curl and the bearer
+// token: the answer is exactly the JSON docs/http.md prints.
+func TestSeq_Curl(t *testing.T) {
+	curl := need(t, "curl", "curl")
+	n, _ := onRedis(t, map[string]seq.TagOptions{"orders": {Start: 1000}})
+	s := serve(t, Options{Generator: n, Token: "s3cret"}, false)
+	for _, c := range []struct{ path, want string }{
+		{"/v1/seq/orders?n=2", `{"tag":"orders","values":[1000,1001]}` + "\n\n200"},
+		{"/v1/seq/orders", `{"tag":"orders","values":[1002]}` + "\n\n200"},
+		{"/v1/seq/nope", "`flaked seq create nope`\"}\n\n404"},
+	} {
+		out, err := exec.CommandContext(ctxT(t), curl, "-sS", "--max-time", "20", "-w", "\n%{http_code}",
+			"-H", "Authorization: Bearer s3cret", s.base+c.path).CombinedOutput()
+		if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), c.want) {
+			t.Errorf("curl %s: %v\n%s\nwant it to end with %s", c.path, err, out, c.want)
 		}
 	}
 }
