@@ -45,9 +45,10 @@ type Options struct {
 	// which a browser asks for on the status page. flaked serve passes
 	// --requirepass: one secret for both listeners.
 	Token string
-	// MaxBatch is the largest n of /v1/ids; default DefaultMaxBatch.
+	// MaxBatch is the largest n of /v1/ids and /v1/seq; default
+	// DefaultMaxBatch.
 	MaxBatch int
-	// Timeout bounds the wait for IDs of one request; default
+	// Timeout bounds the wait for IDs or values of one request; default
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Fleet reads the registry for the status page (audit.Read on the
