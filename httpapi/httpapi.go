@@ -37,16 +37,18 @@ var ErrInvalidOptions = errors.New("httpapi: invalid options")
 // default; Generator is required.
 type Options struct {
 	// Generator issues the IDs and tells the mode, readiness and INFO the
-	// page and /v1/health show.
+	// page and /v1/health show. /v1/seq needs it to be a Sequencer too
+	// (node.Node is); otherwise it answers 501.
 	Generator node.Generator
 	// Token, if set, is required of every request: "Authorization: Bearer
 	// <Token>", or HTTP Basic auth as user "default" with password Token,
 	// which a browser asks for on the status page. flaked serve passes
 	// --requirepass: one secret for both listeners.
 	Token string
-	// MaxBatch is the largest n of /v1/ids; default DefaultMaxBatch.
+	// MaxBatch is the largest n of /v1/ids and /v1/seq; default
+	// DefaultMaxBatch.
 	MaxBatch int
-	// Timeout bounds the wait for IDs of one request; default
+	// Timeout bounds the wait for IDs or values of one request; default
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Fleet reads the registry for the status page (audit.Read on the
@@ -57,8 +59,9 @@ type Options struct {
 	// registry's owner data.
 	Host string
 	PID  int
-	// Registerer, if set, gets flaked_http_requests_total{route,code} and
-	// flaked_http_ids_issued_total.
+	// Registerer, if set, gets flaked_http_requests_total{route,code},
+	// flaked_http_ids_issued_total and
+	// flaked_http_seq_values_issued_total.
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger
 	// Now is the clock of the page's "generated at"; default time.Now.
@@ -71,6 +74,9 @@ type api struct {
 	mux      *http.ServeMux
 	requests *prometheus.CounterVec
 	issued   prometheus.Counter
+	// seqIssued counts named sequences' values, apart from IDs: they are
+	// another kind of number, and a dashboard adding both would mislead.
+	seqIssued prometheus.Counter
 
 	fleetMu   sync.Mutex
 	fleetAt   time.Time
@@ -109,9 +115,11 @@ func New(o Options) (http.Handler, error) {
 			Help: "HTTP API and status page requests, by route and status code."}, []string{"route", "code"}),
 		issued: prometheus.NewCounter(prometheus.CounterOpts{Name: "flaked_http_ids_issued_total",
 			Help: "IDs delivered over the HTTP API (flaked_ids_issued_total counts the Redis protocol's)."}),
+		seqIssued: prometheus.NewCounter(prometheus.CounterOpts{Name: "flaked_http_seq_values_issued_total",
+			Help: "Values of named sequences delivered over the HTTP API (GET /v1/seq/{tag}), all tags."}),
 	}
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{a.requests, a.issued} {
+		for _, c := range []prometheus.Collector{a.requests, a.issued, a.seqIssued} {
 			if err := o.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("httpapi: registering metrics: %w", err)
 			}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/flaked/flaked/seq"
 )
 
 // openAPI is the part of an OpenAPI 3 document the checks read.
@@ -47,6 +49,7 @@ type schema struct {
 	Enum       []any             `json:"enum"`
 	Pattern    string            `json:"pattern"`
 	Minimum    *float64          `json:"minimum"`
+	Maximum    *float64          `json:"maximum"`
 	MinItems   *int              `json:"minItems"`
 	Format     string            `json:"format"`
 	Desc       string            `json:"description"`
@@ -168,6 +171,9 @@ func (d *openAPI) validate(s schema, v any, at string) error {
 		if s.Minimum != nil && f < *s.Minimum {
 			return fmt.Errorf("%s: %v below %v", at, f, *s.Minimum)
 		}
+		if s.Maximum != nil && f > *s.Maximum {
+			return fmt.Errorf("%s: %v above %v", at, f, *s.Maximum)
+		}
 	case "boolean":
 		if _, ok := v.(bool); !ok {
 			return fmt.Errorf("%s: %T, want a boolean", at, v)
@@ -176,6 +182,17 @@ func (d *openAPI) validate(s schema, v any, at string) error {
 		return fmt.Errorf("%s: schema type %q: the check knows object, array, string, integer, number, boolean", at, s.Type)
 	}
 	return nil
+}
+
+// documents reports whether the operation lists the status code among
+// its responses.
+func (d *openAPI) documents(method, path string, code int) bool {
+	var op operation
+	if json.Unmarshal(d.Paths[path][strings.ToLower(method)], &op) != nil {
+		return false
+	}
+	_, ok := op.Responses[strconv.Itoa(code)]
+	return ok
 }
 
 // routeOperations lists "METHOD pattern" of the handler's routes, sorted.
@@ -190,10 +207,11 @@ func routeOperations() []string {
 
 // The document served is openapi.json, and it describes the handler: the
 // same paths and methods both ways, and each route's real success answer
-// (from a running node over TCP) decodes against the document's schema,
-// as do the errors against Error.
+// (from a running node on redis-server over TCP, which has named
+// sequences) decodes against the document's schema, as do the errors
+// against Error.
 func TestOpenAPI_MatchesRoutes(t *testing.T) {
-	n := standalone(t)
+	n, _ := onRedis(t, map[string]seq.TagOptions{"orders": {Start: 1000}, "one": {Max: 1}})
 	s := serve(t, Options{Generator: n}, false)
 	code, _, served := s.do(t, http.MethodGet, "/v1/openapi.json")
 	if code != 200 || string(served) != string(openAPIDoc) {
@@ -207,7 +225,7 @@ func TestOpenAPI_MatchesRoutes(t *testing.T) {
 	var id idBody
 	s.getJSON(t, "/v1/id", 200, &id)
 	requests := map[string]string{ // route pattern -> a request of it that succeeds
-		"/v1/id": "/v1/id", "/v1/ids": "/v1/ids?n=3", "/v1/parse/{id}": "/v1/parse/" + id.ID,
+		"/v1/id": "/v1/id", "/v1/ids": "/v1/ids?n=3", "/v1/seq/{tag}": "/v1/seq/orders?n=2", "/v1/parse/{id}": "/v1/parse/" + id.ID,
 		"/v1/health": "/v1/health", "/v1/openapi.json": "/v1/openapi.json",
 	}
 	for _, rt := range routes {
@@ -231,8 +249,19 @@ func TestOpenAPI_MatchesRoutes(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	for _, path := range []string{"/v1/ids?n=0", "/v1/parse/x", "/v1/nope"} {
-		_, _, b := s.do(t, http.MethodGet, path)
+	if code, _, b := s.do(t, http.MethodGet, "/v1/seq/one"); code != 200 {
+		t.Fatalf("/v1/seq/one: %d %s", code, b)
+	}
+	errs := map[string]int{"/v1/ids?n=0": 400, "/v1/parse/x": 400, "/v1/nope": 404,
+		"/v1/seq/orders?n=0": 400, "/v1/seq/bad*tag": 400, "/v1/seq/nope": 404, "/v1/seq/one": 409}
+	for path, want := range errs {
+		code, _, b := s.do(t, http.MethodGet, path)
+		if code != want {
+			t.Errorf("GET %s: %d %s, want %d", path, code, b, want)
+		}
+		if p, ok := strings.CutPrefix(path, "/v1/seq/"); ok && !doc.documents("GET", "/v1/seq/{tag}", code) {
+			t.Errorf("GET /v1/seq/%s: status %d not among the document's responses of /v1/seq/{tag}", p, code)
+		}
 		var v any
 		if err := json.Unmarshal(b, &v); err != nil {
 			t.Fatalf("GET %s: %s", path, b)
@@ -244,8 +273,8 @@ func TestOpenAPI_MatchesRoutes(t *testing.T) {
 }
 
 // The checks have teeth: a route missing from the document, a document
-// path without a route, and an answer with a field, a type or a pattern
-// the schema does not allow are each reported.
+// path without a route, and an answer with a field, a type, a pattern or
+// a range the schema does not allow are each reported.
 func TestOpenAPI_ChecksCatchDrift(t *testing.T) {
 	doc := loadOpenAPI(t, openAPIDoc)
 	delete(doc.Paths, "/v1/health")
@@ -253,7 +282,7 @@ func TestOpenAPI_ChecksCatchDrift(t *testing.T) {
 		t.Error("a route missing from the document went unnoticed")
 	}
 	doc = loadOpenAPI(t, openAPIDoc)
-	doc.Paths["/v1/seq/{tag}"] = map[string]json.RawMessage{"get": json.RawMessage(`{}`)}
+	doc.Paths["/v1/nope/{x}"] = map[string]json.RawMessage{"get": json.RawMessage(`{}`)}
 	if slices.Equal(doc.operations(), routeOperations()) {
 		t.Error("a documented path without a route went unnoticed")
 	}
@@ -261,6 +290,25 @@ func TestOpenAPI_ChecksCatchDrift(t *testing.T) {
 	sch, err := doc.successSchema("GET", "/v1/parse/{id}")
 	if err != nil {
 		t.Fatal(err)
+	}
+	seqSch, err := doc.successSchema("GET", "/v1/seq/{tag}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.validate(seqSch, map[string]any{"tag": "orders", "values": []any{1000.0, 9007199254740991.0}}, "good seq"); err != nil {
+		t.Fatalf("a valid sequence answer refused: %v", err)
+	}
+	for name, bad := range map[string]map[string]any{
+		"values as strings": {"tag": "orders", "values": []any{"1000"}},
+		"value fraction":    {"tag": "orders", "values": []any{1000.5}},
+		"value above 2^53":  {"tag": "orders", "values": []any{9007199254740992.0 * 2}},
+		"value 0":           {"tag": "orders", "values": []any{0.0}},
+		"no values":         {"tag": "orders", "values": []any{}},
+		"missing tag":       {"values": []any{1.0}},
+	} {
+		if err := doc.validate(seqSch, bad, name); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 	good := map[string]any{"id": "1", "time": "2025-01-01T00:00:00.000Z", "tick": 1.0, "sequence": 0.0, "machine_id": 3.0, "mode": "flake"}
 	if err := doc.validate(sch, good, "good"); err != nil {

@@ -23,14 +23,12 @@ type route struct {
 }
 
 // routes is the API; openapi.json describes exactly these (a test checks
-// both ways). GET only: every GET of an ID is a new ID, so no HEAD (it
-// would use IDs up for nothing) and never cached.
-//
-// GET /v1/seq/{tag}?n=N (named sequences, NEXTSEQ) goes here, beside
-// /v1/ids, with its path in openapi.json.
+// both ways). GET only: every GET of an ID or a sequence value is a new
+// one, so no HEAD (it would use them up for nothing) and never cached.
 var routes = []route{
 	{"/v1/id", http.MethodGet, "id", (*api).id},
 	{"/v1/ids", http.MethodGet, "ids", (*api).ids},
+	{"/v1/seq/{tag}", http.MethodGet, "seq", (*api).seq},
 	{"/v1/parse/{id}", http.MethodGet, "parse", (*api).parse},
 	{"/v1/health", http.MethodGet, "health", (*api).health},
 	{"/v1/openapi.json", http.MethodGet, "openapi", (*api).openAPI},

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/internal/testcert"
+	"github.com/flaked/flaked/seq"
 )
 
 // --http-listen serves the API and the page with the Redis side's TLS
@@ -55,6 +57,19 @@ func TestServe_HTTPListen_TLSTokenFleetMetrics(t *testing.T) {
 	if _, err := strconv.ParseUint(one.ID, 10, 64); err != nil {
 		t.Fatalf("/v1/id: id %q", one.ID)
 	}
+	// The daemon's generator has named sequences: /v1/seq answers on it.
+	sq, err := seq.New(srv.Client(t), seq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := idtest.Context(t, 30*time.Second)
+	defer sq.Close(ctx)
+	if err := sq.Create(ctx, "orders", seq.TagOptions{Start: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("https://"+api+"/v1/seq/orders?n=2", true); code != 200 || body != `{"tag":"orders","values":[1000,1001]}`+"\n" {
+		t.Errorf("/v1/seq/orders?n=2: %d %s", code, body)
+	}
 	if resp, err := http.Get("http://" + api + "/v1/id"); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != 400 {
@@ -67,7 +82,7 @@ func TestServe_HTTPListen_TLSTokenFleetMetrics(t *testing.T) {
 	}
 	code, body = get("http://"+metrics+"/metrics", false)
 	for _, want := range []string{`flaked_http_requests_total{code="200",route="id"} 1`, `flaked_http_requests_total{code="401",route="id"} 1`,
-		"flaked_http_ids_issued_total 1", "flaked_node_leases_lost_total 0", "flaked_node_leases_fenced_total 0",
+		"flaked_http_ids_issued_total 1", "flaked_http_seq_values_issued_total 2", "flaked_node_leases_lost_total 0", "flaked_node_leases_fenced_total 0",
 		"flaked_node_data_losses_total 0", "flaked_node_clones_total 0", "flaked_layout_end_timestamp_seconds 7.23324773888e+09"} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
