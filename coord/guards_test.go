@@ -904,3 +904,60 @@ func TestGuard_RollbackIntoLayoutWindow_OwnerRestoresAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestGuard_ReservationsEvicted_LossFloor: Redis evicts {ns}:reserved and a
+// live lease together (a maxmemory-policy of allkeys-* set for a while:
+// the scripts refuse to write then, but Redis evicts regardless, and the
+// policy is set back) while its identity stays the same. A claim then
+// sees no reservation for the ID, and without the guard would start at
+// the old loss floor, below the ticks the evicted lease's owner was
+// granted: duplicate IDs. Guard (guard.lua): {ns}:meta says a claim wrote
+// the reservations, so their absence is a loss at this moment; the claim
+// starts above now + the horizon, and the owner's renewal fails.
+func TestGuard_ReservationsEvicted_LossFloor(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := tinyLayout(t)
+		o := coord.Options{Layout: l, Horizon: 3 * time.Second, MaxWait: time.Minute}
+		o.Owner = coord.Owner{Host: "a"}
+		regA := newGuardReg(t, rdb, o)
+		o.Owner = coord.Owner{Host: "b"}
+		regB := newGuardReg(t, rdb, o)
+		if err := redistest.ForgetLoss(ctxT(t), rdb, "flaked"); err != nil {
+			t.Fatal(err)
+		}
+		a, err := regA.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := a.MachineIDs()[0]
+		grant, err := a.Reserve(ctxT(t), redisNowTick(t, rdb, l)+250)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		if err := rdb.Del(ctx, "{flaked}:reserved", "{flaked}:lease:"+strconv.Itoa(id)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := regB.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.MachineIDs()[0] != id {
+			t.Fatalf("B claimed %v, want %d (the only leasable ID)", b.MachineIDs(), id)
+		}
+		if b.Floor() < grant {
+			t.Fatalf("B starts after tick %d, below A's grant %d whose reservation was evicted: duplicate ticks", b.Floor(), grant)
+		}
+		if err := a.Renew(ctxT(t)); !errors.Is(err, coord.ErrLeaseLost) {
+			t.Fatalf("A's renewal after the eviction: %v, want ErrLeaseLost", err)
+		}
+		ev := events(t, rdb, "dataloss")
+		if len(ev) == 0 || !strings.Contains(fmt.Sprint(ev[len(ev)-1]["detail"]), "reservations") {
+			t.Fatalf("dataloss events %v: want one naming the reservations", ev)
+		}
+		// One loss, not one per script: B's renewal goes on.
+		if err := b.Renew(ctxT(t)); err != nil {
+			t.Fatalf("B's renewal after the loss: %v", err)
+		}
+	})
+}

@@ -46,9 +46,6 @@ const (
 // removed from this list (and given a draw weight in coveredWeights).
 var Uncovered = []string{
 	FaultSplitBrain,    // needs the WAIT mechanism (DESIGN-26 point 3)
-	FaultInfoNoPerm,    // needs identity to fail closed (DESIGN-26 point 1)
-	FaultInfoRenamed,   // the same
-	FaultEvictAllKeys,  // needs allkeys-* refused (DESIGN-26 point 2)
 	FaultRedisSkew,     // documented limit: keep Redis hosts on NTP
 	FaultRewrite,       // documented limit: no identity change to see
 	FaultStrayResidual, // documented limit: start nodes with the fleet's layout flags

@@ -149,6 +149,9 @@ redis.call('SADD', KEYS[3], id)
 -- audit reads a live lease without a reservation as inconsistent.
 local r = tonumber(redis.call('HGET', KEYS[4], id) or -2)
 if floor > r then redis.call('HSET', KEYS[4], id, floor) end
+-- From now on {ns}:reserved missing means it was evicted or deleted
+-- (guard.lua).
+redis.call('HSET', KEYS[2], 'reserved', '1')
 local firstClaim = redis.call('HGET', ownerKey, 'first_claim') or nowText
 redis.call('HSET', ownerKey, 'host', host, 'pid', pid, 'addr', addr, 'version', version,
   'started', nowText, 'heartbeat', nowText, 'mode', mode, 'token', token, 'state', 'live',

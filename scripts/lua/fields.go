@@ -44,6 +44,7 @@ const (
 	MetaServer         = "server" // run_id:master_replid of the Redis that last wrote
 	MetaLossMs         = "loss_ms"
 	MetaLossID         = "loss_id"
+	MetaReserved       = "reserved" // "1" once a claim wrote {ns}:reserved: its absence then is a loss (guard.lua)
 	MetaLayoutSettleMs = "layout_settle_ms"
 	MetaLayoutLossID   = "layout_loss_id"
 	MetaLayoutSettleID = "layout_settle_id"

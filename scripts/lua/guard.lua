@@ -113,17 +113,29 @@ end
 -- and the time): an owner that saw another one at its last renewal knows
 -- Redis may have lost writes since, whatever the clocks of the two
 -- servers say (renew.lua).
+--
+-- A key the registry keeps without a TTL can still go while the identity
+-- stays: evicted while the policy was allkeys-* (the scripts refuse to
+-- write then, but Redis evicts regardless), or deleted by hand. {ns}:meta
+-- gone reads as a total loss ('created'); the reservations, {ns}:reserved,
+-- gone while {ns}:meta says a claim wrote them ('reserved', claim.lua)
+-- reads as a loss at this moment, like an identity change: every tick
+-- granted before is at most now + the horizon, so claims start above the
+-- loss floor and no renewal extends across it. Other keys need no check:
+-- the counter floors a missing key at TIME + lead, owners restore a
+-- missing layout, leases are expected to expire.
 local function guard(meta, events, maxlen, gen, created, ev, identity)
   local nowText, nowMs = redisNow()
   local id = serverInfo(identity)
   local lossID = id .. '@' .. nowText
-  local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms', 'loss_id')
+  local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms', 'loss_id', 'reserved')
   if not m[1] then
     redis.call('HSET', meta, 'generation', gen, 'created_ms', nowText, 'server', id,
       'loss_ms', nowText, 'loss_id', lossID, unpack(created))
     return gen, nowMs, 'created', lossID
   end
-  if m[2] == id then
+  local evicted = m[5] and redis.call('EXISTS', string.sub(meta, 1, -5) .. 'reserved') == 0
+  if m[2] == id and not evicted then
     return m[1], tonumber(m[3] or 0), '', m[4] or ''
   end
   -- Never lower loss_ms: a new master's clock may be behind the old one's.
@@ -131,6 +143,11 @@ local function guard(meta, events, maxlen, gen, created, ev, identity)
   redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs), 'loss_id', lossID)
   local detail = 'Redis server changed (restart or failover): writes acknowledged before may be lost; '
     .. 'claims start a horizon later and the counter a lead later'
+  if m[2] == id then
+    redis.call('HDEL', meta, 'reserved') -- the next claim writes both again
+    detail = 'the reservations ({ns}:reserved) are gone under the same server (evicted under an allkeys-* policy,'
+      .. ' or deleted): treated as a loss; claims start a horizon later and the counter a lead later'
+  end
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', 'dataloss', 'mid', '',
     'server', id, 'previous_server', m[2] or '', 'detail', detail, unpack(ev))
   return m[1], lossMs, 'server', lossID
