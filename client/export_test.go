@@ -12,3 +12,11 @@ func RedisOptions(addr string, o Options) (*redis.Options, error) {
 	}
 	return redisOptions(addr, &o), nil
 }
+
+// WithNEXTIDSPrefetch makes o's Prefetch use NEXTIDS batches even from
+// daemons that have NEXTBLOCK: the mutex prefetch benchmarks compare
+// blocks with.
+func WithNEXTIDSPrefetch(o Options) Options {
+	o.nextIDsPrefetch = true
+	return o
+}
