@@ -415,11 +415,16 @@ func nextBlock(ctx context.Context, rdb *redis.Client, n int64) (flake.Block, er
 	return b, nil
 }
 
-// isUnknownCommand reports whether err is a daemon's answer that it does
-// not know NEXTBLOCK (one that predates blocks).
+// isUnknownCommand reports whether err is a daemon's answer that it has
+// no NEXTBLOCK: it predates blocks ("unknown command"), or its generator
+// has none.
 func isUnknownCommand(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re) && strings.HasPrefix(strings.ToLower(re.Error()), "err unknown command 'nextblock'")
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := strings.ToLower(re.Error())
+	return strings.HasPrefix(msg, "err unknown command 'nextblock'") || strings.HasPrefix(msg, "err nextblock is not supported")
 }
 
 // stop spends the blocks at Close, so that NextID finds the client

@@ -20,3 +20,11 @@ func WithNEXTIDSPrefetch(o Options) Options {
 	o.nextIDsPrefetch = true
 	return o
 }
+
+// ExpireBlocks runs what the expiry timer of c's blocks runs when it
+// fires: blocks older than MaxAge on c's clock are dropped.
+func ExpireBlocks(c *Client) {
+	c.bf.mu.Lock()
+	c.bf.expireLocked()
+	c.bf.mu.Unlock()
+}
