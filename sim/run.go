@@ -88,6 +88,7 @@ type run struct {
 	dst     [128]uint64 // the IDs of one batch
 	log     zerolog.Logger
 	mutants map[string]string // script SHA1 -> text the server runs instead
+	blocks  bool              // Options.Blocks
 }
 
 // slot is one node across its processes: its disk, its machine's clock,
@@ -139,6 +140,9 @@ type Options struct {
 	Log zerolog.Logger
 	// Mutation re-introduces a bug on purpose (Mutations); "" for none.
 	Mutation string
+	// Blocks makes every other batch a client's block (NEXTBLOCK;
+	// blocks.go) instead of a NextIDs call.
+	Blocks bool
 }
 
 func newRun(s Schedule, opts Options) *run {
@@ -149,10 +153,11 @@ func newRun(s Schedule, opts Options) *run {
 	w := &world{epoch: epoch.AddDate(1, 0, 0), limit: s.Duration + time.Hour}
 	r := &run{
 		s: s, w: w, layout: lay, fs: newMemFS(),
-		work: rand.New(rand.NewPCG(s.Seed, 0x3011)),
-		net:  rand.New(rand.NewPCG(s.Seed, 0x4e7)),
-		seen: make(map[uint64]uint32, 8192),
-		res:  Result{Faults: map[string]int{}},
+		work:   rand.New(rand.NewPCG(s.Seed, 0x3011)),
+		net:    rand.New(rand.NewPCG(s.Seed, 0x4e7)),
+		seen:   make(map[uint64]uint32, 8192),
+		res:    Result{Faults: map[string]int{}},
+		blocks: opts.Blocks,
 	}
 	r.log = opts.Log.Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
 		e.Str("t", w.now.Round(time.Millisecond).String())
@@ -237,6 +242,10 @@ func (b batch) issue(id uint64) Issue {
 // issue asks p's node for n IDs, as a client with a 2 s timeout would,
 // and checks them.
 func (r *run) issue(p *proc, n int) {
+	if r.blocks && len(r.batches)%2 == 1 {
+		r.issueBlock(p, n)
+		return
+	}
 	r.w.deadline = r.w.now + 2*time.Second
 	dst := r.dst[:n]
 	got, _ := p.node.NextIDs(context.Background(), dst)

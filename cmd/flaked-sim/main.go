@@ -35,6 +35,7 @@ func main() {
 					&cli.IntFlag{Name: "workers", Usage: "parallel runs (default: the number of CPUs)"},
 					&cli.StringFlag{Name: "mutation", Usage: "re-introduce a known bug (see `flaked-sim mutations`)"},
 					&cli.BoolFlag{Name: "stop-at-first", Usage: "stop at the first failing seed"},
+					&cli.BoolFlag{Name: "blocks", Usage: "every other batch is a client's block (NEXTBLOCK)"},
 				},
 				Action: hunt,
 			},
@@ -45,6 +46,7 @@ func main() {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "mutation", Usage: "the mutation the seed failed under"},
 					&cli.BoolFlag{Name: "log", Usage: "print the nodes' logs (of the shrunk schedule)"},
+					&cli.BoolFlag{Name: "blocks", Usage: "the seed failed with blocks (hunt --blocks)"},
 				},
 				Action: replay,
 			},
@@ -74,7 +76,7 @@ func hunt(c *cli.Context) error {
 	defer off()
 	o := sim.HuntOptions{
 		From: c.Uint64("from"), Count: c.Uint64("seeds"), Workers: c.Int("workers"),
-		Run:         sim.Options{Mutation: c.String("mutation")},
+		Run:         sim.Options{Mutation: c.String("mutation"), Blocks: c.Bool("blocks")},
 		StopAtFirst: c.Bool("stop-at-first"),
 	}
 	// A terminal gets a line that updates every second; a log (CI) one line
@@ -103,7 +105,11 @@ func hunt(c *cli.Context) error {
 		for _, f := range s.Failures {
 			fmt.Println("FAIL", f)
 		}
-		fmt.Printf("replay: flaked-sim replay %s%d\n", mutationFlag(o.Run.Mutation), s.Failures[0].Schedule.Seed)
+		blocks := ""
+		if o.Run.Blocks {
+			blocks = "--blocks "
+		}
+		fmt.Printf("replay: flaked-sim replay %s%s%d\n", blocks, mutationFlag(o.Run.Mutation), s.Failures[0].Schedule.Seed)
 		return cli.Exit("", 1)
 	}
 	return nil
@@ -138,7 +144,7 @@ func replay(c *cli.Context) error {
 		return err
 	}
 	defer off()
-	o := sim.Options{Mutation: c.String("mutation")}
+	o := sim.Options{Mutation: c.String("mutation"), Blocks: c.Bool("blocks")}
 	s := sim.NewSchedule(seed)
 	fmt.Print(s)
 	res := sim.Run(s, o)
