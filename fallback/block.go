@@ -45,6 +45,7 @@ func (c *Counter) take(s *segment, n int64) (flake.Block, bool) {
 	if s.next.Load() >= s.n {
 		return flake.Block{}, false
 	}
+	n = min(n, s.n) // a block never holds more than a segment; no add can overflow next
 	i := s.next.Add(n) - n
 	if i >= s.n {
 		return flake.Block{}, false

@@ -82,6 +82,8 @@ func (g *Generator) TryNextBlock(n int64) (Block, bool) {
 	if n < 1 {
 		return Block{}, false
 	}
+	// No block holds more than the layout's ticks: the add cannot wrap.
+	n = int64(min(uint64(n), uint64(g.layout.MaxTick()+1)*g.perTick))
 	now := g.now.Load()
 	st := g.state.Load()
 	if g.tickOf(st+1) < now {
