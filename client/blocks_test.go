@@ -223,3 +223,27 @@ func serveGenerator(t *testing.T, gen node.Generator) string {
 	})
 	return ln.Addr().String()
 }
+
+// A daemon in counter mode hands out blocks of its counter segments
+// (under the counter machine ID); the client serves them like any other.
+func TestBlocks_CounterMode(t *testing.T) {
+	f := newFleet(t)
+	d := f.startMode(t, node.ModeCounter, server.Options{})
+	c := newClient(t, client.Options{Addrs: []string{d.addr}, Prefetch: 300, MaxAge: time.Minute})
+	ctx := idtest.Context(t, 20*time.Second)
+	var ids []uint64
+	for range 3000 {
+		id, err := c.NextID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := testLayout.Decompose(id).MachineID; m != testLayout.CounterMachineID() {
+			t.Fatalf("ID %d has machine ID %d, want the counter's %d", id, m, testLayout.CounterMachineID())
+		}
+		ids = append(ids, id)
+	}
+	idtest.Increasing(t, testLayout, "counter-mode blocks", ids)
+	if st := c.Stats(); st.Prefetched < 3000 {
+		t.Fatalf("stats %+v: want the IDs from blocks", st)
+	}
+}
