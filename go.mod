@@ -1,3 +1,5 @@
+// flaked: unique, roughly time-ordered 64-bit IDs from a fleet of generators
+// coordinated through Redis. Licensed under the Apache License 2.0 (LICENSE).
 module github.com/flaked/flaked
 
 go 1.24

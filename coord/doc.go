@@ -19,7 +19,11 @@
 //   - Redis runs each Lua script atomically, and what it lost it lost as a
 //     whole suffix of its history, noticed by a change of its identity
 //     (run_id on a restart, master_replid on a promotion) or by
-//     {ns}:meta being gone. Two masters accepting writes at once for the
+//     {ns}:meta being gone, and it evicts none of the registry's keys.
+//     guard.lua enforces both: a writing script that cannot read the
+//     identity, or runs under maxmemory-policy allkeys-*, refuses to
+//     write (Options.RedisIdentity "none" is the operator's opt-out of
+//     the first, losing the detection). Two masters accepting writes at once for the
 //     same keys (a partitioned old master some clients still write to) is
 //     outside the model; min-replicas-to-write on the master bounds it.
 //   - fsync of the state file means what it says (standalone mode only:

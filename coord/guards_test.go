@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
@@ -646,9 +645,7 @@ func TestGuard_ReleaseAfterServerChange_ExactLastTick(t *testing.T) {
 // (guard.lua) does not depend on the clocks, so the owner loses the lease
 // and claims again above the loss floor.
 func TestGuard_FailoverToClockBehind_NoReassert(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	mr, rdb := redistest.Mini(t)
 	now := time.Now()
 	mr.SetTime(now) // miniredis's clock stands still from here
 	reg := newGuardReg(t, rdb, coord.Options{})
@@ -828,7 +825,7 @@ func putRegistry(t *testing.T, rdb redis.UniversalClient, c registryCopy) {
 // that sees the interrupted window opens it again and waits. A duplicate
 // shows as Y getting a lease (its IDs next to the fleet's), or the owner
 // refused for its layout (the fleet's X nodes would lose to a node the
-// fleet had refused). Found by the simulator (seed 15149 of session 6).
+// fleet had refused). Found by the simulator.
 func TestGuard_RollbackIntoLayoutWindow_OwnerRestoresAgain(t *testing.T) {
 	for _, order := range []string{"owner renews first", "Y claims first"} {
 		t.Run(order, func(t *testing.T) {

@@ -241,7 +241,7 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 		EventsMaxLen: r.opts.EventsMaxLen, Mode: l.mode, Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version,
 		Layout: lay.String(), Generation: l.generation, Horizon: r.horizonTicks(),
 		EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay), Node: l.nodeID, LossID: l.lossID,
-		FleetHorizon: l.horizon, MachineIDs: l.ids,
+		FleetHorizon: l.horizon, Identity: r.opts.RedisIdentity, MachineIDs: l.ids,
 	}.KeysArgv()
 	v, err := renewScript.Run(ctx, r.rdb, keys, argv...).Slice()
 	if err != nil {
@@ -350,7 +350,7 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 	keys, argv := lua.ReleaseArgs{
 		Keys: r.keys, Token: l.token, LastTick: lastTick, EventsMaxLen: r.opts.EventsMaxLen, Host: o.Host, PID: o.PID, Addr: o.Addr,
 		Generation: cmp.Or(l.generation, newToken(r.opts.Rand)), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
-		MachineIDs: l.ids,
+		Identity: r.opts.RedisIdentity, MachineIDs: l.ids,
 	}.KeysArgv()
 	err := releaseScript.Run(ctx, r.rdb, keys, argv...).Err()
 	if err != nil {

@@ -97,6 +97,15 @@ type Options struct {
 	// lease from granting ticks. Otherwise Redis holds the reservations and
 	// such a failure is only reported (LeaseStats.StateErr).
 	Private bool
+	// RedisIdentity is how the writing scripts learn the Redis server's
+	// identity (guard.lua): "" or lua.IdentityInfo reads INFO server
+	// replication memory and refuses to write when it cannot, or when
+	// maxmemory-policy is allkeys-*; lua.IdentityNone, the operator's
+	// opt-in for a server that truly hides INFO (some proxies), reads
+	// nothing, so Redis losing writes (a restart from an old snapshot, a
+	// failover to a replica that missed writes) goes unnoticed and IDs
+	// may repeat after one. A standalone node's embedded store sets it.
+	RedisIdentity string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -158,6 +167,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Reader
+	}
+	if err := lua.CheckIdentity(o.RedisIdentity); err != nil {
+		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.LayoutSettle == 0 {
 		o.LayoutSettle = o.LeaseTTL/3 + time.Second

@@ -227,7 +227,7 @@ func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, r
 		EpochUs: l.StartTime.UnixMicro(), TickUs: tickMicros(l), CounterID: l.CounterMachineID(),
 		Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version, Mode: o.Mode,
 		Skip: req.taken, PrevToken: req.prevToken, Node: req.node, LayoutSettleMs: r.opts.LayoutSettle.Milliseconds(),
-		MinID: l.MinMachineID(), MaxID: l.MaxMachineID(),
+		MinID: l.MinMachineID(), MaxID: l.MaxMachineID(), Identity: r.opts.RedisIdentity,
 		Candidates: candidates(r.opts.Rand, req.prefer, l.MinMachineID(), l.MaxMachineID(), req.taken),
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
@@ -37,9 +36,7 @@ func realRedis(t *testing.T) (*redistest.Server, redis.UniversalClient) {
 
 func miniRedis(t *testing.T) redis.UniversalClient {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	_, rdb := redistest.Mini(t)
 	return rdb
 }
 

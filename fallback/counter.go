@@ -130,6 +130,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
 		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,
 		CounterID: l.CounterMachineID(), Host: o.Host, PID: o.PID, LayoutSettleMs: o.LayoutSettle.Milliseconds(),
+		Identity: o.RedisIdentity,
 	}
 	empty := newSegment(0, 0)
 	empty.fetchAt.Store(-1)

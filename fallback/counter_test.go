@@ -41,10 +41,7 @@ func realRedis(t *testing.T) (*redistest.Server, redis.UniversalClient) {
 
 func miniRedis(t *testing.T) (*miniredis.Miniredis, redis.UniversalClient) {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	return mr, rdb
+	return redistest.Mini(t)
 }
 
 // backends runs f on a real redis-server and on miniredis.
@@ -517,12 +514,14 @@ func TestCounter_RedisDown_Unavailable(t *testing.T) {
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		mr := miniredis.RunT(t)
+		redistest.MiniInfo(mr)
 		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
 		t.Cleanup(func() { rdb.Close() })
 		run(t, backend{rdb, mr.Close, func() {
 			if err := mr.Restart(); err != nil {
 				t.Fatal(err)
 			}
+			redistest.MiniInfo(mr) // a new identity, as a redis-server restart gets
 		}})
 	})
 }

@@ -83,8 +83,7 @@ func TestGuard_CounterOtherLayoutAfterTotalLoss_OwnerWins(t *testing.T) {
 // with the same generation, those owners would look as if they had joined
 // it after Y was stored, not from before, and would lose their layout to
 // Y's (renew.lua): X and Y IDs side by side. Guard: every registry the
-// counter makes has a generation of its own. Found by the simulator (seed
-// 15149 of session 6).
+// counter makes has a generation of its own. Found by the simulator.
 func TestGuard_CounterRemakesRegistry_NewGenerationEachTime(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := idtest.Context(t, 20*time.Second)

@@ -68,6 +68,9 @@ type Options struct {
 	// before a data loss can restore theirs (coord.Options.LayoutSettle,
 	// which a node passes here). 0..5m, 0 means none.
 	LayoutSettle time.Duration
+	// RedisIdentity is coord.Options.RedisIdentity, for counter.lua's
+	// guard (a node passes its registry's).
+	RedisIdentity string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -85,6 +88,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
 		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
+	}
+	if err := lua.CheckIdentity(o.RedisIdentity); err != nil {
+		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.EventsMaxLen == 0 {
 		o.EventsMaxLen = 100000

@@ -27,10 +27,10 @@ var examples = []string{
 	"examples/java/NextId.java", // not run: no Java Redis client on this machine
 }
 
-// TestREADME_ContainsEachExample keeps the README true: each example file
+// TestDocs_ContainsEachExample keeps docs/protocol.md true: each example file
 // appears in it verbatim.
-func TestREADME_ContainsEachExample(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestDocs_ContainsEachExample(t *testing.T) {
+	page, err := os.ReadFile("../docs/protocol.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +39,8 @@ func TestREADME_ContainsEachExample(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(readme), "\n"+string(b)+"```\n") {
-			t.Errorf("README.md does not contain %s verbatim as a fenced block (copy the file into it)", path)
+		if !strings.Contains(string(page), "\n"+string(b)+"```\n") {
+			t.Errorf("docs/protocol.md does not contain %s verbatim as a fenced block (copy the file into it)", path)
 		}
 	}
 }

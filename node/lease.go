@@ -33,7 +33,11 @@ func (n *Node) claimLocked(ctx context.Context) error {
 	}
 	n.lease = lease
 	n.claimErr = nil
+	if lease.DataLoss {
+		n.alarms.dataLosses.Add(1)
+	}
 	if lease.Clone != "" {
+		n.alarms.clones.Add(1)
 		n.log.Error().Str("holder", lease.Clone).Str("state_file", n.opts.StateFile).Ints("machine_ids", lease.MachineIDs()).
 			Msg("the state file's machine ID is held by a live process with the same state-file node ID: two processes run from copies of one state file; took other machine IDs")
 	}
@@ -51,7 +55,12 @@ func (n *Node) dropLeaseLocked(ctx context.Context) {
 	if n.lease == nil {
 		return
 	}
-	if err := n.lease.Err(); errors.Is(err, coord.ErrFenced) {
+	err := n.lease.Err()
+	if err != nil {
+		n.alarms.leasesLost.Add(1)
+	}
+	if errors.Is(err, coord.ErrFenced) {
+		n.alarms.leasesFenced.Add(1)
 		// Not a pause or a network fault: another process runs from a copy
 		// of this node's state file. The fencing kept the IDs apart; the
 		// operator must give one of them a state file of its own.

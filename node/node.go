@@ -74,6 +74,7 @@ type Node struct {
 	flushAt      time.Duration // no attempt to write them before this
 	entered      Mode          // of the last mode event: ModeNone before the first
 	switches     atomic.Uint64
+	alarms       alarms                       // counts for the alert rules (alarms.go)
 	monitor      atomic.Pointer[flake.Ticker] // the health checks
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Defaults of Options.
@@ -155,7 +156,9 @@ func (o *Options) registryOptions(standalone bool) (coord.Options, error) {
 		}
 	}
 	if standalone {
-		ro.Private = true
+		// The embedded store has no run_id to read, and needs none:
+		// nobody else writes it, and the state file is the record.
+		ro.Private, ro.RedisIdentity = true, lua.IdentityNone
 	}
 	if ro.Layout.BitsTime == 0 {
 		ro.Layout = flake.DefaultLayout()
@@ -184,6 +187,7 @@ func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
 	co := o.Counter
 	co.Namespace, co.Layout, co.Clock, co.Rand = reg.Options().Namespace, reg.Layout(), o.Clock, reg.Options().Rand
 	co.LayoutSettle = reg.Options().LayoutSettle // none when private
+	co.RedisIdentity = reg.Options().RedisIdentity
 	if co.Host == "" {
 		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
 	}

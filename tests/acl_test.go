@@ -103,6 +103,11 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	if server, _ := admin.HGet(ctxT(t), "{flaked}:meta", "server").Result(); !strings.Contains(server, ":") {
 		t.Fatalf("{flaked}:meta server = %q: guard.lua could not read the server's identity (INFO) under the node user", server)
 	}
+	// The start checks ran under the node user (their persistence
+	// finding is logged), with only its commands: ACL LOG stays empty.
+	if l := ds[0].Log(); !strings.Contains(l, `"check":"persistence"`) || strings.Contains(l, "cannot check the fleet's Redis") {
+		t.Fatalf("the start checks did not run under the node user:\n%s", l)
+	}
 	for _, d := range ds {
 		if err := d.Term(); err != nil {
 			t.Fatalf("%s: stop: %v\n%s", d.Name, err, d.log.String())
@@ -132,11 +137,11 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 		t.Fatalf("prune under the read-only user: exit %d\n%s\nwant 1, NOPERM and the ACL hint", code, out)
 	}
 	code, out = runServe(t, freePort(t), "--redis", auditURL, "--no-state-file")
-	if code != 1 || !strings.Contains(out, "NOPERM") || !strings.Contains(out, "Redis ACLs") || !strings.Contains(out, "serve: redis ") {
+	if code != 1 || !strings.Contains(out, "NOPERM") || !strings.Contains(out, "Redis ACLs") || !strings.Contains(out, "serve: the fleet's Redis is unsafe") {
 		t.Fatalf("a node under the read-only user: exit %d\n%s\nwant 1, what it was doing, NOPERM and the ACL hint", code, out)
 	}
-	// Without INFO, guard.lua's pcall would turn the data-loss detection
-	// off silently: the claim refuses such a user instead.
+	// Without INFO, guard.lua cannot read the server's identity: the
+	// start refuses such a user (and so would every writing script).
 	rules := []any{"ACL", "SETUSER", "flaked-node-noinfo"}
 	for _, r := range aclRules(t, "flaked-node") {
 		if r != "+info" {
@@ -147,7 +152,7 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out = runServe(t, freePort(t), "--redis", aclURL(t, srv, "flaked-node-noinfo"), "--no-state-file")
-	if code != 1 || !strings.Contains(out, "'info' command") || !strings.Contains(out, "Redis ACLs") {
+	if code != 1 || !strings.Contains(out, "identity: INFO server replication memory refused") || !strings.Contains(out, "+info") || !strings.Contains(out, "Redis ACLs") {
 		t.Fatalf("a node under a user without INFO: exit %d\n%s\nwant 1, NOPERM naming info and the ACL hint", code, out)
 	}
 	code, out = flakedCmd(t, "audit", "prune", "--redis", aclURL(t, srv, "flaked-prune"), "--older-than", "1ms")

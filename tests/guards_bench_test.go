@@ -93,7 +93,7 @@ func BenchmarkFirstID(b *testing.B) {
 // What a Redis restart costs a node that keeps running through it: a
 // client asks for one ID after another while redis-server is killed and
 // restarted (AOF, appendfsync always: nothing is lost, but Redis cannot
-// tell). Since session 5 a lease is not extended across a possible loss:
+// tell). A lease is not extended across a possible loss:
 // the node claims again and waits for the loss floor. Reported: the
 // longest wait for one ID (ms), the time from the restart to the first
 // flake-mode ID (ms), and the counter-mode IDs served meanwhile (auto).

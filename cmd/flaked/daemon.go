@@ -1,15 +1,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/doctor"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/scripts/lua"
 	"github.com/flaked/flaked/server"
 )
 
@@ -23,6 +28,8 @@ type daemon struct {
 	srv     *server.Server
 	ln      net.Listener
 	http    *http.Server // nil without --metrics-addr
+	api     *http.Server // nil without --http-listen
+	watch   *redisWatch  // nil when standalone
 }
 
 // startDaemon starts the node, then the server's listener and the HTTP
@@ -31,9 +38,14 @@ type daemon struct {
 func startDaemon(ctx context.Context, o serveOptions, log zerolog.Logger) (*daemon, error) {
 	d := &daemon{o: o, log: log, started: time.Now()}
 	if o.node.Redis != nil {
-		if err := checkRedisACL(ctx, o.node.Redis); err != nil {
+		t, err := o.doctorTarget()
+		if err != nil {
 			return nil, err
 		}
+		if err := checkRedis(ctx, t, log); err != nil {
+			return nil, err
+		}
+		d.watch = newRedisWatch(t, cmp.Or[flake.Clock](o.node.Clock, flake.SystemClock()), o.watchInterval, log)
 	}
 	var err error
 	if d.n, err = node.New(ctx, o.node); err != nil {
@@ -43,7 +55,11 @@ func startDaemon(ctx context.Context, o serveOptions, log zerolog.Logger) (*daem
 		}
 		return nil, err
 	}
-	if d.srv, err = server.New(d.n, o.server); err != nil {
+	var gen node.Generator = d.n
+	if d.watch != nil {
+		gen = watchedNode{d.n, d.watch}
+	}
+	if d.srv, err = server.New(gen, o.server); err != nil {
 		_ = d.closeNode()
 		return nil, usageError{err}
 	}
@@ -51,8 +67,19 @@ func startDaemon(ctx context.Context, o serveOptions, log zerolog.Logger) (*daem
 		_ = d.closeNode()
 		return nil, fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
+	reg := prometheus.NewRegistry() // /metrics: the server's, the node's and the HTTP API's
+	if o.httpListen != "" {
+		if d.api, err = startHTTPAPI(o, d.n, reg); err != nil {
+			d.ln.Close()
+			_ = d.closeNode()
+			return nil, err
+		}
+	}
 	if o.metricsAddr != "" {
-		if d.http, err = startHTTP(o, d.srv, d.n); err != nil {
+		if d.http, err = startHTTP(o, d.srv, d.n, d.watch, reg); err != nil {
+			if d.api != nil {
+				d.api.Close()
+			}
 			d.ln.Close()
 			_ = d.closeNode()
 			return nil, err
@@ -69,9 +96,13 @@ func (d *daemon) run(ctx context.Context, stop func()) error {
 	mids := d.n.MachineIDs()
 	d.log.Info().Str("mode", d.n.Mode().String()).Str("mode_configured", d.o.node.Mode.String()).Ints("machine_ids", mids).
 		Str("layout", d.n.Layout().String()).Str("redis", d.o.target).Bool("standalone", d.n.Standalone()).
-		Str("listen", d.ln.Addr().String()).Str("metrics", d.o.metricsAddr).Str("state_file", d.o.node.StateFile).Str("state_file_from", d.o.stateFrom).
+		Str("listen", d.ln.Addr().String()).Str("metrics", d.o.metricsAddr).Str("http_listen", d.o.httpListen).Str("state_file", d.o.node.StateFile).Str("state_file_from", d.o.stateFrom).
 		Str("version", version).Dur("startup", time.Since(d.started)).Msg("flaked serving")
 
+	if d.watch != nil {
+		d.watch.start()
+		defer d.watch.stop()
+	}
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(d.ln) }()
 	var err error
@@ -85,6 +116,9 @@ func (d *daemon) run(ctx context.Context, stop func()) error {
 	defer cancel()
 	if serr := d.srv.Shutdown(sctx); serr != nil {
 		d.log.Warn().Err(serr).Msg("connections cut at the shutdown timeout")
+	}
+	if d.api != nil {
+		_ = d.api.Shutdown(sctx)
 	}
 	if d.http != nil {
 		_ = d.http.Shutdown(sctx)
@@ -108,4 +142,14 @@ func (d *daemon) closeNode() error {
 	ctx, cancel := context.WithTimeout(context.Background(), node.CloseTimeout)
 	defer cancel()
 	return d.n.Close(ctx)
+}
+
+// doctorTarget is the fleet's Redis as flaked doctor's checks see it, with
+// the node's settings, sending only what the node's user may
+// (doctor.Target.AsNode).
+func (o serveOptions) doctorTarget() (doctor.Target, error) {
+	ro := o.node.Registry
+	t := doctor.Target{Redis: o.node.Redis, Namespace: ro.Namespace, Layout: ro.Layout, LeaseTTL: ro.LeaseTTL,
+		MaxSkew: ro.MaxSkew, Clock: o.node.Clock, AsNode: true, IdentityNone: ro.RedisIdentity == lua.IdentityNone}
+	return t, sentinelTarget(&t, o.redisURL, "")
 }

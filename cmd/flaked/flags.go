@@ -13,7 +13,7 @@ import (
 )
 
 // envVars is a flag's environment variable, FLAKED_<NAME> with dashes as
-// underscores. Every flag has one (README, CLI).
+// underscores. Every flag has one (docs/cli.md).
 func envVars(flag string) []string {
 	return []string{"FLAKED_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
 }

@@ -62,6 +62,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		healthcheckCommand(),
 		auditCommand(),
 		whoisCommand(),
+		doctorCommand(),
 	}
 	for _, cmd := range commands {
 		wire(cmd, "", stderr)

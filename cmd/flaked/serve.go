@@ -11,6 +11,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/scripts/lua"
 	"github.com/flaked/flaked/server"
 )
 
@@ -42,6 +43,8 @@ func serveFlags() []cli.Flag {
 		intFlag("machine-ids", 1, 1, node.MaxMachineIDs, "machine IDs this node leases (k x 25,600 IDs/s at the default layout)"),
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: envVars("metrics-addr"),
 			Usage: "host:port of HTTP /metrics, /healthz, /readyz; empty for none"},
+		&cli.StringFlag{Name: "http-listen", EnvVars: envVars("http-listen"),
+			Usage: "host:port of the HTTP API (/v1/...) and status page (/); TLS with --tls-cert, --requirepass as its bearer token; empty for none"},
 		&cli.StringFlag{Name: "requirepass", EnvVars: envVars("requirepass"),
 			Usage: "password clients must AUTH with (user \"default\"); empty for none"},
 		&cli.StringFlag{Name: "tls-cert", EnvVars: envVars("tls-cert"), Usage: "PEM certificate: serve TLS (with --tls-key)"},
@@ -57,6 +60,11 @@ func serveFlags() []cli.Flag {
 			"how long a graceful stop waits for in-flight replies"),
 		&cli.BoolFlag{Name: "pprof", EnvVars: envVars("pprof"),
 			Usage: "also serve Go's /debug/pprof/ on --metrics-addr (profiling; keep that address private)"},
+		&cli.StringFlag{Name: "redis-identity", Value: lua.IdentityInfo, EnvVars: envVars("redis-identity"),
+			Usage: "info: the scripts read the server's identity (INFO run_id, master_replid) and maxmemory-policy, and refuse to write when they cannot; " +
+				"none: for a server that truly hides INFO, read nothing: Redis losing writes (a restart from an old snapshot, a failover to a replica that missed writes) goes unnoticed and IDs may repeat after one"},
+		&cli.DurationFlag{Name: "redis-watch-interval", Value: DefaultRedisWatchInterval, EnvVars: envVars("redis-watch-interval"), Hidden: true,
+			Usage: "how often the checks of what can change on a running Redis re-run (tests shorten it)"},
 		&cli.DurationFlag{Name: "test-clock-offset", EnvVars: envVars("test-clock-offset"), Hidden: true,
 			Usage: "TEST ONLY: shift this node's clock (fault injection: clock rollback); never in production"},
 	}

@@ -18,10 +18,12 @@ import (
 
 // startHTTP serves /metrics, /healthz and /readyz on --metrics-addr, and
 // with --pprof Go's /debug/pprof/ too.
-func startHTTP(o serveOptions, srv *server.Server, n *node.Node) (*http.Server, error) {
-	reg := prometheus.NewRegistry()
+func startHTTP(o serveOptions, srv *server.Server, n *node.Node, watch *redisWatch, reg *prometheus.Registry) (*http.Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newNodeCollector(n))
+		newNodeCollector(n), newAlarmCollector(n))
+	if watch != nil {
+		reg.MustRegister(watch) // flaked_redis_unsafe{check}
+	}
 	h, err := server.NewHTTPHandler(srv, reg)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/scripts/lua"
 	"github.com/flaked/flaked/server"
 )
 
@@ -26,10 +27,13 @@ type serveOptions struct {
 	server          server.Options
 	listen          string
 	metricsAddr     string // "" for no HTTP side
+	httpListen      string // "" for no HTTP API
 	pprof           bool
 	target          string // the fleet's Redis (password hidden) or the embedded store, for the log
 	stateFrom       string // where the state file's name came from, for the log
 	shutdownTimeout time.Duration
+	redisURL        string        // --redis, for the checks (doctor.Target)
+	watchInterval   time.Duration // of redisWatch
 }
 
 // serveOptionsFromFlags checks what the flags' parsing could not (the
@@ -47,7 +51,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 	if err != nil {
 		return serveOptions{}, usagef("--mode %q: want flake, counter or auto", c.String("mode"))
 	}
-	o := serveOptions{listen: c.String("listen"), metricsAddr: c.String("metrics-addr"), pprof: c.Bool("pprof"),
+	o := serveOptions{listen: c.String("listen"), metricsAddr: c.String("metrics-addr"), httpListen: c.String("http-listen"), pprof: c.Bool("pprof"),
 		target: "standalone (embedded store)", shutdownTimeout: c.Duration("shutdown-timeout")}
 	if err := o.checkAddrs(); err != nil {
 		return serveOptions{}, err
@@ -62,6 +66,9 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 	if !isLoopback(o.listen) && c.String("requirepass") == "" {
 		log.Warn().Str("listen", o.listen).Msg("listening off loopback without --requirepass: anyone who reaches the port can take IDs")
 	}
+	if o.httpListen != "" && !isLoopback(o.httpListen) && c.String("requirepass") == "" {
+		log.Warn().Str("http_listen", o.httpListen).Msg("HTTP API off loopback without --requirepass: anyone who reaches the port can take IDs and see the fleet")
+	}
 	stateFile, stateFrom, err := stateFileFromFlags(c, o.listen)
 	if err != nil {
 		return serveOptions{}, err
@@ -71,7 +78,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		Registry: coord.Options{
 			Namespace: c.String("namespace"), Layout: layout, LeaseTTL: c.Duration("lease-ttl"),
 			MaxSkew: c.Duration("max-skew"), MaxWait: c.Duration("max-wait"),
-			Owner: coord.Owner{Addr: o.listen, Version: version},
+			Owner: coord.Owner{Addr: o.listen, Version: version}, RedisIdentity: c.String("redis-identity"),
 		},
 		StateFile:  stateFile,
 		Mode:       mode,
@@ -79,7 +86,15 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		MaxLead:    c.Duration("max-lead"),
 		Logger:     log,
 	}
+	if err := lua.CheckIdentity(c.String("redis-identity")); err != nil {
+		return serveOptions{}, usagef("--redis-identity: %v", err)
+	}
+	if c.Duration("redis-watch-interval") <= 0 {
+		return serveOptions{}, usagef("--redis-watch-interval %v: must be > 0", c.Duration("redis-watch-interval"))
+	}
+	o.watchInterval = c.Duration("redis-watch-interval")
 	if u := c.String("redis"); u != "" {
+		o.redisURL = u
 		if o.node.Redis, err = redisClient(u); err != nil {
 			return serveOptions{}, err
 		}
@@ -101,8 +116,8 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 	return o, nil
 }
 
-// checkAddrs checks --listen, --metrics-addr and --pprof, which needs the
-// latter.
+// checkAddrs checks --listen, --metrics-addr, --http-listen and --pprof,
+// which needs --metrics-addr.
 func (o serveOptions) checkAddrs() error {
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		return usagef("--listen %q: want host:port: %v", o.listen, err)
@@ -113,6 +128,11 @@ func (o serveOptions) checkAddrs() error {
 	if o.metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
 			return usagef("--metrics-addr %q: want host:port: %v", o.metricsAddr, err)
+		}
+	}
+	if o.httpListen != "" {
+		if _, _, err := net.SplitHostPort(o.httpListen); err != nil {
+			return usagef("--http-listen %q: want host:port: %v", o.httpListen, err)
 		}
 	}
 	return nil

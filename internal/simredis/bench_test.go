@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/internal/redistest"
@@ -22,9 +21,7 @@ func BenchmarkScript(b *testing.B) {
 		benchRenew(b, New(time.Now, nil).Client())
 	})
 	b.Run("miniredis", func(b *testing.B) {
-		mr := miniredis.RunT(b)
-		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		b.Cleanup(func() { _ = c.Close() })
+		_, c := redistest.Mini(b)
 		benchRenew(b, c)
 	})
 }

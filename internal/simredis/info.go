@@ -56,17 +56,24 @@ func cmdSelect(_ *Server, args []string) any {
 }
 
 // infoCache holds the INFO sections that change only with the identity:
-// guard.lua reads two of them at every script call.
+// guard.lua reads three of them, in one call, at every script call.
 type infoCache struct {
-	server, replication string
+	server, replication, guard string
 }
 
 // cmdInfo is INFO [section ...]: the sections server (run_id), replication
-// (master_replid), stats and keyspace, in Redis's format ("# Server\r\n"
-// then "name:value\r\n" lines, sections apart by an empty line). Unknown
-// sections are left out, as Redis does.
+// (master_replid), memory (maxmemory_policy), stats and keyspace, in
+// Redis's format ("# Server\r\n" then "name:value\r\n" lines, sections
+// apart by an empty line). Unknown sections are left out, as Redis does.
 func cmdInfo(s *Server, args []string) any {
-	if len(args) == 2 { // guard.lua's two calls per script: no list to build
+	if len(args) == 4 && args[1] == "server" && args[2] == "replication" && args[3] == "memory" {
+		// guard.lua's call at every script call: no list to build.
+		if s.info.guard == "" {
+			s.info.guard = s.infoSection("server") + "\r\n" + s.infoSection("replication") + "\r\n" + s.infoSection("memory")
+		}
+		return s.info.guard
+	}
+	if len(args) == 2 {
 		for _, name := range []string{"server", "replication"} {
 			if strings.EqualFold(args[1], name) {
 				return s.infoSection(name)
@@ -74,7 +81,7 @@ func cmdInfo(s *Server, args []string) any {
 		}
 	}
 	var parts []string
-	for _, name := range []string{"server", "stats", "replication", "keyspace"} {
+	for _, name := range []string{"server", "stats", "replication", "memory", "keyspace"} {
 		if len(args) == 1 || wantSection(args[1:], name) {
 			parts = append(parts, s.infoSection(name))
 		}
@@ -118,6 +125,9 @@ func (s *Server) infoSection(name string) string {
 				"second_repl_offset:-1\r\n"
 		}
 		return s.info.replication
+	case "memory":
+		// Never evicts: guard.lua refuses allkeys-* policies.
+		return "# Memory\r\n" + "maxmemory_policy:noeviction\r\n" + "maxmemory:0\r\n"
 	case "stats":
 		return "# Stats\r\n" +
 			"total_commands_processed:" + strconv.FormatUint(s.stats.Commands, 10) + "\r\n"

@@ -100,7 +100,7 @@ func TestRenewArgs_Order(t *testing.T) {
 	wantKeys := []string{"{f}:reserved", "{f}:events", "{f}:machines", "{f}:meta", "{f}:layout"}
 	wantArgv := []any{"{f}:", "tok", int64(30), int64(20), int64(10000), int64(500), "flake", "h", 7, "a:1", "v1",
 		"8/16/10ms/2025-01-01T00:00:00Z", "gen", int64(401), int64(1735689600000000), float64(10000), "node", "loss",
-		int64(402), 4, 9}
+		int64(402), IdentityInfo, 4, 9}
 	if !slices.Equal(keys, wantKeys) || !reflect.DeepEqual(argv, wantArgv) {
 		t.Fatalf("KeysArgv() =\n%q\n%#v\nwant\n%q\n%#v", keys, argv, wantKeys, wantArgv)
 	}

@@ -30,6 +30,7 @@ type ClaimArgs struct {
 	LayoutSettleMs int64   `argv:"layout settle (ms)"`
 	MinID          int     `argv:"lowest machine ID"`  // of the claimer's region
 	MaxID          int     `argv:"highest machine ID"` // of the claimer's region
+	Identity       string  `argv:"identity"`           // IdentityInfo ("" sends it) or IdentityNone
 	Candidates     []int   `argv:"candidate IDs"`      // the rest of ARGV
 }
 
@@ -44,7 +45,7 @@ func (a ClaimArgs) KeysArgv() ([]string, []any) {
 		a.EpochUs, a.TickUs, a.CounterID,
 		a.Host, a.PID, a.Addr, a.Version, a.Mode,
 		joinInts(a.Skip), a.PrevToken, a.Node, a.LayoutSettleMs,
-		a.MinID, a.MaxID,
+		a.MinID, a.MaxID, identityArg(a.Identity),
 	}
 	return keys, appendInts(argv, a.Candidates)
 }

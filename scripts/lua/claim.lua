@@ -21,7 +21,8 @@
 --      claim that stores the fleet layout marks it unsettled for this long
 --      (renew.lua), 24 lowest machine ID, 25 highest machine ID that may
 --      be leased (the claimer's region: a registry of one region never
---      leases another's, whatever its set holds), 26.. candidate IDs.
+--      leases another's, whatever its set holds), 26 identity ("info",
+--      or the operator's opt-in "none": guard.lua), 27.. candidate IDs.
 -- Every lease and owner key shares the {ns} hash tag with KEYS, so the
 -- script runs unchanged on Redis Cluster.
 --
@@ -57,7 +58,7 @@ local function event(kind, id, ...)
 end
 
 local gen, lossMs, how, lossID = guard(KEYS[2], KEYS[5], maxlen, ARGV[4],
-  {'created_tick', redisTick, 'horizon', horizon}, who)
+  {'created_tick', redisTick, 'horizon', horizon}, who, ARGV[26])
 local stored = redis.call('GET', KEYS[1])
 if stored and stored ~= layout then
   event('layout_mismatch', '', 'layout', layout, 'stored', stored)
@@ -88,7 +89,7 @@ local function candidate(id)
   local n = tonumber(id)
   if n and n >= minID and n <= maxID then cands[#cands + 1] = id end
 end
-for i = 26, #ARGV do candidate(ARGV[i]) end
+for i = 27, #ARGV do candidate(ARGV[i]) end
 for _, m in ipairs(redis.call('SRANDMEMBER', KEYS[3], 8)) do candidate(m) end
 
 local best, bestFloor, bestHolder = nil, nil, nil

@@ -19,6 +19,7 @@ type CounterArgs struct {
 	PID            int     `argv:"pid"`
 	Generation     string  `argv:"generation to create {ns}:meta with"`
 	LayoutSettleMs int64   `argv:"layout settle (ms)"`
+	Identity       string  `argv:"identity"` // IdentityInfo ("" sends it) or IdentityNone
 }
 
 // KeysArgv returns the KEYS and ARGV of the call.
@@ -28,7 +29,7 @@ func (a CounterArgs) KeysArgv() ([]string, []any) {
 	argv := []any{
 		a.Size, a.EpochUs, a.TickUs, a.SeqBits, a.Lead, strconv.FormatUint(a.MinValue, 10),
 		a.Layout, a.EventsMaxLen, a.CounterID, a.Host, a.PID, a.Generation,
-		a.LayoutSettleMs,
+		a.LayoutSettleMs, identityArg(a.Identity),
 	}
 	return keys, argv
 }

@@ -15,7 +15,8 @@
 --   12 generation to create {ns}:meta with, when it is missing,
 --   13 layout settle (ms): when this call stores the fleet layout, nothing
 --      is handed out for this long (see renew.lua: an owner from before a
---      loss may restore another layout meanwhile).
+--      loss may restore another layout meanwhile),
+--   14 identity ("info", or the operator's opt-in "none": guard.lua).
 --
 -- The lead is fleet-wide: the first counter stores it in {ns}:meta; no
 -- value runs more than the smaller of it and ours ahead of TIME, and after
@@ -56,7 +57,7 @@ local MAXTICK = 2 ^ 53 / 10
 local _, _, nowUs = redisNow()
 local T = math.floor((nowUs - epochUs) / unitUs)
 local _, lossMs, _, lossID = guard(KEYS[4], KEYS[3], ARGV[8], ARGV[12], {'created_tick', T},
-  {'host', ARGV[10], 'pid', ARGV[11]})
+  {'host', ARGV[10], 'pid', ARGV[11]}, ARGV[14])
 local lossTick = tickOf(lossMs + redisSkewMs, epochUs, unitUs)
 
 -- parse splits a decimal counter value into {tick, seq}, or returns nil.

@@ -17,8 +17,23 @@
 -- are. The cost is a wait of about one horizon for claims right after a
 -- restart or failover, also a clean one: Redis cannot tell them apart.
 --
--- A server whose INFO has no run_id or master_replid (miniredis, some
--- proxies) has identity '' and changes are not seen: the README says so.
+-- Fail closed. The identity and the eviction policy come from one call,
+-- INFO server replication memory (Redis 7 takes several sections: about
+-- 10 us of server time, against 11.5 for three calls). A server that
+-- refuses it (ACL: Redis checks a rule +info|<section> against the first
+-- section only, so +info or +info|server passes), does not know INFO
+-- (rename-command) or shows no run_id or master_replid refuses the write
+-- with an error naming the cause and the fix: reading '' there would turn
+-- the detection off in silence. So does a maxmemory-policy allkeys-*: it
+-- may evict {ns}:meta, reservations and the layout, whatever maxmemory
+-- says now (it can be set live). volatile-* evicts only keys with a TTL,
+-- the leases, and an evicted lease reads as an expired one: its ID is
+-- taken over above its reservation. The errors start "UNSAFE <check>:"
+-- (lua.UnsafeCheck reads them). The scripts' identity argument "none" is
+-- an operator's opt-in for servers that truly hide INFO: no INFO is read,
+-- the identity is '' and neither a restart, a failover nor the eviction
+-- policy is seen (the standalone node's embedded store sets it: nobody
+-- else writes there).
 
 -- redisSkewMs is how far apart the clocks of the Redis servers of one
 -- deployment (a master and the replicas that may replace it) are assumed
@@ -35,30 +50,60 @@ local function redisNow()
   return tostring(ms), ms, tonumber(t[1]) * 1e6 + tonumber(t[2])
 end
 
-local function infoField(section, field)
-  local info = redis.pcall('INFO', section)
-  if type(info) ~= 'string' then return nil end
-  return string.match(info, field .. ':(%w+)')
+-- unsafe ends the script with an error reply, before any write.
+local function unsafe(check, msg)
+  error({err = 'UNSAFE ' .. check .. ': ' .. msg})
 end
 
--- serverIdentity names this server process and its replication history.
-local function serverIdentity()
-  local run, repl = infoField('server', 'run_id'), infoField('replication', 'master_replid')
-  if not run or not repl then return '' end
-  return run .. ':' .. repl
+local optOut = ' (or, for a server that truly hides INFO, start the node with --redis-identity=none,'
+  .. ' which turns off the detection of Redis losing writes and this check)'
+
+-- serverInfo reads INFO server replication memory and returns this
+-- server's identity (run_id:master_replid: its process and replication
+-- history) and the INFO text, or ends the script (see the top). identity
+-- is the scripts' identity argument: "none" reads nothing and returns ''.
+local function serverInfo(identity)
+  if identity == 'none' then return '', '' end
+  local info = redis.pcall('INFO', 'server', 'replication', 'memory')
+  if type(info) ~= 'string' then
+    local e = type(info) == 'table' and tostring(info.err) or tostring(info)
+    if string.find(string.lower(e), 'unknown', 1, true) then
+      unsafe('identity', 'INFO is not a command on this Redis (' .. e .. '): it was renamed or disabled with'
+        .. ' rename-command; remove rename-command INFO from its configuration, flaked reads run_id,'
+        .. ' master_replid and maxmemory_policy with it' .. optOut)
+    end
+    unsafe('identity', 'INFO server replication memory refused (' .. e .. '): grant the node\'s Redis user'
+      .. ' +info (deploy/redis/acl.conf), flaked reads run_id, master_replid and maxmemory_policy with it' .. optOut)
+  end
+  local run, repl = string.match(info, 'run_id:(%w+)'), string.match(info, 'master_replid:(%w+)')
+  if not run or not repl then
+    unsafe('identity', 'INFO shows no ' .. (run and 'master_replid' or 'run_id') .. ' (a proxy in front of Redis?):'
+      .. ' flaked cannot notice this Redis losing writes; connect the node to Redis itself' .. optOut)
+  end
+  local policy = string.match(info, 'maxmemory_policy:(%w+)')
+  if policy == 'allkeys' then
+    unsafe('eviction', 'maxmemory-policy ' .. string.match(info, 'maxmemory_policy:([%w-]+)')
+      .. ' may evict the registry\'s keys (meta, reservations, layout): set it to noeviction or a volatile-* policy'
+      .. ' (CONFIG SET maxmemory-policy noeviction, and in redis.conf)')
+  elseif not policy then
+    unsafe('eviction', 'INFO memory shows no maxmemory_policy: flaked cannot tell whether Redis may evict the'
+      .. ' registry\'s keys; connect the node to Redis itself' .. optOut)
+  end
+  return run .. ':' .. repl, info
 end
 
 -- guard checks {ns}:meta against this server. meta, events: keys; gen:
 -- the generation to create {ns}:meta with when it is missing; created: its
--- other fields then (a flat list); ev: the writer's event fields.
+-- other fields then (a flat list); ev: the writer's event fields;
+-- identity: the scripts' identity argument (serverInfo).
 -- Returns generation, loss_ms (number), how ('' | 'created' | 'server'),
 -- loss_id. loss_id names the last possible loss (this server's identity
 -- and the time): an owner that saw another one at its last renewal knows
 -- Redis may have lost writes since, whatever the clocks of the two
 -- servers say (renew.lua).
-local function guard(meta, events, maxlen, gen, created, ev)
+local function guard(meta, events, maxlen, gen, created, ev, identity)
   local nowText, nowMs = redisNow()
-  local id = serverIdentity()
+  local id = serverInfo(identity)
   local lossID = id .. '@' .. nowText
   local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms', 'loss_id')
   if not m[1] then

@@ -48,6 +48,13 @@ var Release = guard + release
 // Counter hands out a segment of counter-mode values (see counter.lua).
 var Counter = guard + layout + counter
 
+//go:embed probe.lua
+var probe string
+
+// Probe runs guard.lua's reading of INFO and writes nothing (see
+// probe.lua): flaked doctor and flaked serve's checks.
+var Probe = guard + probe
+
 // Check is sonyflake's CheckMachineID (see check.lua).
 //
 //go:embed check.lua

@@ -13,6 +13,7 @@ type ReleaseArgs struct {
 	Generation   string  `argv:"generation"`
 	EpochUs      int64   `argv:"epoch (us)"`
 	TickUs       float64 `argv:"tick length (us)"`
+	Identity     string  `argv:"identity"`    // IdentityInfo ("" sends it) or IdentityNone
 	MachineIDs   []int   `argv:"machine IDs"` // the rest of ARGV
 }
 
@@ -22,7 +23,7 @@ func (a ReleaseArgs) KeysArgv() ([]string, []any) {
 	keys := []string{k.Reserved, k.Events, k.Meta}
 	argv := []any{
 		k.Prefix, a.Token, a.LastTick, a.EventsMaxLen, a.Host, a.PID, a.Addr,
-		a.Generation, a.EpochUs, a.TickUs,
+		a.Generation, a.EpochUs, a.TickUs, identityArg(a.Identity),
 	}
 	return keys, appendInts(argv, a.MachineIDs)
 }

@@ -4,7 +4,8 @@
 -- KEYS[1] {ns}:reserved KEYS[2] {ns}:events KEYS[3] {ns}:meta
 -- ARGV: 1 key prefix, 2 token, 3 last tick used, 4 events maxlen,
 --   5 host, 6 pid, 7 addr, 8 generation, 9 epoch (us), 10 tick length (us),
---   11.. machine IDs.
+--   11 identity ("info", or the operator's opt-in "none": guard.lua),
+--   12.. machine IDs.
 --
 -- While we hold the lease, the reservation is set to the exact last tick
 -- used, lower than what was reserved ahead, so a clean restart (ours or
@@ -18,9 +19,9 @@ local host, pid, addr = ARGV[5], ARGV[6], ARGV[7]
 local nowText, _, nowUs = redisNow()
 guard(KEYS[3], KEYS[2], maxlen, ARGV[8],
   {'created_tick', math.floor((nowUs - tonumber(ARGV[9])) / tonumber(ARGV[10]))},
-  {'token', token, 'host', host, 'pid', pid, 'addr', addr})
+  {'token', token, 'host', host, 'pid', pid, 'addr', addr}, ARGV[11])
 local released = 0
-for i = 11, #ARGV do
+for i = 12, #ARGV do
   local id = ARGV[i]
   local lease = prefix .. 'lease:' .. id
   local r = tonumber(redis.call('HGET', KEYS[1], id) or -1)

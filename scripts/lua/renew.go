@@ -22,6 +22,7 @@ type RenewArgs struct {
 	Node         string  `argv:"node ID"`
 	LossID       string  `argv:"the loss ID (guard.lua) this owner saw"`
 	FleetHorizon int64   `argv:"the fleet horizon this owner knew at its claim"`
+	Identity     string  `argv:"identity"`    // IdentityInfo ("" sends it) or IdentityNone
 	MachineIDs   []int   `argv:"machine IDs"` // the rest of ARGV
 }
 
@@ -34,7 +35,7 @@ func (a RenewArgs) KeysArgv() ([]string, []any) {
 		a.EventsMaxLen, a.Mode, a.Host, a.PID, a.Addr, a.Version,
 		a.Layout, a.Generation, a.Horizon,
 		a.EpochUs, a.TickUs, a.Node, a.LossID,
-		a.FleetHorizon,
+		a.FleetHorizon, identityArg(a.Identity),
 	}
 	return keys, appendInts(argv, a.MachineIDs)
 }

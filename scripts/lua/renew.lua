@@ -9,7 +9,8 @@
 --   13 the registry generation the lease was claimed in, 14 horizon
 --   (ticks), 15 epoch (us), 16 tick length (us), 17 node ID, 18 the loss
 --   ID (guard.lua) this owner saw at its last claim or renewal, 19 the fleet
---   horizon this owner knew at its claim, 20.. machine IDs.
+--   horizon this owner knew at its claim, 20 identity ("info", or the
+--   operator's opt-in "none": guard.lua), 21.. machine IDs.
 --
 -- No reservation reaches past Redis TIME + the fleet's horizon ({ns}:meta,
 -- fixed when it is made): that is what lets a claim after a loss start at
@@ -55,7 +56,7 @@ local mode, host, pid, addr, version = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV
 local layout, generation, horizon = ARGV[12], ARGV[13], ARGV[14]
 local epochUs, unitUs, node, knownLoss = tonumber(ARGV[15]), tonumber(ARGV[16]), ARGV[17], ARGV[18]
 local knownHorizon = tonumber(ARGV[19])
-local first = 20
+local first = 21
 local nowText, nowNum, nowUs = redisNow()
 local who = {'token', token, 'host', host, 'pid', pid, 'addr', addr}
 
@@ -65,7 +66,7 @@ local function event(kind, id, ...)
 end
 
 local gen, lossMs, how, lossID = guard(KEYS[4], KEYS[2], maxlen, generation,
-  {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', horizon}, who)
+  {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', horizon}, who, ARGV[20])
 if how == 'created' then
   event('dataloss', ARGV[first], 'generation', generation,
     'detail', 'registry metadata missing at renewal: Redis lost its data; meta and layout restored by this owner')

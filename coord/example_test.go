@@ -1,0 +1,39 @@
+package coord_test
+
+import (
+	"context"
+	"log"
+
+	"github.com/sony/sonyflake/v2"
+
+	"github.com/flaked/flaked/coord"
+)
+
+// The registry as sonyflake's MachineID and CheckMachineID hooks: the
+// machine ID is leased in Redis and renewed until Close. sonyflake cannot
+// stop at a reservation, so a process paused longer than the lease TTL
+// can collide with the next owner of its ID; flaked's own generator
+// (package node) cannot. (Not run by go test: it needs a Redis.)
+func ExampleRegistry_Sonyflake() {
+	ctx := context.Background()
+	rdb, err := coord.NewClient("redis://127.0.0.1:6379")
+	if err != nil {
+		log.Fatal(err)
+	}
+	reg, err := coord.NewRegistry(rdb, coord.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := reg.Sonyflake(ctx)
+	defer h.Close(ctx)
+
+	sf, err := sonyflake.New(sonyflake.Settings{MachineID: h.MachineID, CheckMachineID: h.CheckMachineID})
+	if err != nil {
+		log.Fatal(err)
+	}
+	id, err := sf.NextID()
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Println(id)
+}

@@ -1,0 +1,71 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+// fleet: what the registry holds: the layout every node must run, the
+// fleet's horizon (how long claims wait after Redis lost writes) and the
+// counter's lead (how far counter segments start above the loss), and
+// whether the next script will record a loss (the server changed since
+// the last write).
+func init() { register("fleet", false, checkFleet) }
+
+func checkFleet(ctx context.Context, e *env) []Result {
+	k := lua.NewKeys(e.t.Namespace)
+	r := Result{}
+	fields := []string{lua.MetaGeneration, lua.MetaHorizon, lua.MetaCounterLead, lua.MetaLossMs, lua.MetaServer}
+	vals, err := e.t.Redis.HMGet(ctx, k.Meta, fields...).Result() // HMGET: the node's user has it
+	if err != nil {
+		return []Result{{Status: Costly, Detail: "cannot tell: HMGET " + k.Meta + ": " + err.Error()}}
+	}
+	meta := map[string]string{}
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			meta[fields[i]] = s
+		}
+	}
+	stored, err := e.t.Redis.Get(ctx, k.Layout).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return []Result{{Status: Costly, Detail: "cannot tell: GET " + k.Layout + ": " + err.Error()}}
+	}
+	if len(meta) == 0 && stored == "" {
+		r.Detail = "namespace " + e.t.Namespace + " holds no fleet yet: the first claim creates it"
+		return []Result{r}
+	}
+	l := e.t.Layout
+	if stored != "" {
+		if sl, err := flake.ParseLayout(stored); err == nil {
+			l = sl
+		}
+		if stored != e.t.Layout.String() {
+			r.Status = Costly
+			r.Fix = "start nodes with the stored layout's flags (flaked parse shows them): nodes with another layout are refused"
+		}
+	}
+	ticks := func(field string) string {
+		n, err := strconv.ParseInt(meta[field], 10, 64)
+		if err != nil {
+			return "none"
+		}
+		return (time.Duration(n) * l.TimeUnit).String()
+	}
+	r.Detail = fmt.Sprintf("layout %q, generation %s, horizon %s (claims wait this long after Redis lost writes), counter lead %s (counter segments start this far above a loss)",
+		stored, meta[lua.MetaGeneration], ticks(lua.MetaHorizon), ticks(lua.MetaCounterLead))
+	if ms, err := strconv.ParseInt(meta[lua.MetaLossMs], 10, 64); err == nil {
+		r.Detail += ", last possible loss " + time.UnixMilli(ms).UTC().Format(time.RFC3339)
+	}
+	if ss, _ := e.servers(ctx); len(ss) == 1 && ss[0].id != "" && meta[lua.MetaServer] != "" && meta[lua.MetaServer] != ss[0].id {
+		r.Detail += "; the registry was last written under another server (a restart or failover since): the next script records a possible loss and claims wait a horizon"
+	}
+	return []Result{r}
+}

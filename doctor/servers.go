@@ -1,0 +1,147 @@
+package doctor
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+// env is what the checks of one run share: the target, the servers the
+// fleet writes to (each master of a Cluster, else the one master) and
+// what guard.lua's reading of INFO gave on each, read once.
+type env struct {
+	t Target
+
+	once    sync.Once
+	masters []*server
+	err     error // listing the masters failed
+}
+
+// server is one Redis server the fleet writes to.
+type server struct {
+	addr string
+	c    *redis.Client
+
+	probed bool
+	id     string // run_id:master_replid, "" when refused
+	info   string // INFO server replication memory as a script reads it
+	refuse string // the writing scripts' refusal, "" for none
+	err    error  // the probe could not run (Redis away, EVAL refused)
+}
+
+// servers returns the masters, each probed (probe.lua).
+func (e *env) servers(ctx context.Context) ([]*server, error) {
+	e.once.Do(func() {
+		switch c := e.t.Redis.(type) {
+		case *redis.ClusterClient:
+			var mu sync.Mutex
+			e.err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+				mu.Lock()
+				defer mu.Unlock()
+				e.masters = append(e.masters, &server{addr: m.Options().Addr, c: m})
+				return nil
+			})
+		case *redis.Client:
+			addr := c.Options().Addr
+			if addr == "FailoverClient" { // go-redis's name for a Sentinel-found master
+				addr = "master of " + e.t.MasterName
+			}
+			e.masters = []*server{{addr: addr, c: c}}
+		default:
+			e.masters = nil
+		}
+		for _, s := range e.masters {
+			s.probe(ctx)
+		}
+	})
+	return e.masters, e.err
+}
+
+var probeScript = redis.NewScript(lua.Probe)
+
+// probe runs probe.lua on s: guard.lua's own reading of INFO, from a
+// script, where ACL rules and rename-command apply as they do to the
+// writing scripts.
+func (s *server) probe(ctx context.Context) {
+	s.probed = true
+	v, err := probeScript.Run(ctx, s.c, nil).Slice()
+	if err != nil {
+		s.err = err
+		return
+	}
+	switch {
+	case len(v) == 3 && v[0] == "OK":
+		s.id, _ = v[1].(string)
+		s.info, _ = v[2].(string)
+	case len(v) == 2 && v[0] == "UNSAFE":
+		s.refuse, _ = v[1].(string)
+	}
+}
+
+// refusal is s's refusal without its "UNSAFE <check>: " prefix.
+func (s *server) refusal() string {
+	_, text, _ := strings.Cut(s.refuse, ": ")
+	return text
+}
+
+// refusedCheck is the check ("identity", "eviction") of s's refusal.
+func (s *server) refusedCheck() string {
+	check, _, _ := strings.Cut(strings.TrimPrefix(s.refuse, lua.UnsafePrefix), ":")
+	return check
+}
+
+// infoField reads field from INFO text ("name:value" lines).
+func infoField(info, field string) (string, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), field+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// replicaAddrs are the replicas INFO replication lists (slaveN:ip=..,port=..).
+func replicaAddrs(info string) []string {
+	var out []string
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimRight(line, "\r")
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, ":ip=") {
+			continue
+		}
+		_, kv, _ := strings.Cut(line, ":")
+		var ip, port string
+		for _, p := range strings.Split(kv, ",") {
+			k, v, _ := strings.Cut(p, "=")
+			switch k {
+			case "ip":
+				ip = v
+			case "port":
+				port = v
+			}
+		}
+		if ip != "" && port != "" {
+			out = append(out, net.JoinHostPort(ip, port))
+		}
+	}
+	return out
+}
+
+// dial connects to another server of the deployment (a replica) as the
+// fleet's user on s does.
+func (s *server) dial(addr string) *redis.Client {
+	o := s.c.Options()
+	return redis.NewClient(&redis.Options{Addr: addr, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, MaxRetries: -1,
+		DisableIdentity: true})
+}
+
+// isNoPerm reports a Redis ACL refusal (NOPERM, or a script's "can't run
+// this command").
+func isNoPerm(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "NOPERM") || strings.Contains(err.Error(), "can't run this command"))
+}

@@ -1,0 +1,14 @@
+-- probe.lua: what guard.lua sees on this server, for flaked doctor and
+-- flaked serve's checks. It runs guard.lua's own reading of INFO from a
+-- script, as the writing scripts do: ACL rules and rename-command apply
+-- there as they do to them. It writes nothing.
+--
+-- KEYS: none (on Redis Cluster it is sent to each master).
+-- ARGV: none.
+--
+-- Returns {"OK", identity, INFO text} or {"UNSAFE", the refusal a writing
+-- script would return}.
+local ok, id, info = pcall(serverInfo, 'info')
+if ok then return {'OK', id, info} end
+if type(id) == 'table' and id.err then return {'UNSAFE', id.err} end
+return {'UNSAFE', tostring(id)}
