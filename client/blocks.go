@@ -254,10 +254,18 @@ func (p *blocker) run() {
 			return
 		}
 		var behind *behindError
-		if errors.As(err, &behind) && behind.rounds <= maxBehindRounds {
+		if errors.As(err, &behind) {
 			// Another daemon, behind the last one: wait for its clock to
-			// pass the last block's tick, then ask again; NextID callers
-			// keep waiting.
+			// pass the last block's tick, then ask again. NextID callers
+			// keep waiting, unless it has lasted maxBehindRounds blocks:
+			// then they get the error.
+			if behind.rounds > maxBehindRounds {
+				p.mu.Lock()
+				p.err = err
+				close(p.ready)
+				p.ready = make(chan struct{})
+				p.mu.Unlock()
+			}
 			t := time.NewTimer(behind.wait)
 			select {
 			case <-t.C:
