@@ -27,7 +27,7 @@ func TestTeeth_Blocks(t *testing.T) {
 			for seed := uint64(1); seed <= teethSeeds; seed++ {
 				res := sim.Run(sim.NewSchedule(seed), sim.Options{Mutation: name, Blocks: true})
 				if f := res.Failure; f != nil {
-					t.Logf("%s found with blocks by seed %d: %v", name, seed, f)
+					t.Logf("%s found by seed %d with blocks: %v", name, seed, f)
 					return
 				}
 			}
