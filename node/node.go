@@ -76,6 +76,7 @@ type Node struct {
 	switches     atomic.Uint64
 	alarms       alarms                       // counts for the alert rules (alarms.go)
 	monitor      atomic.Pointer[flake.Ticker] // the health checks
+	seqs         seqState                     // named sequences (seq.go)
 }
 
 var _ TryGenerator = (*Node)(nil)
@@ -209,6 +210,7 @@ func (n *Node) Close(ctx context.Context) error {
 	if last.ctr != nil {
 		last.ctr.Close()
 	}
+	seqErr := n.closeSeqs(ctx)
 	// A "stopped" mode event tells audit (whois of counter IDs, history)
 	// when this node stopped issuing; one last try for what is pending.
 	n.flushAt = 0
@@ -219,5 +221,5 @@ func (n *Node) Close(ctx context.Context) error {
 		n.lease = nil
 	}
 	n.cleanup()
-	return err
+	return errors.Join(err, seqErr)
 }

@@ -86,6 +86,13 @@ func idsAsked(s *Server, cmd *command, args [][]byte) int64 {
 		if n, ok := parseInt(args[1]); ok && n >= 1 && n <= int64(s.opts.MaxBatch) {
 			return n
 		}
+	case "nextseq": // values of a sequence count as IDs
+		if len(args) < 3 {
+			return 1
+		}
+		if n, ok := parseInt(args[2]); ok && n >= 1 && n <= int64(s.opts.MaxBatch) {
+			return n
+		}
 	}
 	return 0
 }

@@ -28,7 +28,10 @@ type Result struct {
 	Scripts uint64         // script calls Redis ran
 	// Strays counts starts with another layout: refused, and let in.
 	StraysRefused, StraysIn int
-	Failure                 *Failure // nil when every ID was unique and increasing
+	// SeqValues and SeqRestores count the sequence client's values and
+	// operator restores (Options.Sequences; seq.go).
+	SeqValues, SeqRestores int
+	Failure                *Failure // nil when every ID was unique and increasing
 }
 
 // Failure is the first violation a run found.
@@ -89,6 +92,8 @@ type run struct {
 	log     zerolog.Logger
 	mutants map[string]string // script SHA1 -> text the server runs instead
 	blocks  bool              // Options.Blocks
+	seq     *seqWork          // the sequence client (seq.go), nil without Options.Sequences
+	seqOn   bool
 }
 
 // slot is one node across its processes: its disk, its machine's clock,
@@ -143,6 +148,9 @@ type Options struct {
 	// Blocks makes every other batch a client's block (NEXTBLOCK;
 	// blocks.go) instead of a NextIDs call.
 	Blocks bool
+	// Sequences adds a client of named sequences (seq.go), on a random
+	// stream of its own.
+	Sequences bool
 }
 
 func newRun(s Schedule, opts Options) *run {
@@ -170,6 +178,7 @@ func newRun(s Schedule, opts Options) *run {
 		r.mutants = m.mutants() // a Go mutation's switch is the caller's (Mutation.Enable)
 	}
 	r.redis = newDeployment(w, rand.New(rand.NewPCG(s.Seed, 0x4ed15)))
+	r.seqOn = opts.Sequences
 	for i, c := range s.Nodes {
 		r.slots = append(r.slots, &slot{i: i, cfg: c, path: fmt.Sprintf("/node%d/flaked.state", i), netUntil: map[string]time.Duration{}})
 	}
@@ -197,6 +206,9 @@ func (r *run) start() {
 		}
 	})
 	r.nextWork()
+	if r.seqOn {
+		r.startSeq()
+	}
 }
 
 // every runs f every period, on the world.

@@ -106,7 +106,10 @@ func auditCommand() *cli.Command {
 			}
 			rep := audit.Build(s)
 			rep.Only(states)
-			return writeReport(c, rep, audit.WriteTable)
+			if err := writeReport(c, rep, audit.WriteTable); err != nil || c.Bool("json") {
+				return err
+			}
+			return writeAuditSeqs(c)
 		},
 		Subcommands: []*cli.Command{auditHistoryCommand(), auditVerifyCommand(), auditPruneCommand()},
 	}

@@ -63,6 +63,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		auditCommand(),
 		whoisCommand(),
 		doctorCommand(),
+		seqCommand(),
 	}
 	for _, cmd := range commands {
 		wire(cmd, "", stderr)

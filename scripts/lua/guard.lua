@@ -62,6 +62,17 @@ local optOut = ' (or, for a server that truly hides INFO, start the node with --
 -- server's identity (run_id:master_replid: its process and replication
 -- history) and the INFO text, or ends the script (see the top). identity
 -- is the scripts' identity argument: "none" reads nothing and returns ''.
+-- guardInfo is the INFO text serverInfo read ('' before it, or with
+-- identity none), for what the scripts after the guard read from INFO
+-- (infoField): one INFO call per script, and nothing a narrowed ACL
+-- rule would refuse in a second call.
+local guardInfo = ''
+
+-- infoField is one field of the INFO text the guard read, or nil.
+local function infoField(field)
+  return string.match(guardInfo, field .. ':(%w+)')
+end
+
 local function serverInfo(identity)
   if identity == 'none' then return '', '' end
   local info = redis.pcall('INFO', 'server', 'replication', 'memory')
@@ -89,6 +100,7 @@ local function serverInfo(identity)
     unsafe('eviction', 'INFO memory shows no maxmemory_policy: flaked cannot tell whether Redis may evict the'
       .. ' registry\'s keys; connect the node to Redis itself' .. optOut)
   end
+  guardInfo = info
   return run .. ':' .. repl, info
 end
 

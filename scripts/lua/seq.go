@@ -1,0 +1,113 @@
+package lua
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+)
+
+//go:embed seq.lua
+var seq string
+
+// Seq hands out, gives back, creates and restores the segments of named
+// sequences (see seq.lua).
+var Seq = guard + seq
+
+// Ops of seq.lua (SeqArgs.Op).
+const (
+	SeqNext     = "next"
+	SeqGiveBack = "giveback"
+	SeqCreate   = "create"
+	SeqRestore  = "restore"
+	SeqCheck    = "check"
+)
+
+// SeqMaxValue is the largest value a sequence can hand out, 2^53 - 1: Lua
+// numbers (doubles) and JavaScript's Numbers hold every integer up to it.
+const SeqMaxValue = 1<<53 - 1
+
+// Seqs is "{ns}:seqs", the set of a namespace's sequence tags.
+func (k Keys) Seqs() string { return k.Prefix + "seqs" }
+
+// Seq is "{ns}:seq:<tag>", the hash of one sequence (Seq* fields).
+func (k Keys) Seq(tag string) string { return k.Prefix + "seq:" + tag }
+
+// Fields of {ns}:seq:<tag> (Keys.Seq), written by seq.lua.
+const (
+	SeqFieldStart     = "start"
+	SeqFieldStep      = "step"
+	SeqFieldMax       = "max"
+	SeqFieldRate      = "rate"
+	SeqFieldBurst     = "burst"
+	SeqFieldMaxJump   = "max_jump"
+	SeqFieldHigh      = "high" // the last value granted (the high-water mark)
+	SeqFieldTokens    = "tokens"
+	SeqFieldAtMs      = "at_ms"
+	SeqFieldLossID    = "loss_id"
+	SeqFieldFree      = "free" // given back, not yet granted again: "a-b,c-d"
+	SeqFieldGivenBack = "given_back"
+	SeqFieldLost      = "lost" // values skipped for good: loss jumps, rests that could not go back
+	SeqFieldJumps     = "jumps"
+	SeqFieldGrants    = "grants"
+	SeqFieldCreatedMs = "created_ms"
+	SeqFieldBlocked   = "blocked" // why the tag hands nothing out, until restored
+)
+
+// Events seq.lua writes to {ns}:events; each carries the field "tag".
+const (
+	EventSeqCreate  = "seq_create"
+	EventSeqJump    = "seq_jump"
+	EventSeqBlocked = "seq_blocked"
+	EventSeqLost    = "seq_lost"
+	EventSeqRestore = "seq_restore"
+	FieldTag        = "tag"
+)
+
+var tagRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// CheckTag reports whether tag may name a sequence: 1..128 of A-Z a-z
+// 0-9 . _ : - (no brace, which would move the key out of the namespace's
+// Cluster slot, no glob character, no space).
+func CheckTag(tag string) error {
+	if !tagRE.MatchString(tag) {
+		return fmt.Errorf("sequence tag %q: want 1..128 of A-Z a-z 0-9 . _ : -", tag)
+	}
+	return nil
+}
+
+// SeqArgs are what one call of seq.lua (Seq) is given, in the order of
+// its header comment (see ClaimArgs). Values are below 2^53.
+type SeqArgs struct {
+	Keys         Keys   `argv:"key prefix"` // KEYS 1-3; ARGV 1 is Keys.Prefix
+	Op           string `argv:"op"`
+	Tag          string `argv:"tag"`
+	N            int64  `argv:"n, the values asked for"`
+	Floor        int64  `argv:"floor"`
+	FirstUnused  int64  `argv:"first unused value"`
+	LastGranted  int64  `argv:"last value granted"`
+	LossID       string `argv:"loss id"`
+	Start        int64  `argv:"start"`
+	Step         int64  `argv:"step"`
+	Max          int64  `argv:"max"`
+	Rate         int64  `argv:"rate"`
+	Burst        int64  `argv:"burst"`
+	MaxJump      int64  `argv:"max jump"`
+	Above        int64  `argv:"above"`
+	EventsMaxLen int64  `argv:"events maxlen"`
+	Host         string `argv:"host"`
+	PID          int    `argv:"pid"`
+	Generation   string `argv:"generation to create {ns}:meta with"`
+	Identity     string `argv:"identity"` // IdentityInfo ("" sends it) or IdentityNone
+}
+
+// KeysArgv returns the KEYS and ARGV of the call.
+func (a SeqArgs) KeysArgv() ([]string, []any) {
+	k := a.Keys
+	keys := []string{k.Seqs(), k.Events, k.Meta}
+	argv := []any{
+		k.Prefix, a.Op, a.Tag, a.N, a.Floor, a.FirstUnused, a.LastGranted, a.LossID,
+		a.Start, a.Step, a.Max, a.Rate, a.Burst, a.MaxJump, a.Above, a.EventsMaxLen,
+		a.Host, a.PID, a.Generation, identityArg(a.Identity),
+	}
+	return keys, argv
+}

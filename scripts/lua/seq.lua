@@ -1,0 +1,363 @@
+-- seq.lua: named sequences, dense increasing integers per tag, handed out
+-- in segments (NEXTSEQ). guard.lua runs first.
+--
+-- KEYS[1] {ns}:seqs KEYS[2] {ns}:events KEYS[3] {ns}:meta
+-- ARGV: 1 key prefix, 2 op ('next', 'giveback', 'create' or 'restore'),
+--   3 tag, 4 n, the values asked for (next; 0 means the tag's step),
+--   5 floor: the highest value this process was ever granted of the tag
+--      (next: no value at or below it is granted, and the tag is raised to
+--      it; 0 for none),
+--   6 first unused value (giveback), 7 last value granted (giveback),
+--   8 loss id the values were granted under (giveback, check),
+--   9 start, 10 step, 11 max (0: none), 12 rate (values per second),
+--   13 burst, 14 max jump (0: none) (create, and restore of a missing
+--   tag), 15 above (restore), 16 events maxlen, 17 host, 18 pid,
+--   19 generation to create {ns}:meta with, 20 identity (guard.lua).
+--
+-- The tag's hash is {ns}:seq:<tag>; {ns}:seqs lists the tags. Values are
+-- integers below 2^53 (exact in Lua's doubles, and in JavaScript), each
+-- field written with %d.
+--
+-- Dense in normal operation: a node takes a segment of `step` values and
+-- gives back what it did not use on a clean stop (giveback). The give-back
+-- is a compare-and-set: it lowers `high` only when `high` is still the
+-- last value of our segment and no loss happened since (loss_id), so a
+-- segment granted to anyone after ours is never handed out again. A rest
+-- that cannot go back that way goes into the tag's free list (at most
+-- freeMax ranges), which later grants take from first, to a caller whose
+-- floor is below the range (so each process still sees its values
+-- increase); what fits nowhere is counted as lost.
+--
+-- Uniqueness after Redis lost writes (the hard part). The tag's values
+-- carry no time, so a copy of the tag from before the loss cannot tell how
+-- far it went on. Each tag therefore has a bounded issue rate, kept as a
+-- token bucket in its hash: tokens refill at `rate` per second up to
+-- `burst`, a grant of k values above `high` takes k tokens, a give-back
+-- returns them. So high + tokens grows by at most rate × elapsed time
+-- from any state of the hash: every value granted after a copy (high_S,
+-- tokens_S, at_S) is at most high_S + tokens_S + rate × (t - at_S). The
+-- hash records the loss_id of {ns}:meta it was written under; when
+-- guard.lua has recorded a loss since (another loss_id), the tag jumps to
+-- that bound taken at loss_ms + the Redis clocks' skew (every grant
+-- before the loss happened before it on the old master's clock), its free
+-- list is dropped (ranges in it may have been granted after the copy),
+-- and the jump is an event (seq_jump) and counted in `lost`; it leaves
+-- no tokens, so the bound from the same copy keeps holding after it. A tag
+-- created with a max jump fails closed instead when the bound is further:
+-- it is blocked, with the reason, until an operator runs
+-- `flaked seq restore <tag> --above N` with N from the business's own
+-- records. A tag missing from Redis while a caller knows it was granted
+-- values (floor > 0) fails closed the same way (Redis lost everything:
+-- nothing bounds what others were granted). Processes re-assert their own
+-- floor at every call.
+--
+-- Split brain (two masters granting at once: an old master cut off from
+-- Sentinel but not from some nodes) is outside the rate bound. A grant is
+-- used only after WAIT on the same connection reports as many replicas as
+-- the reply's last item names (seq.go), so every replica that can be
+-- promoted holds every grant used; an old master cut off from them cannot
+-- get its grants acknowledged.
+--
+-- Returns {'OK', first, last, loss id, step, replicas needed} (next),
+-- {'RATE', ms to wait}, {'MAX', max}, {'BLOCKED', reason},
+-- {'LOST', detail}, {'UNKNOWN'}; {'OK', n given back, 'high'|'free'|'lost'}
+-- (giveback); {'OK'} or {'GONE'} (check); {'OK', high} (create, restore),
+-- {'EXISTS'} (create), {'WAIT', ms, loss_ms} (restore too early).
+-- segmentTTLMs: a node hands out a segment's values only this long after
+-- asking for it, unless a check (op 'check') finds no loss since the
+-- grant; Go reads it as seq.SegmentTTL. So by loss_ms + skew + TTL no
+-- value granted before a loss is handed out any more, and a restore
+-- (which trusts the operator's records) waits until then.
+local segmentTTLMs = 10000
+local prefix, op, tag = ARGV[1], ARGV[2], ARGV[3]
+local maxlen, host, pid = ARGV[16], ARGV[17], ARGV[18]
+local key = prefix .. 'seq:' .. tag
+local freeMax = 64
+local LIMIT = 2 ^ 53 - 1
+
+local _, lossMs, _, lossID = guard(KEYS[3], KEYS[2], maxlen, ARGV[19], {}, {'host', host, 'pid', pid}, ARGV[20])
+local nowText, nowMs = redisNow()
+
+local function I(x) return string.format('%d', x) end
+local function num(s) return tonumber(s or 0) or 0 end
+
+local function event(typ, ...)
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', maxlen, '*', 'type', typ, 'mid', '', 'tag', tag,
+    'host', host, 'pid', pid, ...)
+end
+
+-- The free list: "a-b,c-d", ascending, disjoint, not adjacent.
+local function readFree(s)
+  local out = {}
+  for a, b in string.gmatch(s or '', '(%d+)-(%d+)') do out[#out + 1] = {tonumber(a), tonumber(b)} end
+  return out
+end
+local function writeFree(f)
+  local parts = {}
+  for i = 1, #f do parts[i] = I(f[i][1]) .. '-' .. I(f[i][2]) end
+  return table.concat(parts, ',')
+end
+local function freeCount(f)
+  local c = 0
+  for i = 1, #f do c = c + f[i][2] - f[i][1] + 1 end
+  return c
+end
+
+local function load()
+  local h = redis.call('HGETALL', key)
+  if #h == 0 then return nil end
+  local r = {}
+  for i = 1, #h, 2 do r[h[i]] = h[i + 1] end
+  return r
+end
+
+-- refill adds the tokens earned since at_ms, up to burst.
+local function refill(r)
+  local rate, burst = num(r.rate), num(r.burst)
+  local dt = math.max(0, nowMs - num(r.at_ms))
+  return math.min(burst, num(r.tokens) + rate * dt / 1000)
+end
+
+local function create(start, above)
+  local step, mx, rate, burst, mj = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]),
+    tonumber(ARGV[13]), tonumber(ARGV[14])
+  if not (start and step and mx and rate and burst and mj) or start < 1 or start > LIMIT or step < 1
+    or rate <= 0 or burst < 1 or (mx ~= 0 and mx < start) or mx > LIMIT or mj < 0 then
+    return redis.error_reply('ERR seq.lua: bad options for tag ' .. tag)
+  end
+  local high = math.max(start - 1, above or 0)
+  redis.call('HSET', key, 'start', I(start), 'step', I(step), 'max', I(mx), 'rate', I(rate),
+    'burst', I(burst), 'max_jump', I(mj), 'high', I(high), 'tokens', I(burst), 'at_ms', nowText,
+    'loss_id', lossID, 'free', '', 'given_back', '0', 'lost', '0', 'jumps', '0', 'grants', '0',
+    'created_ms', nowText)
+  redis.call('SADD', KEYS[1], tag)
+  event('seq_create', 'start', I(start), 'step', I(step), 'max', I(mx), 'value', I(high))
+  return {'OK', I(high)}
+end
+
+if op == 'create' then
+  if redis.call('EXISTS', key) == 1 then return {'EXISTS'} end
+  return create(tonumber(ARGV[9]), 0)
+end
+
+local r = load()
+
+if op == 'restore' then
+  local above = tonumber(ARGV[15])
+  if not above or above < 0 or above >= LIMIT then
+    return redis.error_reply('ERR seq.lua: restore above ' .. tostring(ARGV[15]) .. ' is not a value')
+  end
+  -- Trusting the operator's records (instead of the rate bound) is safe
+  -- only once no segment granted before the loss can be handed out.
+  if not r or r.blocked or r.loss_id ~= lossID then
+    local ready = lossMs + redisSkewMs + segmentTTLMs
+    if nowMs < ready then return {'WAIT', I(ready - nowMs), I(lossMs)} end
+  end
+  if not r then return create(math.max(tonumber(ARGV[9]) or 1, above + 1), above) end
+  local high = math.max(num(r.high), above)
+  -- No tokens: a restore adds no values above the rate to what a copy
+  -- from before it bounds.
+  redis.call('HSET', key, 'high', I(high), 'loss_id', lossID, 'free', '', 'tokens', '0',
+    'at_ms', I(math.max(nowMs, num(r.at_ms))), 'lost', I(num(r.lost) + freeCount(readFree(r.free))))
+  redis.call('HDEL', key, 'blocked')
+  redis.call('SADD', KEYS[1], tag)
+  event('seq_restore', 'value', I(high), 'above', I(above))
+  return {'OK', I(high)}
+end
+
+local floor = tonumber(ARGV[5]) or 0
+
+if not r then
+  if floor > 0 or redis.call('SISMEMBER', KEYS[1], tag) == 1 then
+    local detail = 'tag ' .. tag .. ' is missing from Redis (Redis lost its data?) but was granted values before'
+    if floor > 0 then detail = detail .. ' (this process up to ' .. I(floor) .. ')' end
+    detail = detail .. ': nothing bounds what other nodes were granted; run `flaked seq restore ' .. tag
+      .. ' --above N` with N at or above the last value your records hold'
+    event('seq_lost', 'value', I(floor), 'detail', detail)
+    return {'LOST', detail}
+  end
+  return {'UNKNOWN'}
+end
+
+if op == 'check' then
+  -- A segment granted under ARGV[8] may be handed out for another TTL
+  -- only if Redis lost nothing since and the tag is still there.
+  if ARGV[8] == lossID and r.loss_id == lossID and not r.blocked then return {'OK'} end
+  return {'GONE'}
+end
+
+if op == 'giveback' then
+  local first, last, gid = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+  if not first or not last or first < 1 or last > LIMIT then
+    return redis.error_reply('ERR seq.lua: give-back range ' .. tostring(ARGV[6]) .. '-' .. tostring(ARGV[7]))
+  end
+  local count = last - first + 1
+  if count <= 0 then return {'OK', '0', 'high'} end
+  if r.loss_id ~= gid or r.blocked then
+    -- Redis may have lost writes since these were granted: someone may
+    -- hold them now. They stay unused.
+    redis.call('HSET', key, 'lost', I(num(r.lost) + count))
+    return {'OK', '0', 'lost'}
+  end
+  local high = num(r.high)
+  local free = readFree(r.free)
+  if high == last then
+    high = first - 1
+    -- The free list's top range now touches high: lower high below it too.
+    while #free > 0 and free[#free][2] == high do
+      high = free[#free][1] - 1
+      free[#free] = nil
+    end
+    redis.call('HSET', key, 'high', I(high), 'free', writeFree(free),
+      'tokens', I(math.min(num(r.burst), math.floor(refill(r) + count))), 'at_ms', I(math.max(nowMs, num(r.at_ms))),
+      'given_back', I(num(r.given_back) + count))
+    return {'OK', I(count), 'high'}
+  end
+  if last > high then
+    return redis.error_reply('ERR seq.lua: give-back of ' .. I(first) .. '-' .. I(last) .. ' above high ' .. I(high))
+  end
+  -- Insert into the free list, merged with its neighbours.
+  local nf, placed = {}, false
+  for i = 1, #free do
+    local f = free[i]
+    if not placed and last < f[1] then
+      nf[#nf + 1] = {first, last}
+      placed = true
+    end
+    nf[#nf + 1] = {f[1], f[2]}
+  end
+  if not placed then nf[#nf + 1] = {first, last} end
+  local merged = {}
+  for i = 1, #nf do
+    local m = merged[#merged]
+    if m and nf[i][1] <= m[2] + 1 then
+      m[2] = math.max(m[2], nf[i][2])
+    else
+      merged[#merged + 1] = nf[i]
+    end
+  end
+  if #merged > freeMax then
+    redis.call('HSET', key, 'lost', I(num(r.lost) + count))
+    return {'OK', '0', 'lost'}
+  end
+  redis.call('HSET', key, 'free', writeFree(merged), 'given_back', I(num(r.given_back) + count))
+  return {'OK', I(count), 'free'}
+end
+
+if op ~= 'next' then
+  return redis.error_reply('ERR seq.lua: unknown op ' .. tostring(op))
+end
+
+if r.blocked then return {'BLOCKED', r.blocked} end
+
+local high, lost = num(r.high), num(r.lost)
+-- at is the bucket's time: never moved back (a jump sets it ahead).
+local at = math.max(nowMs, num(r.at_ms))
+local free = readFree(r.free)
+local tokens = refill(r)
+local jumps = num(r.jumps)
+
+if r.loss_id ~= lossID then
+  -- Redis lost writes since the tag was last written: continue above the
+  -- most it can have granted since this copy.
+  local dt = math.max(0, lossMs + redisSkewMs - num(r.at_ms))
+  local bound = high + math.ceil(num(r.tokens) + num(r.rate) * dt / 1000)
+  bound = math.max(bound, floor)
+  local jump = bound - high
+  local mj = num(r.max_jump)
+  if mj > 0 and jump > mj then
+    local reason = 'Redis lost writes (loss ' .. lossID .. '): the rate bound puts tag ' .. tag
+      .. ' up to ' .. I(jump) .. ' values above its copy (' .. I(high) .. '), more than its max jump '
+      .. I(mj) .. '; run `flaked seq restore ' .. tag .. ' --above N` with N at or above the last value your records hold'
+    redis.call('HSET', key, 'blocked', reason)
+    event('seq_blocked', 'value', I(high), 'detail', reason)
+    return {'BLOCKED', reason}
+  end
+  local mx = num(r.max)
+  if mx > 0 then bound = math.min(bound, mx) end
+  bound = math.min(bound, LIMIT)
+  lost = lost + math.max(0, bound - high) + freeCount(free)
+  event('seq_jump', 'value', I(bound), 'previous', I(high), 'loss_id', lossID,
+    'detail', 'Redis lost writes: the tag continues above every value it can have granted (rate bound)')
+  high = math.max(high, bound)
+  free = {}
+  jumps = jumps + 1
+  -- No tokens, and none earned before loss_ms + skew: every later grant
+  -- happens at a time t past that and stays within the copy's bound at t,
+  -- so a later rollback to the same copy bounds it too. The tag's first
+  -- segment after a loss waits for that moment (as the counter's does).
+  tokens = 0
+  at = math.max(at, lossMs + redisSkewMs)
+end
+if floor > high then
+  -- This process holds values the copy lost: raise the tag above them.
+  lost = lost + floor - high
+  high = floor
+end
+
+local function save(extra)
+  redis.call('HSET', key, 'high', I(high), 'free', writeFree(free), 'tokens', string.format('%.3f', tokens),
+    'at_ms', I(at), 'loss_id', lossID, 'lost', I(lost), 'jumps', I(jumps), 'grants', I(num(r.grants) + 1),
+    unpack(extra))
+end
+
+-- replicasNeeded is how many replicas must acknowledge a grant before it
+-- is used (the fleet's split-brain rule): the replicas this master lists
+-- now, or the fleet's high-water mark `replicas` in {ns}:meta when it is
+-- higher. A master cut off from its replicas lists them until
+-- repl-timeout, then none: the mark keeps it from passing WAIT with
+-- fewer. The mark is raised here, and set anew to the replicas listed now
+-- after each possible loss (replicas_loss_id differs from loss_id): the
+-- server promoted in the old master's place may have fewer, and a mark
+-- from before would stop it for good, while the old master, whose
+-- identity did not change, keeps its mark and stays refused.
+local function replicasNeeded()
+  local now = tonumber(infoField('connected_slaves') or 0) or 0
+  local m = redis.call('HMGET', KEYS[3], 'replicas', 'replicas_loss_id')
+  local mark = tonumber(m[1] or 0) or 0
+  if m[2] ~= lossID then mark = 0 end
+  if now > mark or m[2] ~= lossID then
+    mark = math.max(now, mark)
+    redis.call('HSET', KEYS[3], 'replicas', I(mark), 'replicas_loss_id', lossID)
+  end
+  return I(mark)
+end
+
+local step = num(r.step)
+local n = tonumber(ARGV[4]) or 0
+if n <= 0 then n = step end
+
+-- A range given back, above the caller's floor, first.
+for i = 1, #free do
+  local f = free[i]
+  if f[1] > floor then
+    local last = math.min(f[2], f[1] + n - 1)
+    local first = f[1]
+    if last == f[2] then table.remove(free, i) else f[1] = last + 1 end
+    save({})
+    return {'OK', I(first), I(last), lossID, I(step), replicasNeeded()}
+  end
+end
+
+local mx = num(r.max)
+if mx > 0 and high >= mx then
+  save({})
+  return {'MAX', I(mx)}
+end
+if tokens < 1 then
+  save({})
+  local rate = num(r.rate)
+  return {'RATE', I(math.max(1, at - nowMs + math.ceil((1 - tokens) * 1000 / rate)))}
+end
+local k = math.min(n, math.floor(tokens))
+if mx > 0 then k = math.min(k, mx - high) end
+k = math.min(k, LIMIT - high)
+if k < 1 then
+  save({})
+  return {'MAX', I(LIMIT)}
+end
+local first, last = high + 1, high + k
+high = last
+tokens = tokens - k
+save({})
+return {'OK', I(first), I(last), lossID, I(step), replicasNeeded()}

@@ -1,0 +1,146 @@
+package seq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+// Create makes a tag with opts (defaults filled in). It fails with
+// ErrExists when the tag exists: a tag's settings are fixed.
+func (s *Sequences) Create(ctx context.Context, name string, opts TagOptions) error {
+	if err := lua.CheckTag(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	a := s.args(lua.SeqCreate, name)
+	a.Start, a.Step, a.Max, a.Rate, a.Burst, a.MaxJump = o.Start, o.Step, o.Max, o.Rate, o.Burst, o.MaxJump
+	keys, argv := a.KeysArgv()
+	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
+	if err != nil {
+		return fmt.Errorf("%w: creating tag %s: %w", ErrUnavailable, name, err)
+	}
+	if res[0] == "EXISTS" {
+		return fmt.Errorf("%w: %s (its settings are fixed; flaked seq list shows them)", ErrExists, name)
+	}
+	return nil
+}
+
+// Restore raises the tag above `above` and resumes it: it clears a block,
+// drops the free list and any pending loss, and creates a missing tag
+// with opts (starting after above). above must be at or above every value
+// the tag ever handed out (from the business's records or the audit
+// stream): flaked cannot check it.
+func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts TagOptions) (int64, error) {
+	if err := lua.CheckTag(name); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if above < 0 || above >= MaxValue {
+		return 0, fmt.Errorf("%w: above %d: valid range is 0..%d", ErrInvalidOptions, above, MaxValue-1)
+	}
+	if opts.Start == 0 {
+		opts.Start = above + 1
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	a := s.args(lua.SeqRestore, name)
+	a.Above = above
+	a.Start, a.Step, a.Max, a.Rate, a.Burst, a.MaxJump = o.Start, o.Step, o.Max, o.Rate, o.Burst, o.MaxJump
+	keys, argv := a.KeysArgv()
+	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("%w: restoring tag %s: %w", ErrUnavailable, name, err)
+	}
+	if res[0] == "WAIT" {
+		ms, _ := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+		lossMs, _ := strconv.ParseInt(fmt.Sprint(res[2]), 10, 64)
+		return 0, fmt.Errorf("%w: Redis lost writes at %s; segments granted before may be handed out until %v from now: run restore again then, with N read from your records then",
+			ErrRestoreTooEarly, time.UnixMilli(lossMs).UTC().Format(time.RFC3339Nano), time.Duration(ms)*time.Millisecond)
+	}
+	high, _ := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+	return high, nil
+}
+
+// ErrRestoreTooEarly: Restore of a tag after a loss, before every segment
+// granted before the loss has expired (loss + 1 s + SegmentTTL).
+var ErrRestoreTooEarly = errors.New("too early to restore")
+
+// TagInfo is what Redis holds of a tag.
+type TagInfo struct {
+	Tag string `json:"tag"`
+	TagOptions
+	High      int64  `json:"high"` // the last value granted: the high-water mark
+	Free      string `json:"free"` // given back, not granted again yet ("a-b,c-d")
+	FreeCount int64  `json:"free_count"`
+	GivenBack int64  `json:"given_back"` // values given back by clean stops
+	Lost      int64  `json:"lost"`       // values skipped for good: loss jumps, rests that could not go back
+	Jumps     int64  `json:"jumps"`      // loss jumps
+	Grants    int64  `json:"grants"`
+	Blocked   string `json:"blocked"` // why the tag hands nothing out, "" when it does
+	Missing   bool   `json:"missing"` // listed in {ns}:seqs, but its hash is gone
+}
+
+// List reads every tag of the namespace, sorted by name. It only reads.
+func List(ctx context.Context, rdb redis.UniversalClient, namespace string) ([]TagInfo, error) {
+	k := lua.NewKeys(namespace)
+	names, err := rdb.SMembers(ctx, k.Seqs()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", k.Seqs(), err)
+	}
+	sort.Strings(names)
+	out := make([]TagInfo, 0, len(names))
+	for _, name := range names {
+		ti, err := Info(ctx, rdb, namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ti)
+	}
+	return out, nil
+}
+
+// Info reads one tag.
+func Info(ctx context.Context, rdb redis.UniversalClient, namespace, name string) (TagInfo, error) {
+	k := lua.NewKeys(namespace)
+	h, err := rdb.HGetAll(ctx, k.Seq(name)).Result()
+	if err != nil {
+		return TagInfo{}, fmt.Errorf("reading %s: %w", k.Seq(name), err)
+	}
+	ti := TagInfo{Tag: name, Missing: len(h) == 0}
+	n := func(f string) int64 { v, _ := strconv.ParseInt(h[f], 10, 64); return v }
+	ti.Start, ti.Step, ti.Max, ti.Rate, ti.Burst, ti.MaxJump = n(lua.SeqFieldStart), n(lua.SeqFieldStep),
+		n(lua.SeqFieldMax), n(lua.SeqFieldRate), n(lua.SeqFieldBurst), n(lua.SeqFieldMaxJump)
+	ti.High, ti.GivenBack, ti.Lost, ti.Jumps, ti.Grants = n(lua.SeqFieldHigh), n(lua.SeqFieldGivenBack),
+		n(lua.SeqFieldLost), n(lua.SeqFieldJumps), n(lua.SeqFieldGrants)
+	ti.Free, ti.Blocked = h[lua.SeqFieldFree], h[lua.SeqFieldBlocked]
+	var a, b int64
+	for rest := ti.Free; rest != ""; {
+		var part string
+		part, rest, _ = cut(rest, ',')
+		if _, err := fmt.Sscanf(part, "%d-%d", &a, &b); err == nil {
+			ti.FreeCount += b - a + 1
+		}
+	}
+	return ti, nil
+}
+
+func cut(s string, sep byte) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}

@@ -1,0 +1,583 @@
+package seq
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+// Errors of sequences. Each is wrapped with the tag and the fix.
+var (
+	// ErrUnknownTag: the tag was never created (flaked seq create).
+	ErrUnknownTag = errors.New("unknown sequence tag")
+	// ErrMaxReached: the tag handed out its maximum.
+	ErrMaxReached = errors.New("sequence reached its maximum")
+	// ErrBlocked: seq.lua cannot tell that continuing is safe (Redis lost
+	// the tag, or a loss would jump it further than its max jump); an
+	// operator resumes it with flaked seq restore.
+	ErrBlocked = errors.New("sequence blocked after a Redis data loss")
+	// ErrUnavailable: Redis did not answer (or the caller's context ended)
+	// and nothing is buffered. No value is guessed.
+	ErrUnavailable = errors.New("sequence unavailable")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("sequences are closed")
+	// ErrExists: Create of a tag that exists.
+	ErrExists = errors.New("sequence tag exists")
+)
+
+var script = redis.NewScript(lua.Seq)
+
+// segment is the run of values [first, first+n) granted under lossID.
+// Values are taken with one atomic add on next; indices >= n are spent.
+type segment struct {
+	next    atomic.Int64
+	first   int64
+	n       int64
+	fetchAt int64 // taking this index starts the prefetch
+	lossID  string
+	// expires is the clock's Monotonic past which no value is taken
+	// before a check renews it (SegmentTTL).
+	expires atomic.Int64
+}
+
+// SegmentTTL is how long after asking for a segment a process hands out
+// its values without asking Redis again whether a loss happened since
+// (seq.lua's segmentTTLMs): a busy segment is used up long before, an
+// idle one is checked (one call) and renewed, or dropped when Redis lost
+// writes. So after a loss no value granted before it is handed out past
+// loss + 1 s + SegmentTTL, and flaked seq restore, which trusts the
+// operator's records, waits until then.
+const SegmentTTL = 10 * time.Second
+
+// closeWait bounds how long Close waits for fetches in flight.
+const closeWait = time.Second
+
+func (s *segment) expired(now time.Duration) bool { return int64(now) >= s.expires.Load() }
+
+// take reserves up to want values and returns the index of the first and
+// how many it got (0 when spent).
+func (s *segment) take(want int64) (int64, int64) {
+	i := s.next.Add(want) - want
+	if i >= s.n {
+		return i, 0
+	}
+	return i, min(want, s.n-i)
+}
+
+// tryTake takes exactly want values or none.
+func (s *segment) tryTake(want int64) (int64, bool) {
+	for {
+		i := s.next.Load()
+		if i+want > s.n {
+			return 0, false
+		}
+		if s.next.CompareAndSwap(i, i+want) {
+			return i, true
+		}
+	}
+}
+
+// seal closes the segment to takers and returns the index of its first
+// unused value (n when all were used).
+func (s *segment) seal() int64 { return min(s.next.Swap(s.n), s.n) }
+
+type fetchRun struct {
+	task *flake.Task
+	err  error // set before the task is done
+}
+
+// tag is one tag's buffer: the segment in use and the one fetched ahead.
+type tag struct {
+	name string
+	cur  atomic.Pointer[segment]
+
+	mu      sync.Mutex
+	next    *segment
+	run     *fetchRun
+	floor   int64 // the highest value this process was granted
+	lastErr error
+	// size is how many values the next fetch asks for: the tag's step
+	// (0 before the first reply), doubled while segments last under
+	// fastSegment, halved toward the step while they last over
+	// slowSegment (Leaf's dynamic step), so a busy tag does not fetch
+	// faster than Redis answers.
+	size, step int64
+	fetchedAt  time.Duration // clock's Monotonic at the last fetch
+}
+
+// The segment lives the size adapts to.
+const (
+	fastSegment = 50 * time.Millisecond
+	slowSegment = 500 * time.Millisecond
+)
+
+// nextSizeLocked adapts the size of the next fetch to how long the last
+// segment lasted (fetches start when a segment is 10% used, so the time
+// between two is about a segment's life).
+func (t *tag) nextSizeLocked(now time.Duration) int64 {
+	if t.step > 0 && t.fetchedAt > 0 {
+		switch life := now - t.fetchedAt; {
+		case life < fastSegment:
+			t.size = min(2*t.size, MaxStep)
+		case life > slowSegment:
+			t.size = max(t.size/2, t.step)
+		}
+	}
+	t.fetchedAt = now
+	return t.size
+}
+
+// Sequences hands out the values of named sequences from Redis. It is
+// safe for concurrent use.
+type Sequences struct {
+	rdb  redis.UniversalClient
+	opts Options
+	keys lua.Keys
+
+	tags   atomic.Pointer[map[string]*tag] // copied on write
+	mu     sync.Mutex                      // guards tags' writes and closed
+	closed atomic.Bool
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// replicas is how many replicas the last grant needed: the next one
+	// sends WAIT for that many (wait.go).
+	replicas atomic.Int64
+
+	fetched, waits, givenBack, unacked atomic.Uint64
+}
+
+// New returns Sequences on rdb. It does not talk to Redis until a value
+// or a tag is asked for.
+func New(rdb redis.UniversalClient, opts Options) (*Sequences, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Sequences{rdb: rdb, opts: o, keys: lua.NewKeys(o.Namespace)}
+	s.tags.Store(&map[string]*tag{})
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+func (s *Sequences) args(op, tagName string) lua.SeqArgs {
+	return lua.SeqArgs{Keys: s.keys, Op: op, Tag: tagName, EventsMaxLen: s.opts.EventsMaxLen,
+		Host: s.opts.Host, PID: s.opts.PID, Generation: newGeneration(s.opts.Rand), Identity: s.opts.RedisIdentity}
+}
+
+// lookup returns the tag's buffer, nil when none was made yet. The
+// []byte conversion in a map index does not allocate.
+func (s *Sequences) lookup(name []byte) *tag { return (*s.tags.Load())[string(name)] }
+
+func (s *Sequences) tagOf(name string) (*tag, error) {
+	if t := (*s.tags.Load())[name]; t != nil {
+		return t, nil
+	}
+	if err := lua.CheckTag(name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnknownTag, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	old := *s.tags.Load()
+	if t := old[name]; t != nil {
+		return t, nil
+	}
+	t := &tag{name: name}
+	empty := &segment{fetchAt: -1}
+	t.cur.Store(empty)
+	m := make(map[string]*tag, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[name] = t
+	s.tags.Store(&m)
+	return t, nil
+}
+
+// Next returns the next value of the tag.
+func (s *Sequences) Next(ctx context.Context, tagName string) (int64, error) {
+	var v [1]int64
+	if _, err := s.NextN(ctx, tagName, v[:]); err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// TryNext fills dst with increasing values of the tag if the segment in
+// use holds all of them, and reports whether it did. It never waits on
+// Redis; when it reports false nothing was taken. name is not retained.
+func (s *Sequences) TryNext(name []byte, dst []int64) bool {
+	t := s.lookup(name)
+	if t == nil {
+		return false
+	}
+	seg := t.cur.Load()
+	now := s.opts.Clock.Monotonic()
+	if seg.expired(now) {
+		return false // the slow path checks it with Redis
+	}
+	i, ok := seg.tryTake(int64(len(dst)))
+	if !ok {
+		// Spent: install the segment fetched ahead, if it is there and the
+		// lock is free, rather than send the caller to wait.
+		if !t.mu.TryLock() {
+			return false
+		}
+		// Only a spent one is replaced: values left in it (fewer than
+		// dst) go to the slow path's caller, not into a hole.
+		if t.cur.Load() == seg && t.next != nil && !s.closed.Load() && seg.next.Load() >= seg.n {
+			t.cur.Store(t.next)
+			t.next = nil
+		}
+		t.mu.Unlock()
+		seg = t.cur.Load()
+		if seg.expired(now) {
+			return false
+		}
+		if i, ok = seg.tryTake(int64(len(dst))); !ok {
+			return false
+		}
+	}
+	if seg.fetchAt >= i && seg.fetchAt < i+int64(len(dst)) {
+		s.prefetch(t, seg)
+	}
+	for k := range dst {
+		dst[k] = seg.first + i + int64(k)
+	}
+	return true
+}
+
+// NextN fills dst with strictly increasing values of the tag and returns
+// how many it wrote: len(dst), or fewer with an error. Values of one call
+// may span segments (then they are not consecutive).
+func (s *Sequences) NextN(ctx context.Context, tagName string, dst []int64) (int, error) {
+	t, err := s.tagOf(tagName)
+	if err != nil {
+		return 0, err
+	}
+	filled := 0
+	for filled < len(dst) {
+		seg := t.cur.Load()
+		if seg.n > 0 && seg.next.Load() < seg.n && seg.expired(s.opts.Clock.Monotonic()) {
+			if err := s.renew(ctx, t, seg); err != nil {
+				return filled, err
+			}
+			continue
+		}
+		i, got := seg.take(int64(len(dst) - filled))
+		if got > 0 {
+			if seg.fetchAt >= i && seg.fetchAt < i+got {
+				s.prefetch(t, seg)
+			}
+			for k := range got {
+				dst[filled+int(k)] = seg.first + i + k
+			}
+			filled += int(got)
+			continue
+		}
+		if err := s.await(ctx, t, seg); err != nil {
+			return filled, err
+		}
+	}
+	return filled, nil
+}
+
+// prefetch starts fetching the next segment unless one is buffered or on
+// its way.
+func (s *Sequences) prefetch(t *tag, seg *segment) {
+	t.mu.Lock()
+	if !s.closed.Load() && t.next == nil && t.run == nil && t.cur.Load() == seg {
+		s.startFetchLocked(t)
+	}
+	t.mu.Unlock()
+}
+
+// await runs once seg is spent: it installs the segment fetched ahead or
+// waits for a fetch. nil means try again.
+func (s *Sequences) await(ctx context.Context, t *tag, seg *segment) error {
+	t.mu.Lock()
+	if s.closed.Load() {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	if t.cur.Load() != seg {
+		t.mu.Unlock()
+		return nil
+	}
+	if t.next != nil {
+		t.cur.Store(t.next)
+		t.next = nil
+		t.mu.Unlock()
+		return nil
+	}
+	joined := t.run != nil
+	run := s.startFetchLocked(t)
+	t.mu.Unlock()
+	s.waits.Add(1)
+	if err := run.task.Wait(ctx); err != nil {
+		return fmt.Errorf("%w: tag %s: waiting for a segment from Redis: %w", ErrUnavailable, t.name, err)
+	}
+	if run.err != nil {
+		if errors.Is(run.err, ErrClosed) {
+			return ErrClosed
+		}
+		var fe *fetchError
+		if joined && ctx.Err() == nil && !errors.As(run.err, &fe) {
+			return nil // that failure may predate this call: fetch again
+		}
+		return run.err
+	}
+	return nil
+}
+
+func (s *Sequences) startFetchLocked(t *tag) *fetchRun {
+	if t.run != nil {
+		return t.run
+	}
+	r := &fetchRun{}
+	t.run = r
+	r.task = flake.Go(s.opts.Clock, func() { s.fetch(t, r) })
+	return r
+}
+
+// fetch runs one fetch and hands its segment over.
+func (s *Sequences) fetch(t *tag, r *fetchRun) {
+	t.mu.Lock()
+	floor := t.floor
+	size := t.nextSizeLocked(s.opts.Clock.Monotonic())
+	t.mu.Unlock()
+	seg, step, err := s.fetchSegment(t.name, floor, size)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.run = nil
+	if err == nil {
+		// Recorded even when closed: Close gives it back.
+		t.floor = max(t.floor, seg.first+seg.n-1)
+		if t.step != step {
+			t.step, t.size = step, max(t.size, step)
+		}
+		s.fetched.Add(1)
+		if t.cur.Load().next.Load() >= t.cur.Load().n {
+			t.cur.Store(seg)
+		} else {
+			t.next = seg
+		}
+	}
+	t.lastErr = err
+	r.err = err
+}
+
+// fetchError is a refusal by seq.lua (unknown tag, maximum, blocked):
+// waiting does not cure it, so a joined waiter reports it at once.
+type fetchError struct{ err error }
+
+func (e *fetchError) Error() string { return e.err.Error() }
+func (e *fetchError) Unwrap() error { return e.err }
+
+// fetchSegment runs seq.lua until it grants a segment of up to size
+// values (0: the tag's step) above floor, waiting while the tag's rate
+// says so. It also returns the tag's step.
+func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int64, error) {
+	for {
+		a := s.args(lua.SeqNext, name)
+		a.Floor, a.N = floor, size
+		keys, argv := a.KeysArgv()
+		asked := s.opts.Clock.Monotonic()
+		need := s.replicas.Load()
+		res, acked, err := s.runGrant(s.ctx, keys, argv, need)
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return nil, 0, ErrClosed
+			}
+			if errors.Is(err, ErrNotAcknowledged) {
+				s.unacked.Add(1)
+				return nil, 0, fmt.Errorf("%w: tag %s: %w", ErrUnavailable, name, err)
+			}
+			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: %w", ErrUnavailable, name, err)
+		}
+		if res[0] == "OK" {
+			now := replicasNeeded(res)
+			s.replicas.Store(now)
+			switch {
+			case now > need:
+				// Granted without waiting for enough replicas: unused (a
+				// gap); asked again with the WAIT it needs.
+				s.unacked.Add(1)
+				continue
+			case acked < now:
+				s.unacked.Add(1)
+				return nil, 0, fmt.Errorf("%w: tag %s: %w: %d of %d replicas within %v: the master may be cut off from its replicas (split brain); values resume once they acknowledge",
+					ErrUnavailable, name, ErrNotAcknowledged, acked, now, WaitTimeout)
+			}
+		}
+		status, _ := res[0].(string)
+		arg := func(i int) string {
+			if i < len(res) {
+				v, _ := res[i].(string)
+				return v
+			}
+			return ""
+		}
+		switch status {
+		case "OK":
+			first, err1 := strconv.ParseInt(arg(1), 10, 64)
+			last, err2 := strconv.ParseInt(arg(2), 10, 64)
+			if err := errors.Join(err1, err2); err != nil || last < first || first <= floor {
+				return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: bad reply %v (floor %d)", ErrUnavailable, name, res, floor)
+			}
+			n := last - first + 1
+			step, _ := strconv.ParseInt(arg(4), 10, 64)
+			seg := &segment{first: first, n: n, fetchAt: int64(float64(n) * s.opts.PrefetchAt), lossID: arg(3)}
+			seg.expires.Store(int64(asked + SegmentTTL))
+			return seg, step, nil
+		case "RATE":
+			ms, _ := strconv.ParseInt(arg(1), 10, 64)
+			if err := flake.Sleep(s.ctx, s.opts.Clock, time.Duration(max(ms, 1))*time.Millisecond); err != nil {
+				return nil, 0, ErrClosed
+			}
+		case "MAX":
+			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s handed out its maximum %s", ErrMaxReached, name, arg(1))}
+		case "BLOCKED", "LOST":
+			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, arg(1))}
+		case "UNKNOWN":
+			return nil, 0, &fetchError{fmt.Errorf("%w %s in namespace %s: create it with `flaked seq create %s`", ErrUnknownTag, name, s.opts.Namespace, name)}
+		default:
+			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: unexpected reply %v", ErrUnavailable, name, res)
+		}
+	}
+}
+
+// renew asks Redis whether seg, past its SegmentTTL, may still be used:
+// yes when no loss happened since its grant and the tag is there; then
+// it gets another TTL. Otherwise seg and the segment fetched ahead are
+// dropped (a gap), and the caller fetches anew.
+func (s *Sequences) renew(ctx context.Context, t *tag, seg *segment) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	now := s.opts.Clock.Monotonic()
+	if t.cur.Load() != seg || !seg.expired(now) {
+		return nil // renewed or replaced meanwhile
+	}
+	a := s.args(lua.SeqCheck, t.name)
+	a.LossID = seg.lossID
+	keys, argv := a.KeysArgv()
+	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
+	if err != nil {
+		return fmt.Errorf("%w: tag %s: checking a segment older than %v: %w", ErrUnavailable, t.name, SegmentTTL, err)
+	}
+	if len(res) > 0 && res[0] == "OK" {
+		seg.expires.Store(int64(now + SegmentTTL))
+		if t.next != nil && t.next.lossID == seg.lossID {
+			t.next.expires.Store(int64(now + SegmentTTL))
+		}
+		return nil
+	}
+	seg.seal()
+	if t.next != nil && t.next.expired(now) {
+		t.next = nil
+	}
+	return nil
+}
+
+// Close stops handing out values and gives the unused rest of every
+// buffered segment back (seq.lua's compare-and-set), so that a clean
+// restart continues without a gap. A fetch in flight is waited for (its
+// segment is given back too) until ctx ends. The rest that cannot go back
+// (Redis away, ctx over) is a gap, never a reuse.
+func (s *Sequences) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed.Swap(true) {
+		s.mu.Unlock()
+		return nil
+	}
+	tags := *s.tags.Load()
+	s.mu.Unlock()
+	// Fetches in flight are waited for a moment (their segments go back
+	// too), not for all of ctx: a node releases its lease after this.
+	wctx, cancel := context.WithTimeout(ctx, closeWait)
+	defer cancel()
+	var errs []error
+	for _, t := range tags {
+		t.mu.Lock()
+		run := t.run
+		t.mu.Unlock()
+		if run != nil && run.task.Wait(wctx) != nil {
+			s.cancel() // a fetch asleep (rate) or stuck on Redis: its segment is a gap
+		}
+		t.mu.Lock()
+		cur, next := t.cur.Load(), t.next
+		t.next = nil
+		t.mu.Unlock()
+		// Sealed first: nothing is taken from them after their rest is
+		// measured.
+		from := cur.seal()
+		if next != nil {
+			next.seal()
+			errs = append(errs, s.giveBack(ctx, t.name, next, 0))
+		}
+		errs = append(errs, s.giveBack(ctx, t.name, cur, from))
+	}
+	s.cancel()
+	return errors.Join(errs...)
+}
+
+// giveBack returns seg's values from index from on.
+func (s *Sequences) giveBack(ctx context.Context, name string, seg *segment, from int64) error {
+	if seg.n == 0 || from >= seg.n {
+		return nil
+	}
+	a := s.args(lua.SeqGiveBack, name)
+	a.FirstUnused, a.LastGranted, a.LossID = seg.first+from, seg.first+seg.n-1, seg.lossID
+	keys, argv := a.KeysArgv()
+	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
+	if err != nil {
+		return fmt.Errorf("tag %s: giving back %d-%d: %w", name, a.FirstUnused, a.LastGranted, err)
+	}
+	if len(res) == 3 {
+		if n, _ := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64); n > 0 {
+			s.givenBack.Add(uint64(n))
+		}
+	}
+	return nil
+}
+
+// Stats are counters of Sequences.
+type Stats struct {
+	Tags            int
+	SegmentsFetched uint64
+	Waits           uint64 // calls that waited for Redis
+	GivenBack       uint64 // values given back by Close
+	Unacknowledged  uint64 // grants not used: too few replicas acknowledged them
+}
+
+// Stats returns the counters.
+func (s *Sequences) Stats() Stats {
+	return Stats{Tags: len(*s.tags.Load()), SegmentsFetched: s.fetched.Load(), Waits: s.waits.Load(), GivenBack: s.givenBack.Load(),
+		Unacknowledged: s.unacked.Load()}
+}
+
+func newGeneration(r io.Reader) string {
+	b := make([]byte, 16)
+	_, _ = io.ReadFull(r, b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,408 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/seq"
+)
+
+// The named sequences' faults (NEXTSEQ, README: Named sequences): clean
+// restarts of every node under load (dense), kill -9 (a gap, never a
+// reuse), Redis restarted from an old snapshot and a failover to a replica
+// that missed writes (0 values handed out twice). Every value is checked.
+
+const seqTag = "orders"
+
+// seqRecord is one NEXTSEQ reply: values in order, from one daemon
+// incarnation over one connection.
+type seqRecord struct {
+	daemon string
+	inc    int64 // 0 when a restart raced the request
+	conn   int
+	vals   []int64
+}
+
+// SeqLoad drives NEXTSEQ tag n from many connections and keeps every value.
+type SeqLoad struct {
+	mu      sync.Mutex
+	recs    []seqRecord
+	total   atomic.Int64
+	errs    atomic.Int64
+	lastErr atomic.Pointer[string]
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func StartSeqLoad(daemons []*Daemon, perDaemon, n int) *SeqLoad {
+	l := &SeqLoad{stop: make(chan struct{})}
+	conn := 0
+	for _, d := range daemons {
+		for range perDaemon {
+			conn++
+			l.wg.Add(1)
+			go l.run(d, conn, n)
+		}
+	}
+	return l
+}
+
+func (l *SeqLoad) run(d *Daemon, conn, n int) {
+	defer l.wg.Done()
+	c := redis.NewClient(&redis.Options{Addr: d.Addr(), Protocol: 2, PoolSize: 1, MaxRetries: -1,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: 3 * time.Second, WriteTimeout: time.Second,
+		DisableIdentity: true})
+	defer c.Close()
+	for {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		if d.down.Load() {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		inc := d.inc.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+		vals, err := c.Do(ctx, "NEXTSEQ", seqTag, n).Int64Slice()
+		cancel()
+		if err != nil {
+			l.errs.Add(1)
+			s := fmt.Sprintf("%s: %v", d.Name, err)
+			l.lastErr.Store(&s)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if d.inc.Load() != inc {
+			inc = 0
+		}
+		l.mu.Lock()
+		l.recs = append(l.recs, seqRecord{daemon: d.Name, inc: inc, conn: conn, vals: vals})
+		l.mu.Unlock()
+		l.total.Add(int64(len(vals)))
+	}
+}
+
+func (l *SeqLoad) Stop() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// WaitFor waits until n more values were collected.
+func (l *SeqLoad) WaitFor(t testing.TB, n int64, within time.Duration, what string) {
+	t.Helper()
+	start := l.total.Load()
+	deadline := time.Now().Add(within)
+	for l.total.Load()-start < n {
+		if time.Now().After(deadline) {
+			msg := ""
+			if p := l.lastErr.Load(); p != nil {
+				msg = "; last error: " + *p
+			}
+			t.Fatalf("%s: %d of %d values within %v (%d errors%s)", what, l.total.Load()-start, n, within, l.errs.Load(), msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Check fails on any value handed out twice and on values that do not
+// increase strictly per connection and daemon incarnation; it returns
+// every value, sorted.
+func (l *SeqLoad) Check(t testing.TB) []int64 {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	type key struct {
+		conn int
+		inc  int64
+	}
+	last := map[key]int64{}
+	var all []int64
+	for _, r := range l.recs {
+		for _, v := range r.vals {
+			if r.inc != 0 {
+				k := key{r.conn, r.inc}
+				if v <= last[k] {
+					t.Errorf("%s conn %d: value %d after %d in one process", r.daemon, r.conn, v, last[k])
+				}
+				last[k] = v
+			}
+			all = append(all, v)
+		}
+	}
+	slices.Sort(all)
+	dups := 0
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			if dups < 10 {
+				t.Errorf("value %d handed out twice", all[i])
+			}
+			dups++
+		}
+	}
+	if dups > 0 {
+		t.Fatalf("%d values handed out twice of %d", dups, len(all))
+	}
+	t.Logf("%d values checked: no duplicate, increasing per process", len(all))
+	return all
+}
+
+// seqCreate runs `flaked seq create` on the built binary.
+func seqCreate(t *testing.T, url string, flags ...string) {
+	t.Helper()
+	args := append(append([]string{"seq", "create", "--redis", url}, flags...), seqTag)
+	out, err := exec.Command(binary, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("flaked %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func seqInfo(t *testing.T, url string) seq.TagInfo {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ti, err := seq.Info(ctxT(t), rdb, "flaked", seqTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ti
+}
+
+// seqFleet starts one daemon in each mode: the mode of IDs does not
+// matter to sequences, which run beside it.
+func seqFleet(t *testing.T, url string) []*Daemon {
+	return mixedFleet(t, url)
+}
+
+// Clean restarts (SIGTERM) of every node, in turn, under load: each gives
+// its unused values back, so fewer than 0.1% of the values up to the
+// high-water mark are skipped. Fault covered: a give-back that returned
+// values another node holds (duplicates), and a restart that loses its
+// segments (gaps).
+func TestSeq_DenseAcrossCleanRestarts(t *testing.T) {
+	srv := redisServer(t, false)
+	seqCreate(t, srv.URL(), "--step", "500")
+	ds := seqFleet(t, srv.URL())
+	load := StartSeqLoad(ds, connsPerDaemon, 10)
+	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	for range 2 * repeats() {
+		for _, d := range ds {
+			if err := d.Term(); err != nil {
+				t.Fatal(err)
+			}
+			load.WaitFor(t, int64(scale(5_000)), time.Minute, "while "+d.Name+" is down")
+			d.MustStart()
+			d.WaitReady(t, 30*time.Second)
+			load.WaitFor(t, int64(scale(10_000)), time.Minute, "after "+d.Name+" restarted")
+		}
+	}
+	load.Stop()
+	for _, d := range ds {
+		if err := d.Term(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := load.Check(t)
+	ti := seqInfo(t, srv.URL())
+	span := ti.High - ti.Start + 1
+	skipped := span - int64(len(all)) - ti.FreeCount
+	t.Logf("high %d, %d values handed out, %d free (given back, not yet handed out again), %d skipped; given back %d, lost %d",
+		ti.High, len(all), ti.FreeCount, skipped, ti.GivenBack, ti.Lost)
+	if float64(skipped) >= 0.001*float64(span) {
+		t.Fatalf("%d of %d values skipped across clean restarts (>= 0.1%%)", skipped, span)
+	}
+}
+
+// kill -9 of a node under load: its segments are a gap (at most two steps
+// per kill), never handed out again.
+func TestSeq_KillLeavesGapNeverReuse(t *testing.T) {
+	srv := redisServer(t, false)
+	const step = 300
+	seqCreate(t, srv.URL(), "--step", strconv.Itoa(step))
+	ds := seqFleet(t, srv.URL())
+	load := StartSeqLoad(ds, connsPerDaemon, 10)
+	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	kills := 0
+	for range repeats() {
+		for _, d := range ds {
+			d.Kill()
+			kills++
+			d.MustStart()
+			d.WaitReady(t, 30*time.Second)
+			load.WaitFor(t, int64(scale(10_000)), time.Minute, "after "+d.Name+" was killed")
+		}
+	}
+	load.Stop()
+	for _, d := range ds {
+		if err := d.Term(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := load.Check(t)
+	ti := seqInfo(t, srv.URL())
+	skipped := ti.High - ti.Start + 1 - int64(len(all)) - ti.FreeCount
+	// A node holds two segments (the one in use and the one fetched
+	// ahead), each of the step or, under load, of about 50-100 ms of its
+	// traffic (the adaptive size): what a kill may skip.
+	t.Logf("%d kills: %d values skipped of %d (%.2f%%; step %d)", kills, skipped, ti.High, 100*float64(skipped)/float64(ti.High), step)
+	if skipped > int64(kills)*2*seq.MaxStep {
+		t.Fatalf("%d values skipped by %d kills, more than two segments each", skipped, kills)
+	}
+}
+
+// Redis restarted from an old RDB snapshot while the nodes had been
+// granted segments after it: two nodes die with it (their memory of what
+// they were granted is gone), one runs on. The tag must continue above
+// every value handed out before (the rate bound); 0 duplicates.
+func TestSeq_RestartFromOldSnapshot(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{Args: []string{"save 3600 1"}})
+	seqCreate(t, srv.URL(), "--step", "200", "--rate", "200000")
+	ds := seqFleet(t, srv.URL())
+	load := StartSeqLoad(ds, connsPerDaemon, 10)
+	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	c := srv.Client(t)
+	for range repeats() {
+		if err := c.Save(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		load.WaitFor(t, int64(scale(30_000)), time.Minute, "after the snapshot")
+		before := seqInfo(t, srv.URL())
+		ds[0].Kill()
+		ds[2].Kill()
+		srv.Kill()
+		srv.Restart(t)
+		ds[0].MustStart()
+		ds[2].MustStart()
+		load.WaitFor(t, int64(scale(30_000)), 2*time.Minute, "after the restart from the old snapshot")
+		after := seqInfo(t, srv.URL())
+		t.Logf("high before the restart %d; after %d; lost to the jump %d (rate 200000/s)", before.High, after.High, after.Lost)
+	}
+	load.Stop()
+	load.Check(t)
+	if ti := seqInfo(t, srv.URL()); ti.Jumps < 1 {
+		t.Errorf("no loss jump recorded: %+v", ti)
+	}
+}
+
+// A failover to a replica that missed writes (its link cut): grants are
+// then no longer acknowledged, so the nodes stop after their buffers (the
+// split-brain rule), and the promoted replica continues above the loss
+// floor. The flake and counter nodes die with the master; the auto node
+// reaches the new master seconds after the others. 0 duplicates.
+func TestSeq_ReplicaMissedWritesPromoted(t *testing.T) {
+	redistest.Require(t)
+	master := redistest.Start(t, redistest.Options{})
+	link := faultproxy.Start(t, master.Addr())
+	replica := redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
+	rc := replica.Client(t)
+	eventually(t, 20*time.Second, "the replica in sync", func() bool {
+		info, _ := rc.Info(ctxT(t), "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	seqCreate(t, master.URL(), "--step", "200", "--rate", "200000")
+	var ds []*Daemon
+	var proxies []*faultproxy.Proxy
+	for i, mode := range []string{"flake", "auto", "counter"} {
+		p := faultproxy.Start(t, master.Addr())
+		d := NewDaemon(t, "node"+strconv.Itoa(i+1)+"-"+mode, "redis://"+p.Addr(), "--mode", mode)
+		d.MustStart()
+		d.WaitReady(t, 30*time.Second)
+		ds, proxies = append(ds, d), append(proxies, p)
+	}
+	load := StartSeqLoad(ds, connsPerDaemon, 10)
+	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	eventually(t, 20*time.Second, "the replica has the tag", func() bool {
+		n, _ := rc.Exists(ctxT(t), "{flaked}:seq:"+seqTag).Result()
+		return n == 1
+	})
+	link.Cut() // from here the replica misses every write
+	// No grant is acknowledged any more: the nodes hand out what they
+	// hold, then fail closed (the fleet's split-brain rule), so what the
+	// replica misses are grants nobody used, and the loss floor.
+	time.Sleep(2 * time.Second)
+	if p := load.lastErr.Load(); p == nil || !strings.Contains(*p, "not acknowledged by the replicas") {
+		t.Fatalf("grants after the cut were not refused: last error %v", p)
+	}
+	ds[0].Kill()
+	ds[2].Kill()
+	master.Kill()
+	if err := rc.SlaveOf(ctxT(t), "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	proxies[0].Redirect(replica.Addr())
+	proxies[2].Redirect(replica.Addr())
+	ds[0].MustStart()
+	ds[2].MustStart()
+	time.Sleep(2 * time.Second)
+	proxies[1].Redirect(replica.Addr())
+	load.WaitFor(t, int64(scale(30_000)), 2*time.Minute, "after the promotion")
+	load.Stop()
+	load.Check(t)
+	ti := seqInfo(t, "redis://"+replica.Addr())
+	if ti.Jumps < 1 {
+		t.Errorf("no loss jump recorded: %+v", ti)
+	}
+	t.Logf("after the promotion: high %d, lost to the jump %d", ti.High, ti.Lost)
+}
+
+// The users file's node user may run everything sequences need (seq.lua's
+// calls, WAIT), the audit user may list them, and Redis logs no refusal.
+// A replica is attached, so every grant waits for its acknowledgement.
+func TestSeq_UnderACLUsers(t *testing.T) {
+	redistest.Require(t)
+	abs, err := filepath.Abs(aclFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t, redistest.Options{Args: []string{"aclfile " + abs}})
+	redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(srv.Port())}})
+	admin := srv.Client(t)
+	eventually(t, 20*time.Second, "the replica attached", func() bool {
+		info, _ := admin.Info(ctxT(t), "replication").Result()
+		return strings.Contains(info, "connected_slaves:1")
+	})
+	nodeURL, auditURL := aclURL(t, srv, "flaked-node"), aclURL(t, srv, "flaked-audit")
+	seqCreate(t, nodeURL, "--step", "100")
+	d := NewDaemon(t, "counter", nodeURL, "--mode", "counter")
+	d.MustStart()
+	d.WaitReady(t, 20*time.Second)
+	load := StartSeqLoad([]*Daemon{d}, 2, 10)
+	load.WaitFor(t, int64(scale(20_000)), time.Minute, "values under the node user")
+	load.Stop()
+	load.Check(t)
+	if err := d.Term(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := flakedCmd(t, "seq", "list", "--redis", auditURL); code != 0 || !strings.Contains(out, seqTag) {
+		t.Fatalf("flaked seq list under the audit user: exit %d\n%s", code, out)
+	}
+	// The audit shows the tags, and their events do not confuse verify.
+	if code, out := flakedCmd(t, "audit", "--redis", auditURL); code != 0 || !strings.Contains(out, "sequence tags (1)") {
+		t.Fatalf("flaked audit: exit %d\n%s", code, out)
+	}
+	if code, out := flakedCmd(t, "audit", "verify", "--redis", auditURL); code != 0 {
+		t.Fatalf("flaked audit verify: exit %d\n%s", code, out)
+	}
+	if n, _ := admin.Do(ctxT(t), "ACL", "LOG").Slice(); len(n) != 0 {
+		t.Fatalf("ACL LOG: %v", n)
+	}
+}
