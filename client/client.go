@@ -20,7 +20,8 @@ type Client struct {
 	daemons []*daemon
 	rr      atomic.Uint64 // round-robin start among equally loaded daemons
 	layout  atomic.Pointer[flake.Layout]
-	pf      *prefetcher // nil without Prefetch
+	pf      *prefetcher // with Prefetch, when blocks are not used
+	bf      *blocker    // with Prefetch: blocks (NEXTBLOCK), NEXTIDS for daemons without them
 
 	closed atomic.Bool
 	ctx    context.Context // ends at Close; bounds background refills
@@ -51,8 +52,11 @@ func New(opts Options) (*Client, error) {
 	for _, addr := range opts.Addrs {
 		c.daemons = append(c.daemons, &daemon{addr: addr, rdb: redis.NewClient(redisOptions(addr, &opts))})
 	}
-	if opts.Prefetch > 0 {
+	switch {
+	case opts.Prefetch > 0 && opts.nextIDsPrefetch:
 		c.pf = newPrefetcher(c)
+	case opts.Prefetch > 0:
+		c.bf = newBlocker(c)
 	}
 	return c, nil
 }
@@ -77,10 +81,14 @@ func redisOptions(addr string, o *Options) *redis.Options {
 	}
 }
 
-// NextID returns a new ID: from the prefetch buffer when Prefetch is set,
-// else from a daemon's NEXTID. It fails only when no daemon answered in
+// NextID returns a new ID: from the prefetched blocks when Prefetch is
+// set (one atomic add while a block lasts; NEXTIDS batches from daemons
+// without NEXTBLOCK), else from a daemon's NEXTID. It fails only when no daemon answered in
 // time (an *Error), the context ended, or the client is closed.
 func (c *Client) NextID(ctx context.Context) (uint64, error) {
+	if c.bf != nil {
+		return c.bf.nextID(ctx)
+	}
 	if c.pf != nil {
 		return c.pf.next(ctx)
 	}
@@ -304,10 +312,12 @@ func (c *Client) failoverOrder(first *daemon) []*daemon {
 // Stats are a client's counters since New.
 type Stats struct {
 	Daemons []DaemonStats
-	// Prefetched is how many IDs prefetch batches brought; Expired how
-	// many of them were dropped unused, older than MaxAge; Waits how many
-	// times a NextID found the buffer empty and waited for a batch (if
-	// that grows in steady use, raise Prefetch).
+	// Prefetched is how many IDs prefetched blocks and batches brought;
+	// Expired how many of them were dropped unused, older than MaxAge (or,
+	// after a failover, at or below the IDs of the previous daemon's
+	// block); Waits how many times a NextID found the buffer empty and
+	// waited for a block or batch (if that grows in steady use, raise
+	// Prefetch).
 	Prefetched, Expired, Waits uint64
 }
 
@@ -331,8 +341,15 @@ func (c *Client) Stats() Stats {
 			Down:     now < d.downUntil.Load(),
 		})
 	}
-	if c.pf != nil {
-		s.Prefetched, s.Expired, s.Waits = c.pf.prefetched.Load(), c.pf.expired.Load(), c.pf.waits.Load()
+	pf := c.pf
+	if c.bf != nil {
+		s.Prefetched, s.Expired, s.Waits = c.bf.prefetched.Load(), c.bf.expired.Load(), c.bf.waits.Load()
+		pf = c.bf.fallback.Load()
+	}
+	if pf != nil {
+		s.Prefetched += pf.prefetched.Load()
+		s.Expired += pf.expired.Load()
+		s.Waits += pf.waits.Load()
 	}
 	return s
 }
@@ -345,6 +362,9 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.cancel()
+	if c.bf != nil {
+		c.bf.stop()
+	}
 	// Closing the pools first also ends a refill blocked on a read.
 	var errs []error
 	for _, d := range c.daemons {
@@ -354,6 +374,9 @@ func (c *Client) Close() error {
 	}
 	if c.pf != nil {
 		c.pf.wait()
+	}
+	if c.bf != nil {
+		c.bf.wait()
 	}
 	return errors.Join(errs...)
 }

@@ -19,10 +19,16 @@
 //     fails on one daemon is sent to the next, and the caller sees an
 //     error only when every daemon failed. That error names each daemon
 //     tried and why.
-//   - With Prefetch, NextID is served from IDs fetched in batches in the
-//     background; IDs are dropped unused once older than MaxAge, so an ID
+//   - With Prefetch, NextID is served from blocks (NEXTBLOCK: a few
+//     integers for up to Prefetch IDs) with one atomic add per ID and no
+//     lock, the next block fetched in the background when half of the
+//     current one is used; from NEXTIDS batches when the daemons predate
+//     blocks. IDs are dropped unused once older than MaxAge, so an ID
 //     handed out is never older than that.
 //
-// IDs from one daemon are increasing; IDs from several daemons, or from
-// prefetched batches, are unique but not ordered across daemons.
+// IDs from one daemon are increasing. IDs NextID serves from blocks
+// increase in the order it returns them, across daemons too (after a
+// failover the IDs of the new daemon's blocks at or below the last
+// block's are skipped). IDs from several daemons otherwise, or from
+// NEXTIDS batches, are unique but not ordered across daemons.
 package client

@@ -12,3 +12,19 @@ func RedisOptions(addr string, o Options) (*redis.Options, error) {
 	}
 	return redisOptions(addr, &o), nil
 }
+
+// WithNEXTIDSPrefetch makes o's Prefetch use NEXTIDS batches even from
+// daemons that have NEXTBLOCK: the mutex prefetch benchmarks compare
+// blocks with.
+func WithNEXTIDSPrefetch(o Options) Options {
+	o.nextIDsPrefetch = true
+	return o
+}
+
+// ExpireBlocks runs what the expiry timer of c's blocks runs when it
+// fires: blocks older than MaxAge on c's clock are dropped.
+func ExpireBlocks(c *Client) {
+	c.bf.mu.Lock()
+	c.bf.expireLocked()
+	c.bf.mu.Unlock()
+}

@@ -99,3 +99,29 @@ func TestError_Text(t *testing.T) {
 		t.Fatal("not ErrNoDaemon")
 	}
 }
+
+// A daemon without NEXTBLOCK answers with flaked's (Redis's) unknown
+// command error, or says its generator has no blocks; nothing else makes
+// the client give blocks up.
+func TestIsUnknownCommand(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"ERR unknown command 'nextblock', with args beginning with: '1000' ": true,
+		"ERR unknown command 'NEXTBLOCK', with args beginning with: ":        true,
+		"ERR NEXTBLOCK is not supported by this generator: use NEXTIDS":      true,
+		"ERR unknown command 'nextids', with args beginning with: '10' ":     false,
+		"ERR no ID issued: reservation not granted":                          false,
+	} {
+		if got := isUnknownCommand(replyErr(msg)); got != want {
+			t.Errorf("%q: %v, want %v", msg, got, want)
+		}
+	}
+	if isUnknownCommand(errors.New("ERR unknown command 'nextblock'")) {
+		t.Error("a connection error taken for the daemon's answer")
+	}
+}
+
+// replyErr is an error reply as go-redis returns it (a redis.Error).
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}

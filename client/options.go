@@ -74,15 +74,19 @@ type Options struct {
 	// NextIDs asks for more as several commands pipelined on one
 	// connection.
 	MaxBatch int
-	// Prefetch, when > 0, serves NextID from a buffer refilled in the
-	// background with NEXTIDS of this many IDs, fetched when one batch or
-	// less is left (so up to two batches wait): 1..MaxBatch, default 0
-	// (every NextID is a round trip).
+	// Prefetch, when > 0, serves NextID from blocks of this many IDs
+	// (NEXTBLOCK: a block is a few integers, its IDs are handed out in
+	// process with one atomic add each), the next fetched in the
+	// background when half of the current one is used. Daemons that
+	// predate NEXTBLOCK are asked for NEXTIDS batches of this many
+	// instead, fetched when one batch or less is left (so up to two
+	// wait): 1..MaxBatch, default 0 (every NextID is a round trip).
 	Prefetch int
 	// MaxAge is how long prefetched IDs may wait in the buffer, counted
-	// from when their batch was requested; older ones are dropped unused,
-	// so IDs handed out stay close to real time: 1ms..1h, default 1s.
-	// Only with Prefetch.
+	// from when their batch was requested (for a block, from the earlier
+	// of that and its first ID's tick: its IDs expire with their ticks);
+	// older ones are dropped unused, so IDs handed out stay close to real
+	// time: 1ms..1h, default 1s. Only with Prefetch.
 	MaxAge time.Duration
 	// DownFor is how long a daemon that failed is tried only after the
 	// others: 1ms..1h, default 1s. It is never skipped: when every daemon
@@ -91,6 +95,10 @@ type Options struct {
 	// Now is the clock for MaxAge and DownFor; nil means time.Now. Tests
 	// set it to drive time.
 	Now func() time.Time
+
+	// nextIDsPrefetch makes Prefetch use NEXTIDS batches even when the
+	// daemons have NEXTBLOCK (benchmarks compare the two).
+	nextIDsPrefetch bool
 }
 
 // withDefaults checks o and fills in the defaults. Addresses get their

@@ -18,7 +18,7 @@ func TestPrefetch_MaxAge(t *testing.T) {
 	f := newFleet(t)
 	d := f.start(t, server.Options{})
 	clock := newFakeClock()
-	c := newClient(t, client.Options{Addrs: []string{d.addr}, Prefetch: 100, MaxAge: time.Second, Now: clock.Now})
+	c := newClient(t, client.WithNEXTIDSPrefetch(client.Options{Addrs: []string{d.addr}, Prefetch: 100, MaxAge: time.Second, Now: clock.Now}))
 	ctx := idtest.Context(t, 10*time.Second)
 	base := d.issued(t)
 
@@ -65,7 +65,7 @@ func TestPrefetch_MaxAge(t *testing.T) {
 func TestPrefetch_RefillsInBackground(t *testing.T) {
 	f := newFleet(t)
 	d := f.start(t, server.Options{})
-	c := newClient(t, client.Options{Addrs: []string{d.addr}, Prefetch: 100, MaxAge: time.Minute})
+	c := newClient(t, client.WithNEXTIDSPrefetch(client.Options{Addrs: []string{d.addr}, Prefetch: 100, MaxAge: time.Minute}))
 	ctx := idtest.Context(t, 10*time.Second)
 	base := d.issued(t)
 	ids := make([]uint64, 0, 1000)
@@ -94,11 +94,11 @@ func TestPrefetch_RefillsInBackground(t *testing.T) {
 func TestPrefetch_BatchSlowerThanMaxAge(t *testing.T) {
 	f := newFleet(t)
 	d := f.start(t, server.Options{})
-	c := newClient(t, client.Options{
+	c := newClient(t, client.WithNEXTIDSPrefetch(client.Options{
 		Addrs:    []string{newDelayProxy(t, d.addr, 200*time.Millisecond, "*")},
 		Prefetch: 10,
 		MaxAge:   50 * time.Millisecond,
-	})
+	}))
 	_, err := c.NextID(idtest.Context(t, 10*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "more than MaxAge 50ms, so its IDs were dropped: raise MaxAge") {
 		t.Fatalf("NextID = %v, want the batch-too-late error", err)
@@ -108,14 +108,14 @@ func TestPrefetch_BatchSlowerThanMaxAge(t *testing.T) {
 	}
 }
 
-// A NextID waiting for a batch gives up at its context's end.
+// A NextID waiting for a batch (or a block) gives up at its context's end.
 func TestPrefetch_WaitEndsWithContext(t *testing.T) {
 	c := newClient(t, client.Options{Addrs: []string{blackHole(t)}, Prefetch: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err := c.NextID(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for a prefetch batch") {
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for a prefetch") {
 		t.Fatalf("NextID = %v, want the context's end while waiting for a batch", err)
 	}
 	if took := time.Since(start); took > time.Second {

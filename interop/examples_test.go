@@ -17,7 +17,9 @@ import (
 // the machine ID from PARSE, and, for some, a last check ("True"/"true").
 var examples = []string{
 	"examples/python/nextid.py",
+	"examples/python/nextblock.py",
 	"node/examples/ioredis.mjs",
+	"node/examples/nextblock.mjs",
 	"node/examples/node-redis.mjs",
 	"node/examples/js-safe.mjs",
 	"examples/go/goredis/main.go",
@@ -49,16 +51,26 @@ func TestExamples_Python(t *testing.T) {
 	d := newDaemon(t, "plain")
 	d.mustStart()
 	checkExample(t, d, python, "examples/python/nextid.py")
+	checkExample(t, d, python, "examples/python/nextblock.py")
+	// The block decoder's other branch: a node interleaving machine IDs.
+	multi := newDaemon(t, "three-machine-ids", "--machine-ids", "3")
+	multi.mustStart()
+	checkExample(t, multi, python, "examples/python/nextblock.py")
 }
 
 // TestExamples_Node runs the ioredis and node-redis snippets against a
-// default-layout daemon, and the JS-safe one against a JS-safe daemon.
+// default-layout daemon, and the JS-safe one against a JS-safe daemon;
+// the block decoder also against a node interleaving machine IDs.
 func TestExamples_Node(t *testing.T) {
 	requireNode(t)
 	d := newDaemon(t, "plain")
 	d.mustStart()
 	checkExample(t, d, "node", "node/examples/ioredis.mjs")
 	checkExample(t, d, "node", "node/examples/node-redis.mjs")
+	checkExample(t, d, "node", "node/examples/nextblock.mjs")
+	multi := newDaemon(t, "three-machine-ids", "--machine-ids", "3")
+	multi.mustStart()
+	checkExample(t, multi, "node", "node/examples/nextblock.mjs")
 	safe := newDaemon(t, "js-safe", jsSafeLayout...)
 	safe.mustStart()
 	checkExample(t, safe, "node", "node/examples/js-safe.mjs")

@@ -48,6 +48,7 @@ func commandTable() map[string]*command {
 		{name: "echo", arity: 2, flags: fAnytime, acl: cConn, run: cmdEcho},
 		{name: "nextid", arity: -1, flags: []string{"fast"}, mayWait: true, acl: cFast, run: cmdNextID},
 		{name: "nextids", arity: -2, mayWait: true, acl: cSlow, run: cmdNextIDs},
+		{name: "nextblock", arity: -2, flags: []string{"fast"}, mayWait: true, acl: cFast, run: cmdNextBlock},
 		{name: "nextseq", arity: -2, flags: []string{"fast"}, mayWait: true, acl: cFast, run: cmdNextSeq},
 		{name: "parse", arity: 2, flags: []string{"fast"}, acl: cFast, run: cmdParse},
 		{name: "info", arity: -1, flags: []string{"loading", "stale"}, mayBlock: true, acl: []string{"@slow", "@dangerous"}, run: cmdInfo},

@@ -99,6 +99,7 @@ type run struct {
 	dst     [128]uint64 // the IDs of one batch
 	log     zerolog.Logger
 	mutants map[string]string // script SHA1 -> text the server runs instead
+	blocks  bool              // Options.Blocks
 	seq     *seqWork          // the sequence client (seq.go), nil without Options.Sequences
 	seqOn   bool
 	tap     *transitionTap // counts mode transitions from the log
@@ -169,6 +170,9 @@ type Options struct {
 	Log io.Writer
 	// Mutation re-introduces a bug on purpose (Mutations); "" for none.
 	Mutation string
+	// Blocks makes every other batch a client's block (NEXTBLOCK;
+	// blocks.go) instead of a NextIDs call.
+	Blocks bool
 	// Sequences adds a client of named sequences (seq.go), on a random
 	// stream of its own.
 	Sequences bool
@@ -191,6 +195,7 @@ func newRun(s Schedule, opts Options) *run {
 		opts:    opts,
 		seen:    make(map[uint64]uint32, 8192),
 		res:     Result{Faults: map[string]int{}},
+		blocks:  opts.Blocks,
 	}
 	// The log goes to the transition counter (info and up: what it reads)
 	// and to opts.Log (everything).
@@ -293,6 +298,10 @@ func (b batch) issue(id uint64) Issue {
 // issue asks p's node for n IDs, as a client with a 2 s timeout would,
 // and checks them.
 func (r *run) issue(p *proc, n int) {
+	if r.blocks && len(r.batches)%2 == 1 {
+		r.issueBlock(p, n)
+		return
+	}
 	r.w.deadline = r.w.now + 2*time.Second
 	dst := r.dst[:n]
 	got, _ := p.node.NextIDs(context.Background(), dst)

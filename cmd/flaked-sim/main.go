@@ -39,6 +39,7 @@ func main() {
 					&cli.BoolFlag{Name: "stop-at-first", Usage: "stop at the first failing seed"},
 					&cli.BoolFlag{Name: "coverage", Usage: "print the coverage table: script branches and mode transitions reached"},
 					&cli.StringFlag{Name: "unreached", Usage: "fail unless every guard branch and transition is reached or listed, with why, in this `FILE` (sim/unreached.txt)"},
+					&cli.BoolFlag{Name: "blocks", Usage: "every other batch is a client's block (NEXTBLOCK)"},
 				},
 				Action: hunt,
 			},
@@ -50,6 +51,7 @@ func main() {
 					&cli.StringFlag{Name: "mutation", Usage: "the mutation the seed failed under"},
 					&cli.StringFlag{Name: "exposure", Usage: "the fault kind forced into the schedule (flaked-sim exposure)"},
 					&cli.BoolFlag{Name: "log", Usage: "print the nodes' logs (of the shrunk schedule)"},
+					&cli.BoolFlag{Name: "blocks", Usage: "the seed failed with blocks (hunt --blocks)"},
 				},
 				Action: replay,
 			},
@@ -90,7 +92,7 @@ func hunt(c *cli.Context) error {
 	defer off()
 	o := sim.HuntOptions{
 		From: c.Uint64("from"), Count: c.Uint64("seeds"), Workers: c.Int("workers"),
-		Run:         sim.Options{Mutation: c.String("mutation")},
+		Run:         sim.Options{Mutation: c.String("mutation"), Blocks: c.Bool("blocks")},
 		StopAtFirst: c.Bool("stop-at-first"),
 	}
 	// A terminal gets a line that updates every second; a log (CI) one line
@@ -137,7 +139,11 @@ func hunt(c *cli.Context) error {
 		for _, f := range s.Failures {
 			fmt.Println("FAIL", f)
 		}
-		fmt.Printf("replay: flaked-sim replay %s%d\n", mutationFlag(o.Run.Mutation), s.Failures[0].Schedule.Seed)
+		blocks := ""
+		if o.Run.Blocks {
+			blocks = "--blocks "
+		}
+		fmt.Printf("replay: flaked-sim replay %s%s%d\n", blocks, mutationFlag(o.Run.Mutation), s.Failures[0].Schedule.Seed)
 		return cli.Exit("", 1)
 	}
 	return nil
@@ -172,7 +178,7 @@ func replay(c *cli.Context) error {
 		return err
 	}
 	defer off()
-	o := sim.Options{Mutation: c.String("mutation")}
+	o := sim.Options{Mutation: c.String("mutation"), Blocks: c.Bool("blocks")}
 	s := sim.NewSchedule(seed)
 	if k := c.String("exposure"); k != "" {
 		s = s.WithExposure(k)
