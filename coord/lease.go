@@ -10,6 +10,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -243,7 +244,7 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 		EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay), Node: l.nodeID, LossID: l.lossID,
 		FleetHorizon: l.horizon, MachineIDs: l.ids,
 	}.KeysArgv()
-	v, err := renewScript.Run(ctx, r.rdb, keys, argv...).Slice()
+	v, _, err := replwait.Run(ctx, r.rdb, renewScript, keys, argv, renewNeedAt, r.opts.ReplicaWait)
 	if err != nil {
 		l.renewFails.Add(1)
 		err = fmt.Errorf("renew lease of machine IDs %v: %w", l.ids, err)

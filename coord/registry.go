@@ -15,6 +15,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -246,7 +247,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 	gen := newToken(r.opts.Rand)
 	for round := 0; round < rounds; round++ {
 		keys, argv := r.claimArgs(token, gen, preferred, now, maxWait, req).KeysArgv()
-		v, err := claimScript.Run(ctx, r.rdb, keys, argv...).Slice()
+		v, _, err := replwait.Run(ctx, r.rdb, claimScript, keys, argv, claimNeedAt, r.opts.ReplicaWait)
 		if err != nil {
 			return claimResult{}, fmt.Errorf("claim machine ID: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -33,6 +34,15 @@ var (
 )
 
 var counterScript = redis.NewScript(lua.Counter)
+
+// counterNeedAt is where counter.lua's segment reply carries the count of
+// replicas that must acknowledge it (scripts/lua/replicas.lua).
+const counterNeedAt = 4
+
+// ErrNotReplicated is wrapped by the error of a segment the replicas did
+// not acknowledge within Options.ReplicaWait: it is not used (its values
+// are a gap in the counter), and the fetch is retried.
+var ErrNotReplicated = replwait.ErrNotReplicated
 
 // segmentTarget is how long a segment should last at the observed rate.
 const segmentTarget = 1500 * time.Millisecond
@@ -407,7 +417,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		a := c.args
 		a.Size, a.MinValue, a.Generation = size, minValue, newGeneration(c.opts.Rand)
 		keys, argv := a.KeysArgv()
-		res, err := counterScript.Run(c.ctx, c.rdb, keys, argv...).Slice()
+		res, _, err := replwait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait)
 		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
 			if c.ctx.Err() != nil {
@@ -420,7 +430,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 			}
 			return nil, 0, fmt.Errorf("counter.lua on %s: %w", c.keys.Counter, err)
 		}
-		if len(res) == 4 && res[0] == "OK" {
+		if len(res) >= 4 && res[0] == "OK" {
 			first, err1 := parseValue(res[1])
 			last, err2 := parseValue(res[2])
 			if err := errors.Join(err1, err2); err != nil || last < first {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -68,6 +69,11 @@ type Options struct {
 	// before a data loss can restore theirs (coord.Options.LayoutSettle,
 	// which a node passes here). 0..5m, 0 means none.
 	LayoutSettle time.Duration
+	// ReplicaWait bounds the WAIT after each segment: a segment is used
+	// only once the replicas the fleet has had acknowledge it
+	// (coord.Options.ReplicaWait, which a node passes here). 10ms..1s,
+	// default 200ms.
+	ReplicaWait time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -85,6 +91,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
 		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
+	}
+	if o.ReplicaWait == 0 {
+		o.ReplicaWait = replwait.DefaultTimeout
+	}
+	if o.ReplicaWait < replwait.MinTimeout || o.ReplicaWait > replwait.MaxTimeout {
+		return o, fmt.Errorf("%w: replica wait %v: valid range is %v..%v", ErrInvalidOptions, o.ReplicaWait, replwait.MinTimeout, replwait.MaxTimeout)
 	}
 	if o.EventsMaxLen == 0 {
 		o.EventsMaxLen = 100000

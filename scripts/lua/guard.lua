@@ -48,6 +48,13 @@ local function serverIdentity()
   return run .. ':' .. repl
 end
 
+-- listedReplicas is how many replicas this server lists now (0 when INFO
+-- cannot tell): where the fleet's replicas high-water mark starts when
+-- {ns}:meta is made or the server changed (replicas.lua).
+local function listedReplicas()
+  return infoField('replication', 'connected_slaves') or '0'
+end
+
 -- guard checks {ns}:meta against this server. meta, events: keys; gen:
 -- the generation to create {ns}:meta with when it is missing; created: its
 -- other fields then (a flat list); ev: the writer's event fields.
@@ -63,7 +70,7 @@ local function guard(meta, events, maxlen, gen, created, ev)
   local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms', 'loss_id')
   if not m[1] then
     redis.call('HSET', meta, 'generation', gen, 'created_ms', nowText, 'server', id,
-      'loss_ms', nowText, 'loss_id', lossID, unpack(created))
+      'loss_ms', nowText, 'loss_id', lossID, 'replicas', listedReplicas(), unpack(created))
     return gen, nowMs, 'created', lossID
   end
   if m[2] == id then
@@ -71,7 +78,9 @@ local function guard(meta, events, maxlen, gen, created, ev)
   end
   -- Never lower loss_ms: a new master's clock may be behind the old one's.
   local lossMs = math.max(tonumber(m[3] or 0), nowMs)
-  redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs), 'loss_id', lossID)
+  -- The replicas high-water mark starts again from this server's (replicas.lua).
+  redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs), 'loss_id', lossID,
+    'replicas', listedReplicas())
   local detail = 'Redis server changed (restart or failover): writes acknowledged before may be lost; '
     .. 'claims start a horizon later and the counter a lead later'
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', 'dataloss', 'mid', '',
