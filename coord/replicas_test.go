@@ -1,0 +1,210 @@
+package coord_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/redistest"
+)
+
+// masterWithReplica starts a master and a replica of it whose replication
+// link runs through a proxy (cut it to stop the replica acknowledging),
+// and waits until the master lists the replica online.
+func masterWithReplica(t *testing.T) (master, replica *redistest.Server, link *faultproxy.Proxy) {
+	t.Helper()
+	redistest.Require(t)
+	master = redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0"}})
+	link = faultproxy.Start(t, master.Addr())
+	replica = redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
+	waitOnline(t, master.Client(t), 1)
+	return master, replica, link
+}
+
+// waitOnline waits until rdb's master lists n replicas, all online.
+func waitOnline(t *testing.T, rdb redis.UniversalClient, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		m, err := coord.SplitBrainCheck(ctxT(t), rdb, "")
+		if err == nil && m.Listed == n && m.Online == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the master does not list %d online replicas: %+v, %v", n, m, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waits is how many WAIT commands the server has run.
+func waits(t *testing.T, rdb redis.UniversalClient) int {
+	t.Helper()
+	info, err := rdb.Info(ctxT(t), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_wait:calls="); ok {
+			n, _ := strconv.Atoi(v[:strings.IndexByte(v, ',')])
+			return n
+		}
+	}
+	return 0
+}
+
+// Fault covered: a replica stops acknowledging (cut off, then down for
+// good) while the master goes on. A grant the replica does not hold would
+// be lost if it were promoted, and a node of the new master could hand out
+// the same ticks or counter values: so no such grant is used. Claims,
+// reservations and counter segments are refused, the lease keeps what it
+// was granted, and all resume when the replica is back or the operator
+// lowers the high-water mark.
+func TestReplicaWait_ReplicaDown_FailsClosedThenResumes(t *testing.T) {
+	master, replica, link := masterWithReplica(t)
+	rdb := master.Client(t)
+	reg := newReg(t, rdb, coord.Options{ReplicaWait: 100 * time.Millisecond})
+	lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := coord.SplitBrainCheck(ctxT(t), rdb, ""); err != nil || m.Mark != 1 || m.Problem() != "" {
+		t.Fatalf("after a claim with one replica: %+v %q, %v; want mark 1, no problem", m, m.Problem(), err)
+	}
+	before := waits(t, rdb)
+	held, err := lease.Reserve(ctxT(t), lease.Granted()+100)
+	if err != nil {
+		t.Fatalf("reserve with the replica in sync: %v", err)
+	}
+	if waits(t, rdb) == before {
+		t.Fatal("a reservation with a replica sent no WAIT")
+	}
+	counter, err := fallback.New(rdb, fallback.Options{ReplicaWait: 100 * time.Millisecond, MinSegment: 10, MaxSegment: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer counter.Close()
+	if _, err := counter.NextID(ctxT(t)); err != nil {
+		t.Fatalf("counter with the replica in sync: %v", err)
+	}
+
+	refused := func(what string) {
+		t.Helper()
+		if _, err := lease.Reserve(ctxT(t), held+1000); !errors.Is(err, coord.ErrNotReplicated) ||
+			!strings.Contains(err.Error(), "flaked audit replicas --set") {
+			t.Fatalf("%s: reserve: %v; want ErrNotReplicated naming the fix", what, err)
+		}
+		if g := lease.Granted(); g != held {
+			t.Fatalf("%s: granted %d after a refused reservation, want %d", what, g, held)
+		}
+		if err := lease.Renew(ctxT(t)); !errors.Is(err, coord.ErrNotReplicated) {
+			t.Fatalf("%s: renew: %v; want ErrNotReplicated", what, err)
+		}
+		if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrNotReplicated) {
+			t.Fatalf("%s: claim: %v; want ErrNotReplicated", what, err)
+		}
+		// Counter mode: what the counter holds (the current segment and a
+		// prefetched one, 10 values each at most) is issued, then nothing:
+		// the next segment is not acknowledged.
+		ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Second)
+		defer cancel()
+		issued := 0
+		for ; issued <= 20; issued++ {
+			if _, err = counter.NextID(ctx); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, fallback.ErrUnavailable) {
+			t.Fatalf("%s: counter issued %d values, then %v; want ErrUnavailable within 20", what, issued, err)
+		}
+		if st := counter.Stats(); !errors.Is(st.LastError, fallback.ErrNotReplicated) {
+			t.Fatalf("%s: counter's last error %v; want ErrNotReplicated", what, st.LastError)
+		}
+	}
+	resumes := func(what string) {
+		t.Helper()
+		var err error
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var got int64
+			if got, err = lease.Reserve(ctxT(t), held+1000); err == nil {
+				held = got
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: reserve still refused: %v", what, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+		defer cancel()
+		for range 20 {
+			if _, err := counter.NextID(ctx); err != nil {
+				t.Fatalf("%s: counter: %v", what, err)
+			}
+		}
+	}
+
+	link.Cut() // the master still lists the replica (until repl-timeout) but gets no acknowledgement
+	refused("replica cut off")
+	link.Heal()
+	resumes("replica back")
+
+	replica.Kill() // the master lists none now, but has had one
+	waitOnline(t, rdb, 0)
+	refused("replica down")
+	m, err := coord.SplitBrainCheck(ctxT(t), rdb, "")
+	if err != nil || m.Mark != 1 || m.Listed != 0 || !strings.Contains(m.Problem(), "--set 0") {
+		t.Fatalf("SplitBrainCheck with the replica down: %+v %q, %v", m, m.Problem(), err)
+	}
+	if prev, err := coord.SetReplicaMark(ctxT(t), rdb, "", 0, "test"); err != nil || prev != 1 {
+		t.Fatalf("SetReplicaMark 0: previous %d, %v", prev, err)
+	}
+	before = waits(t, rdb)
+	resumes("mark lowered")
+	if n := waits(t, rdb) - before; n != 0 {
+		t.Fatalf("%d WAITs with no replica and the mark at 0, want none", n)
+	}
+	if !hasEvent(t, rdb, "replicas") {
+		t.Error("no replicas event for the operator's mark")
+	}
+}
+
+// With no replica, no WAIT is ever sent: the steady state of a standalone
+// Redis costs nothing.
+func TestReplicaWait_NoReplica_NoWait(t *testing.T) {
+	_, rdb := realRedis(t)
+	reg := newReg(t, rdb, coord.Options{})
+	lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := lease.Reserve(ctxT(t), lease.Granted()+int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := waits(t, rdb); n != 0 {
+		t.Fatalf("%d WAITs without replicas", n)
+	}
+}
+
+// SetReplicaMark refuses a namespace without a registry: a partial
+// {ns}:meta would read as a registry made anew.
+func TestSetReplicaMark_NoRegistry(t *testing.T) {
+	_, rdb := realRedis(t)
+	if _, err := coord.SetReplicaMark(ctxT(t), rdb, "none", 0, "test"); err == nil || !strings.Contains(err.Error(), "no registry") {
+		t.Fatalf("SetReplicaMark on an empty namespace: %v", err)
+	}
+	if n, _ := rdb.Exists(ctxT(t), "{none}:meta").Result(); n != 0 {
+		t.Fatal("SetReplicaMark created {none}:meta")
+	}
+}
