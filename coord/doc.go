@@ -19,9 +19,10 @@
 //   - Redis runs each Lua script atomically, and what it lost it lost as a
 //     whole suffix of its history, noticed by a change of its identity
 //     (run_id on a restart, master_replid on a promotion) or by
-//     {ns}:meta being gone. Two masters accepting writes at once for the
-//     same keys (a partitioned old master some clients still write to) is
-//     outside the model; min-replicas-to-write on the master bounds it.
+//     {ns}:meta being gone. Two masters accepting writes at once (a
+//     partitioned old master some nodes still reach, a replica promoted
+//     in its place) are covered by the wait after each grant: see Split
+//     brain below, with its condition and its residual windows.
 //   - fsync of the state file means what it says (standalone mode only:
 //     with Redis the state file is a second copy).
 //
@@ -59,6 +60,84 @@
 //     that stored a layout itself issues nothing until LayoutSettle has
 //     passed and its own renewal confirms it (renew.lua); a loss that
 //     interrupts that window opens it again (layout.lua).
+//
+// # Split brain
+//
+// The old master M is cut off from its replicas (and from Sentinel) but
+// still reached by some nodes; a replica R is promoted P seconds after the
+// cut and other nodes move to it. Both accept writes. R's floors start
+// from its first script (loss_ms >= cut + P): claims above loss_ms + 1 s +
+// Horizon, counter segments above loss_ms + 1 s + the lead.
+//
+// min-replicas-to-write 1 with min-replicas-max-lag L does not make this
+// safe. M refuses writes only once its replica's last acknowledgement is
+// older than L, and replicas acknowledge once a second: M grants until
+// cut + L + 1 s, and each grant reaches reserve-ahead (flake) or the lead
+// (counter) further, so M's grants reach cut + L + 1 s + Horizon against
+// R's floor of cut + P + 1 s + Horizon (the counter alike with the lead).
+// Safe only while P > L + 1 s + the Redis clocks' difference beyond 1 s,
+// and nothing ties P (Sentinel's down-after-milliseconds, counted from
+// when Sentinel lost M, or a manual failover) to the cut between M and
+// its replicas: with P = 0.3 s and L = 3 s the fleet fault suite saw
+// 23,000-57,000 duplicates a run.
+//
+// What is used instead (scripts/lua/replicas.lua, internal/replwait): a
+// grant (a claim, a renewal, which extends a lease and may raise the
+// reservation, a counter segment) is used only after WAIT n, sent on the
+// connection that ran the script, right after it, reports n replicas,
+// where n = mark = max(mark, connected_slaves), read in the same atomic
+// call. The mark ("replicas" in {ns}:meta) is the most replicas the
+// master has listed since guard.lua last saw its identity change; the
+// scripts raise it, only an operator lowers it (flaked audit replicas
+// --set). WAIT counts replicas whose acknowledged offset covers this
+// connection's last write, asking them at once (REPLCONF GETACK), so it
+// waits a replication round trip, not the 1 s acknowledgement period. A
+// grant WAIT does not confirm within Options.ReplicaWait (200 ms) is not
+// used: ErrNotReplicated; the node issues on under what it holds and
+// retries. Its writes on the master are harmless: a higher reservation, a
+// lease nobody uses (it expires), a gap in the counter.
+//
+// The condition: every replica that can be promoted while a node still
+// uses a grant made by M was counted in M's mark when that grant was
+// made. Then it acknowledged the grant (WAIT reported at least the mark,
+// and no more replicas than M lists can acknowledge), so R, once
+// promoted, holds every reservation, lease and counter value any node of
+// M uses: claims on R start above the reservations, counter segments
+// above the counter, whatever P, L, the lag, reserve-ahead, the lead, the
+// Horizon and the clocks of M and R (a node issues only below the
+// reservation R holds). A replica that detaches lowers connected_slaves
+// but not the mark, so from then on M grants nothing: the partition
+// itself stops M, not a timeout. M, cut off, lists its replicas until
+// repl-timeout and none after; the mark keeps n above 0 either way. R's
+// first script sees a new identity and starts R's mark from R's replicas:
+// M cannot be acknowledged by R, and a failover whose old master never
+// returns does not stop the fleet. With no replica the mark is 0 and no
+// WAIT is sent.
+//
+// Residual windows, outside the condition:
+//   - A replica that attaches and detaches between two granting scripts,
+//     never counted in the mark, then is promoted while M grants: it holds
+//     everything up to its detach (a replica starts from a full copy) and
+//     lacks what came after. A fleet with a lease holder runs a granting
+//     script at least every LeaseTTL/3; Sentinel learns of replicas from
+//     the master's INFO every 10 s, so it rarely knows one so brief.
+//   - A replica that never attached since M last changed identity: M
+//     restarted (the mark starts again from the replicas listed at its
+//     first script, often none while they reconnect), and a replica that
+//     did not reattach is promoted while M, partitioned, still grants.
+//     Without the partition this is a lost suffix, which guard.lua's floor
+//     covers (M stopped before R's loss_ms).
+//   - Double failover: R promoted, then a replica that never attached to R
+//     (still following M, or not yet re-pointed) promoted in R's place
+//     while R still grants. Covered by guard.lua's floor only when R
+//     stopped granting before the second promotion.
+//   - A replica in a full sync is listed but cannot acknowledge: grants
+//     are refused until it is online (fail closed; the shipped
+//     configuration sets repl-diskless-sync-delay 0 to keep it short).
+//
+// SplitBrainCheck reads the mark and the master's replicas: a mark above
+// the replicas online means grants are refused until a replica returns or
+// the mark is lowered.
 //
 // Invariants kept here:
 //   - A lease is extended, and a reservation raised, only by the holder of
