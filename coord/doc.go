@@ -87,8 +87,10 @@
 // connection that ran the script, right after it, reports n replicas,
 // where n = mark = max(mark, connected_slaves), read in the same atomic
 // call. The mark ("replicas" in {ns}:meta) is the most replicas the
-// master has listed since guard.lua last saw its identity change; the
-// scripts raise it, only an operator lowers it (flaked audit replicas
+// masters of the registry have listed: the scripts raise it, guard.lua
+// keeps it across a restart and lowers it by one for a replica promoted in
+// place of the master that wrote last (master_replid2 is that master's
+// replid), and only an operator lowers it otherwise (flaked audit replicas
 // --set). WAIT counts replicas whose acknowledged offset covers this
 // connection's last write, asking them at once (REPLCONF GETACK), so it
 // waits a replication round trip, not the 1 s acknowledgement period. A
@@ -108,11 +110,13 @@
 // reservation R holds). A replica that detaches lowers connected_slaves
 // but not the mark, so from then on M grants nothing: the partition
 // itself stops M, not a timeout. M, cut off, lists its replicas until
-// repl-timeout and none after; the mark keeps n above 0 either way. R's
-// first script sees a new identity and starts R's mark from R's replicas:
-// M cannot be acknowledged by R, and a failover whose old master never
-// returns does not stop the fleet. With no replica the mark is 0 and no
-// WAIT is sent.
+// repl-timeout and none after; the mark keeps n above 0 either way, also
+// when M restarts meanwhile. R's first script sees a new identity and
+// takes the mark less itself: M cannot be acknowledged by R; M's other
+// replicas must follow R before R grants (Sentinel re-points them); with
+// one replica R's mark is what R lists, so a failover whose old master
+// never returns does not stop the fleet. With no replica the mark is 0
+// and no WAIT is sent.
 //
 // Residual windows, outside the condition:
 //   - A replica that attaches and detaches between two granting scripts,
@@ -121,19 +125,30 @@
 //     lacks what came after. A fleet with a lease holder runs a granting
 //     script at least every LeaseTTL/3; Sentinel learns of replicas from
 //     the master's INFO every 10 s, so it rarely knows one so brief.
-//   - A replica that never attached since M last changed identity: M
-//     restarted (the mark starts again from the replicas listed at its
-//     first script, often none while they reconnect), and a replica that
-//     did not reattach is promoted while M, partitioned, still grants.
-//     Without the partition this is a lost suffix, which guard.lua's floor
-//     covers (M stopped before R's loss_ms).
-//   - Double failover: R promoted, then a replica that never attached to R
-//     (still following M, or not yet re-pointed) promoted in R's place
-//     while R still grants. Covered by guard.lua's floor only when R
-//     stopped granting before the second promotion.
+//   - {ns}:meta lost (a restart without persistence): the mark starts
+//     from the replicas listed at the first script, often none while they
+//     reconnect; a replica that does not reattach and is promoted while
+//     this master, partitioned, still grants, lacks those grants. Without
+//     the partition this is a lost suffix, which guard.lua's floor covers.
+//   - Double failover: R promoted, acknowledged by one replica (say M,
+//     back as R's replica), then another replica that never followed R
+//     promoted in R's place while R still grants. Covered by guard.lua's
+//     floor only when R stopped granting before the second promotion.
+//   - A replica promoted in place of a master other than the one that
+//     wrote {ns}:meta last (two promotions with no script between) keeps
+//     the whole mark: grants are refused until enough replicas follow it
+//     or the mark is lowered (fail closed, not a duplicate).
 //   - A replica in a full sync is listed but cannot acknowledge: grants
 //     are refused until it is online (fail closed; the shipped
 //     configuration sets repl-diskless-sync-delay 0 to keep it short).
+//
+// The WAIT goes on the connection that ran the script: a pinned
+// connection of the client (with Sentinel, the master it found), on Redis
+// Cluster one to the master of the {ns} slot, whose replicas a cluster
+// failover promotes. A client of a node waits on a grant only when what
+// its node holds is spent (reservations reach ReserveAhead ahead, counter
+// segments are fetched at 20% left): then for the script plus at most
+// ReplicaWait.
 //
 // SplitBrainCheck reads the mark and the master's replicas: a mark above
 // the replicas online means grants are refused until a replica returns or

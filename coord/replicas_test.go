@@ -208,3 +208,106 @@ func TestSetReplicaMark_NoRegistry(t *testing.T) {
 		t.Fatal("SetReplicaMark created {none}:meta")
 	}
 }
+
+// Fault covered: the master restarts (new run_id, data kept) while cut
+// off from its replica, which may be promoted meanwhile. The mark stays:
+// grants are refused until the replica is back, rather than made on a
+// master no replica follows (which a promotion of that replica would
+// lose while nodes use them).
+func TestReplicaWait_MasterRestartedCutOff_StillRefuses(t *testing.T) {
+	redistest.Require(t)
+	master := redistest.Start(t, redistest.Options{AOF: true, Args: []string{"repl-diskless-sync-delay 0"}})
+	link := faultproxy.Start(t, master.Addr())
+	redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
+	rdb := master.Client(t)
+	waitOnline(t, rdb, 1)
+	reg := newRegKeepLoss(t, rdb, coord.Options{ReplicaWait: 100 * time.Millisecond, MaxWait: 30 * time.Second})
+	if err := redistest.ForgetLoss(ctxT(t), rdb, coord.DefaultNamespace); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	link.Cut()
+	master.Kill()
+	master.Restart(t)
+	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrNotReplicated) {
+		t.Fatalf("claim on the restarted master cut off from its replica: %v; want ErrNotReplicated", err)
+	}
+	if m, err := coord.SplitBrainCheck(ctxT(t), rdb, ""); err != nil || m.Mark != 1 {
+		t.Fatalf("mark after the restart: %+v, %v; want 1", m, err)
+	}
+	link.Heal()
+	waitOnline(t, rdb, 1)
+	claimWithin(t, reg, 10*time.Second, "once the replica is back")
+}
+
+// A promotion: the promoted replica leaves the mark, the other replica of
+// the old master stays in it. The new master grants once that replica
+// follows it (Sentinel re-points it), not before; with the old master's
+// only other replica gone for good the operator lowers the mark.
+func TestReplicaWait_Promotion_MarkLessThePromoted(t *testing.T) {
+	redistest.Require(t)
+	master := redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0"}})
+	var links []*faultproxy.Proxy
+	var replicas []*redistest.Server
+	for range 2 {
+		link := faultproxy.Start(t, master.Addr())
+		replicas = append(replicas, redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0",
+			"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}}))
+		links = append(links, link)
+	}
+	waitOnline(t, master.Client(t), 2)
+	if _, err := newReg(t, master.Client(t), coord.Options{}).Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		l.Cut()
+	}
+	promoted := replicas[0].Client(t)
+	if err := promoted.SlaveOf(ctxT(t), "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	reg := newRegKeepLoss(t, promoted, coord.Options{ReplicaWait: 100 * time.Millisecond, MaxWait: 30 * time.Second})
+	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrNotReplicated) {
+		t.Fatalf("claim on the promoted replica before the other follows it: %v; want ErrNotReplicated", err)
+	}
+	if m, err := coord.SplitBrainCheck(ctxT(t), promoted, ""); err != nil || m.Mark != 1 {
+		t.Fatalf("mark on the promoted replica: %+v, %v; want 1 (2 less itself)", m, err)
+	}
+	if err := replicas[1].Client(t).SlaveOf(ctxT(t), "127.0.0.1", strconv.Itoa(replicas[0].Port())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, promoted, 1)
+	claimWithin(t, reg, 10*time.Second, "once the other replica follows the new master")
+}
+
+// newRegKeepLoss is a registry that keeps the loss guard.lua records
+// (newReg would make {ns}:meta look as if this server had always held it).
+func newRegKeepLoss(t *testing.T, rdb redis.UniversalClient, o coord.Options) *coord.Registry {
+	t.Helper()
+	o.Horizon = coord.DefaultHorizon
+	r, err := coord.NewRegistry(rdb, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// claimWithin claims until it succeeds or within has passed: a replica
+// just online acknowledges once it has loaded what it was sent.
+func claimWithin(t *testing.T, reg *coord.Registry, within time.Duration, what string) {
+	t.Helper()
+	start := time.Now()
+	for {
+		_, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+		if err == nil {
+			t.Logf("claim %s: granted after %v", what, time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > within {
+			t.Fatalf("claim %s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

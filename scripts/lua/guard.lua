@@ -50,9 +50,25 @@ end
 
 -- listedReplicas is how many replicas this server lists now (0 when INFO
 -- cannot tell): where the fleet's replicas high-water mark starts when
--- {ns}:meta is made or the server changed (replicas.lua).
+-- {ns}:meta is made (replicas.lua).
 local function listedReplicas()
-  return infoField('replication', 'connected_slaves') or '0'
+  return tonumber(infoField('replication', 'connected_slaves') or '0') or 0
+end
+
+-- replicasAfterChange is the replicas high-water mark once this server
+-- took the registry over from the one named previous (run_id:replid): a
+-- replica promoted in its place (master_replid2, the history it was
+-- following, is previous's replid) leaves the replicas the grants must
+-- reach, the others stay until they follow this one or an operator lowers
+-- the mark; after a restart (or anything else) the mark stays, so a
+-- restarted master cut off from its replicas grants nothing (replicas.lua).
+local function replicasAfterChange(meta, previous)
+  local mark = tonumber(redis.call('HGET', meta, 'replicas') or '0') or 0
+  local prevRepl = previous and string.match(previous, ':(%w+)$')
+  if prevRepl and infoField('replication', 'master_replid2') == prevRepl then
+    mark = mark - 1
+  end
+  return math.max(listedReplicas(), mark)
 end
 
 -- guard checks {ns}:meta against this server. meta, events: keys; gen:
@@ -78,9 +94,8 @@ local function guard(meta, events, maxlen, gen, created, ev)
   end
   -- Never lower loss_ms: a new master's clock may be behind the old one's.
   local lossMs = math.max(tonumber(m[3] or 0), nowMs)
-  -- The replicas high-water mark starts again from this server's (replicas.lua).
   redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs), 'loss_id', lossID,
-    'replicas', listedReplicas())
+    'replicas', replicasAfterChange(meta, m[2]))
   local detail = 'Redis server changed (restart or failover): writes acknowledged before may be lost; '
     .. 'claims start a horizon later and the counter a lead later'
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', 'dataloss', 'mid', '',

@@ -11,11 +11,12 @@
 -- lists them until repl-timeout (60 s) and then lists none, and WAIT 0
 -- would pass. Scripts only raise it; an operator lowers it (flaked audit
 -- replicas --set N) when a replica is gone for good. When guard.lua sees a
--- new identity (a promotion, a restart) or makes {ns}:meta anew, it starts
--- the mark again from the replicas listed then: the replicas of the old
--- master are not this one's (the promoted one left them), and a mark kept
--- across a failover whose old master never returns would refuse every
--- grant.
+-- new identity it keeps the mark (a restart: the same replicas come back),
+-- less one when this server is a replica promoted in place of the one
+-- that wrote last (it no longer counts itself; with one replica the mark
+-- drops to what it lists, so a failover whose old master never returns
+-- does not stop the fleet); {ns}:meta made anew starts from the replicas
+-- listed.
 --
 -- A server whose INFO replication cannot be read (miniredis) lists no
 -- replicas: the mark is used as stored (guard.lua refuses such a server
