@@ -3,6 +3,7 @@ package coord_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -310,4 +311,51 @@ func claimWithin(t *testing.T, reg *coord.Registry, within time.Duration, what s
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// The node user of deploy/redis/acl.conf may send the WAIT: with a replica
+// attached, claims and reservations under it are acknowledged.
+func TestReplicaWait_NodeACLUser(t *testing.T) {
+	master, _, _ := masterWithReplica(t)
+	admin := master.Client(t)
+	b, err := os.ReadFile("../deploy/redis/acl.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []any
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "user" && f[1] == "flaked-node" {
+			rules = append([]any{"ACL", "SETUSER", "flaked-node"}, anys(f[2:])...)
+		}
+	}
+	if rules == nil {
+		t.Fatal("deploy/redis/acl.conf has no flaked-node user")
+	}
+	if err := admin.Do(ctxT(t), rules...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr(), Username: "flaked-node", Password: "flaked-node-CHANGE-ME"})
+	defer rdb.Close()
+	if err := redistest.ForgetLoss(ctxT(t), admin, coord.DefaultNamespace); err != nil {
+		t.Fatal(err)
+	}
+	reg := newRegKeepLoss(t, rdb, coord.Options{})
+	lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+	if err != nil {
+		t.Fatalf("claim under the node user with a replica: %v", err)
+	}
+	if _, err := lease.Reserve(ctxT(t), lease.Granted()+10); err != nil {
+		t.Fatalf("reserve under the node user with a replica: %v", err)
+	}
+	if n := waits(t, admin); n < 2 {
+		t.Fatalf("%d WAITs, want one per grant", n)
+	}
+}
+
+func anys(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
 }
