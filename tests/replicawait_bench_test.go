@@ -77,16 +77,12 @@ func BenchmarkReplicaWait_Grant(b *testing.B) {
 					TickUs: float64(l.TimeUnit / time.Microsecond), SeqBits: l.BitsSequence, Lead: 1000, Layout: l.String(),
 					EventsMaxLen: 1000, CounterID: l.CounterMachineID(), Host: "bench", PID: 1, Generation: "g"}
 				keys, argv := args.KeysArgv()
+				var claimed *coord.Lease
 				grant := func() {
 					var err error
 					switch op {
 					case "claim":
-						var cl *coord.Lease
-						if cl, err = reg.Claim(ctx, coord.ClaimOptions{}); err == nil {
-							b.StopTimer()
-							err = cl.Release(ctx, cl.Floor())
-							b.StartTimer()
-						}
+						claimed, err = reg.Claim(ctx, coord.ClaimOptions{})
 					case "renew":
 						err = lease.Renew(ctx)
 					case "reserve":
@@ -111,6 +107,14 @@ func BenchmarkReplicaWait_Grant(b *testing.B) {
 						off = append(off, time.Since(start))
 					} else {
 						on = append(on, time.Since(start))
+					}
+					if claimed != nil { // outside the timing
+						b.StopTimer()
+						if err := claimed.Release(ctx, claimed.Floor()); err != nil {
+							b.Fatal(err)
+						}
+						claimed = nil
+						b.StartTimer()
 					}
 				}
 				b.StopTimer()
