@@ -139,8 +139,10 @@
 //     the whole mark: grants are refused until enough replicas follow it
 //     or the mark is lowered (fail closed, not a duplicate).
 //   - A replica in a full sync is listed but cannot acknowledge: grants
-//     are refused until it is online (fail closed; the shipped
-//     configuration sets repl-diskless-sync-delay 0 to keep it short).
+//     are refused until it is online and has sent its first periodic ACK
+//     (the master holds the stream back until then: up to 1 s) (fail
+//     closed; the shipped configuration sets repl-diskless-sync-delay 0
+//     to keep it short).
 //
 // The WAIT goes on the connection that ran the script: a pinned
 // connection of the client (with Sentinel, the master it found), on Redis
