@@ -20,6 +20,13 @@ const (
 	renewNeedAt = 6
 )
 
+// Limits of Options.ReplicaWait.
+const (
+	DefaultReplicaWait = replwait.DefaultTimeout
+	MinReplicaWait     = replwait.MinTimeout
+	MaxReplicaWait     = replwait.MaxTimeout
+)
+
 // ErrNotReplicated is wrapped by the error of a claim or renewal that the
 // replicas did not acknowledge within Options.ReplicaWait: it was not
 // used (the node keeps issuing under what it held, and retries).
