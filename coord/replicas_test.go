@@ -359,3 +359,72 @@ func anys(s []string) []any {
 	}
 	return out
 }
+
+// On Redis Cluster the WAIT goes to the master of the {ns} slot, on the
+// connection that ran the script: with a replica of that master attached,
+// grants are acknowledged (a WAIT sent to the other master, which has no
+// replica, could not be), the slot's master is the one that ran the
+// WAITs, and with the replica paused they are refused.
+func TestReplicaWait_Cluster_SlotMaster(t *testing.T) {
+	cl := redistest.StartCluster(t, 2)
+	cc := cl.Client(t)
+	ctx := ctxT(t)
+	mc, err := cc.MasterForKey(ctx, "{flaked}:meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slotMaster *redistest.Server
+	for _, s := range cl.Servers() {
+		if s.Addr() == mc.Options().Addr {
+			slotMaster = s
+		}
+	}
+	if slotMaster == nil {
+		t.Fatalf("no server at %s", mc.Options().Addr)
+	}
+	masterID, err := mc.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, bus := redistest.FreePort(t), redistest.FreePort(t)
+	replica := redistest.Start(t, redistest.Options{Port: port, Args: []string{
+		"cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-port " + strconv.Itoa(bus), "cluster-node-timeout 5000"}})
+	rc := replica.Client(t)
+	busPort, _ := strconv.Atoi(strings.TrimSpace(slotMaster.Client(t).ConfigGet(ctx, "cluster-port").Val()["cluster-port"]))
+	if err := rc.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", slotMaster.Port(), busPort).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for rc.Do(ctx, "CLUSTER", "REPLICATE", masterID).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the new node never learnt the slot's master")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitOnline(t, slotMaster.Client(t), 1)
+	cc.ReloadState(ctx)
+	for _, s := range cl.Servers() {
+		if err := s.Client(t).ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := redistest.ForgetLoss(ctx, cc, coord.DefaultNamespace); err != nil {
+		t.Fatal(err)
+	}
+	reg := newRegKeepLoss(t, cc, coord.Options{ReplicaWait: 100 * time.Millisecond, MaxWait: 30 * time.Second, LayoutSettle: time.Millisecond})
+	claimWithin(t, reg, 10*time.Second, "with the slot master's replica attached")
+	for _, s := range cl.Servers() {
+		n := waits(t, s.Client(t))
+		if s == slotMaster && n == 0 {
+			t.Errorf("the slot's master %s ran no WAIT", s.Addr())
+		}
+		if s != slotMaster && n != 0 {
+			t.Errorf("%s, not the slot's master, ran %d WAITs", s.Addr(), n)
+		}
+	}
+	replica.Pause()
+	defer replica.Resume()
+	if _, err := reg.Claim(ctx, coord.ClaimOptions{}); !errors.Is(err, coord.ErrNotReplicated) {
+		t.Fatalf("claim with the replica paused: %v; want ErrNotReplicated", err)
+	}
+}
