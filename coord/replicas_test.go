@@ -30,13 +30,16 @@ func masterWithReplica(t *testing.T) (master, replica *redistest.Server, link *f
 	return master, replica, link
 }
 
-// waitOnline waits until rdb's master lists n replicas, all online.
+// waitOnline waits until rdb's master lists n replicas, all online and
+// acknowledging writes: after a full sync the master holds its stream back
+// until the replica's first periodic ACK (up to 1 s), so a grant at once
+// would be refused.
 func waitOnline(t *testing.T, rdb redis.UniversalClient, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		m, err := coord.SplitBrainCheck(ctxT(t), rdb, "")
-		if err == nil && m.Listed == n && m.Online == n {
+		if err == nil && m.Listed == n && m.Online == n && (n == 0 || ackedWrite(t, rdb, n)) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -427,4 +430,18 @@ func TestReplicaWait_Cluster_SlotMaster(t *testing.T) {
 	if _, err := reg.Claim(ctx, coord.ClaimOptions{}); !errors.Is(err, coord.ErrNotReplicated) {
 		t.Fatalf("claim with the replica paused: %v; want ErrNotReplicated", err)
 	}
+}
+
+// ackedWrite reports whether a write reaches n replicas within 1 s.
+func ackedWrite(t *testing.T, rdb redis.UniversalClient, n int) bool {
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		t.Fatalf("ackedWrite on a %T", rdb)
+	}
+	conn := c.Conn()
+	defer conn.Close()
+	if conn.Set(ctxT(t), "{flaked}:probe", 1, 0).Err() != nil { // the {ns} slot: on a Cluster, the slot master's
+		return false
+	}
+	return conn.Wait(ctxT(t), n, time.Second).Val() >= int64(n)
 }
