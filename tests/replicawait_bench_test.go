@@ -218,7 +218,7 @@ func ackedWrite(rdb *redis.Client, n int) bool {
 	ctx := context.Background()
 	conn := rdb.Conn()
 	defer conn.Close()
-	if err := conn.Set(ctx, "bench:probe", 1, 0).Err(); err != nil {
+	if err := conn.Set(ctx, "probe", 1, 0).Err(); err != nil {
 		return false
 	}
 	return conn.Wait(ctx, n, time.Second).Val() >= int64(n)

@@ -272,13 +272,15 @@ func (sn *sbNode) errors() []string {
 	return slices.Clone(sn.errs)
 }
 
-// waitReplicas waits until the master behind rdb lists n online replicas.
-func waitReplicas(t *testing.T, rdb redis.UniversalClient, n int) {
+// waitReplicas waits until the master behind rdb lists n online replicas
+// that acknowledge a write (ackedWrite: the first ACK after a full sync
+// comes up to 1 s later).
+func waitReplicas(t *testing.T, rdb *redis.Client, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		m, err := coord.SplitBrainCheck(ctxT(t), rdb, "")
-		if err == nil && m.Online == n {
+		if err == nil && m.Online == n && ackedWrite(rdb, n) {
 			return
 		}
 		if time.Now().After(deadline) {
