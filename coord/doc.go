@@ -144,10 +144,12 @@
 //     closed; the shipped configuration sets repl-diskless-sync-delay 0
 //     to keep it short).
 //
-// The WAIT goes on the connection that ran the script: a pinned
-// connection of the client (with Sentinel, the master it found), on Redis
-// Cluster one to the master of the {ns} slot, whose replicas a cluster
-// failover promotes. A client of a node waits on a grant only when what
+// The WAIT goes on the connection that ran the script: the two are one
+// pipeline of the client (with Sentinel, to the master it found; on Redis
+// Cluster, of the master of the {ns} slot, whose replicas a cluster
+// failover promotes). The pipeline asks WAIT for the count the previous
+// grant needed; a grant that needs more is not used and the pipeline runs
+// again at once asking for that many (internal/replwait). A client of a node waits on a grant only when what
 // its node holds is spent (reservations reach ReserveAhead ahead, counter
 // segments are fetched at 20% left): then for the script plus at most
 // ReplicaWait.

@@ -44,6 +44,7 @@ type Registry struct {
 	rdb  redis.UniversalClient
 	opts Options
 	keys lua.Keys
+	wait replwait.Waiter // the WAIT after claims and renewals
 }
 
 // NewRegistry validates opts and returns a registry on rdb. It does not
@@ -247,7 +248,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 	gen := newToken(r.opts.Rand)
 	for round := 0; round < rounds; round++ {
 		keys, argv := r.claimArgs(token, gen, preferred, now, maxWait, req).KeysArgv()
-		v, _, err := replwait.Run(ctx, r.rdb, claimScript, keys, argv, claimNeedAt, r.opts.ReplicaWait)
+		v, _, err := r.wait.Run(ctx, r.rdb, claimScript, keys, argv, claimNeedAt, r.opts.ReplicaWait)
 		if err != nil {
 			return claimResult{}, fmt.Errorf("claim machine ID: %w", err)
 		}

@@ -90,6 +90,7 @@ type Counter struct {
 	cur atomic.Pointer[segment] // the segment NextID takes from
 
 	rdb       redis.UniversalClient
+	wait      replwait.Waiter // the WAIT after each segment
 	opts      Options
 	keys      lua.Keys
 	args      lua.CounterArgs // what every fetch sends counter.lua but its size, floor and generation
@@ -417,7 +418,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		a := c.args
 		a.Size, a.MinValue, a.Generation = size, minValue, newGeneration(c.opts.Rand)
 		keys, argv := a.KeysArgv()
-		res, _, err := replwait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait)
+		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait)
 		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
 			if c.ctx.Err() != nil {

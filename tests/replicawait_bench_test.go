@@ -78,6 +78,7 @@ func BenchmarkReplicaWait_Grant(b *testing.B) {
 					TickUs: float64(l.TimeUnit / time.Microsecond), SeqBits: l.BitsSequence, Lead: 1000, Layout: l.String(),
 					EventsMaxLen: 1000, CounterID: l.CounterMachineID(), Host: "bench", PID: 1, Generation: "g"}
 				keys, argv := args.KeysArgv()
+				var segWait replwait.Waiter
 				var claimed *coord.Lease
 				grant := func() {
 					var err error
@@ -90,7 +91,7 @@ func BenchmarkReplicaWait_Grant(b *testing.B) {
 						_, err = lease.Reserve(ctx, l.Tick(time.Now())+200)
 					case "segment":
 						var v []any
-						if v, _, err = replwait.Run(ctx, rdb, counter, keys, argv, 4, replwait.DefaultTimeout); err == nil && v[0] != "OK" {
+						if v, _, err = segWait.Run(ctx, rdb, counter, keys, argv, 4, replwait.DefaultTimeout); err == nil && v[0] != "OK" {
 							err = fmt.Errorf("counter.lua: %v", v)
 						}
 					}

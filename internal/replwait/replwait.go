@@ -1,15 +1,19 @@
 // Package replwait runs a script that grants (claim.lua, renew.lua,
-// counter.lua) and then WAIT on the same connection, so that a node uses a
-// grant only once every replica that may be promoted holds it (coord/doc.go,
-// Split brain).
+// counter.lua) followed by WAIT on the same connection, so that a node uses
+// a grant only once every replica that may be promoted holds it
+// (coord/doc.go, Split brain).
 //
 // The script's reply says how many replicas must acknowledge it (the
 // fleet's high-water mark, scripts/lua/replicas.lua). WAIT counts the
 // replicas that acknowledged the offset of this connection's last write,
-// so it must follow the script on the connection that ran it: Run pins one
-// (Client.Conn; on Redis Cluster, a connection to the master of the
-// script's slot, the node that ran the script). With a count of 0 no WAIT
-// is sent.
+// so it must follow the script on the connection that ran it: the two go
+// out as one pipeline, which go-redis sends on one connection (on Redis
+// Cluster, a pipeline of the master of the script's slot, the node that
+// runs the script). The count is not known before the script runs, so the
+// pipeline asks WAIT for the count the previous grant needed (a Waiter
+// remembers it): when the script asks for more, the grant is not used and
+// the pipeline runs again at once with that count. With a count of 0 no
+// WAIT is sent.
 package replwait
 
 import (
@@ -49,71 +53,115 @@ func SetOffForTest(v bool) bool { return off.Swap(v) }
 // Result is what Run returns besides the reply.
 type Result struct {
 	Need   int64  // replicas that must acknowledge (the script's count)
-	Acked  int64  // replicas WAIT counted (Need when no WAIT was sent)
+	Acked  int64  // replicas WAIT counted (Need when no WAIT was needed)
 	Listed string // the replicas the master listed, "ip:port state" comma separated
 }
 
-// Run runs s on rdb (the master of keys[0]'s slot on a Cluster) and, when
-// the reply is a grant ({"OK", ...}) whose element at needAt asks for
-// replicas, WAIT that many with timeout on the same connection. It returns
-// the reply and, when fewer replicas acknowledged it, an error wrapping
-// ErrNotReplicated that names them: the caller must not use the grant.
-func Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys []string, argv []any,
+// Waiter remembers how many replicas the last grant needed, so the next
+// one's pipeline asks WAIT for as many. Its zero value starts at none.
+type Waiter struct {
+	last atomic.Int64
+}
+
+// Run runs s on rdb (the master of keys[0]'s slot on a Cluster) and WAIT
+// on the same connection, and returns the reply. When the reply is a
+// grant ({"OK", ...}) whose element at needAt asks for more replicas than
+// acknowledged it, it returns an error wrapping ErrNotReplicated that
+// names them: the caller must not use the grant.
+func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys []string, argv []any,
 	needAt int, timeout time.Duration) ([]any, Result, error) {
-	conn, done, err := pin(ctx, rdb, keys[0])
-	if err != nil {
-		return nil, Result{}, err
-	}
-	defer done()
-	v, err := s.Run(ctx, conn, keys, argv...).Slice()
-	if err != nil {
-		if c, ok := rdb.(*redis.ClusterClient); ok && isRedirect(err) {
-			c.ReloadState(ctx) // the slot moved: the next call goes to its new master
-		}
-		return nil, Result{}, err
-	}
-	if len(v) == 0 || v[0] != "OK" || len(v) <= needAt+1 {
-		return v, Result{}, nil
-	}
-	res := Result{Need: toInt(v[needAt]), Listed: fmt.Sprint(v[needAt+1])}
-	res.Acked = res.Need
-	if res.Need <= 0 || off.Load() {
-		return v, res, nil
-	}
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	n, err := conn.Wait(ctx, int(res.Need), timeout).Result()
+	c, err := master(ctx, rdb, keys[0])
 	if err != nil {
-		res.Acked = 0
-		return v, res, fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, res.Need, timeout.Milliseconds(), err)
+		return nil, Result{}, err
 	}
-	res.Acked = n
-	if n < res.Need {
-		return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s); "+
-			"the fleet's high-water mark of replicas is %d: bring the missing replicas back, "+
-			"or lower the mark with flaked audit replicas --set N once they are gone for good",
-			ErrNotReplicated, n, res.Need, timeout, listedText(res.Listed), res.Need)
+	for attempt := 0; ; attempt++ {
+		sent := w.last.Load()
+		if off.Load() {
+			sent = 0
+		}
+		v, acked, err := run(ctx, c, s, keys, argv, sent, timeout)
+		if err != nil {
+			if cc, ok := rdb.(*redis.ClusterClient); ok && isRedirect(err) {
+				cc.ReloadState(ctx) // the slot moved: the next call goes to its new master
+			}
+			return nil, Result{}, err
+		}
+		if len(v) == 0 || v[0] != "OK" || len(v) <= needAt+1 {
+			return v, Result{}, nil
+		}
+		res := Result{Need: toInt(v[needAt]), Listed: fmt.Sprint(v[needAt+1]), Acked: acked}
+		w.last.Store(res.Need)
+		if off.Load() || res.Need <= 0 {
+			res.Acked = max(res.Acked, res.Need)
+			return v, res, nil
+		}
+		if res.Need > sent && attempt == 0 {
+			continue // the WAIT asked for fewer than the grant needs: again, asking for enough
+		}
+		if acked < res.Need {
+			return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s); "+
+				"the fleet's high-water mark of replicas is %d: bring the missing replicas back, "+
+				"or lower the mark with flaked audit replicas --set N once they are gone for good",
+				ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), res.Need)
+		}
+		return v, res, nil
 	}
-	return v, res, nil
 }
 
-// pin returns a client bound to one connection of the master that serves
-// key, and the function that gives the connection back.
-func pin(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.Conn, func(), error) {
+// run sends the script, then WAIT n timeout when n > 0, as one pipeline,
+// falling back to EVAL when the server does not have the script cached.
+func run(ctx context.Context, c *redis.Client, s *redis.Script, keys []string, argv []any, n int64,
+	timeout time.Duration) ([]any, int64, error) {
+	for _, sha := range []bool{true, false} {
+		pipe := c.Pipeline()
+		var script *redis.Cmd
+		if sha {
+			script = s.EvalSha(ctx, pipe, keys, argv...)
+		} else {
+			script = s.Eval(ctx, pipe, keys, argv...)
+		}
+		var wait *redis.Cmd
+		if n > 0 {
+			wait = pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
+		}
+		_, _ = pipe.Exec(ctx)
+		v, err := script.Slice()
+		if sha && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if wait == nil {
+			return v, 0, nil
+		}
+		acked, err := wait.Int64()
+		if err != nil {
+			return v, 0, fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, n, timeout.Milliseconds(), err)
+		}
+		return v, acked, nil
+	}
+	return nil, 0, errors.New("unreachable")
+}
+
+// master is the client of the master that serves key: rdb itself, or on a
+// Cluster the node client of key's slot, so the pipeline goes on one
+// connection to the node that runs the script.
+func master(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.Client, error) {
 	switch c := rdb.(type) {
 	case *redis.Client:
-		conn := c.Conn()
-		return conn, func() { _ = conn.Close() }, nil
+		return c, nil
 	case *redis.ClusterClient:
 		m, err := c.MasterForKey(ctx, key)
 		if err != nil {
-			return nil, nil, fmt.Errorf("the master of %s: %w", key, err)
+			return nil, fmt.Errorf("the master of %s: %w", key, err)
 		}
-		conn := m.Conn()
-		return conn, func() { _ = conn.Close() }, nil
+		return m, nil
 	}
-	return nil, nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
+	return nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
 }
 
 func isRedirect(err error) bool {
