@@ -149,7 +149,8 @@
 // Cluster, of the master of the {ns} slot, whose replicas a cluster
 // failover promotes). The pipeline asks WAIT for the count the previous
 // grant needed; a grant that needs more is not used and the pipeline runs
-// again at once asking for that many (internal/replwait). A client of a node waits on a grant only when what
+// again at once asking for that many, one that needs fewer (the mark was
+// lowered) waits ReplicaWait out once (internal/replwait). A client of a node waits on a grant only when what
 // its node holds is spent (reservations reach ReserveAhead ahead, counter
 // segments are fetched at 20% left): then for the script plus at most
 // ReplicaWait.
