@@ -54,7 +54,8 @@ func NewRegistry(rdb redis.UniversalClient, opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{rdb: rdb, opts: o, keys: lua.NewKeys(o.Namespace)}, nil
+	keys := lua.NewKeys(o.Namespace)
+	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta}}, nil
 }
 
 // Options returns the registry's options with defaults filled in.

@@ -58,9 +58,39 @@ type Result struct {
 }
 
 // Waiter remembers how many replicas the last grant needed, so the next
-// one's pipeline asks WAIT for as many. Its zero value starts at none.
+// one's pipeline asks WAIT for as many. Before its first grant it reads
+// the mark (from Meta, when set) and the replicas the master lists, so a
+// node's first claim is not made twice (a claim made and not used holds
+// its machine ID until the lease expires).
 type Waiter struct {
-	last atomic.Int64
+	// Meta is the {ns}:meta key, whose "replicas" field is the mark.
+	Meta  string
+	last  atomic.Int64
+	known atomic.Bool
+}
+
+// guess is the count the first grant will likely need: the larger of the
+// stored mark and the replicas the master lists now (not atomic with the
+// grant: a hint, which the grant's reply corrects).
+func (w *Waiter) guess(ctx context.Context, c *redis.Client) int64 {
+	pipe := c.Pipeline()
+	var mark *redis.StringCmd
+	if w.Meta != "" {
+		mark = pipe.HGet(ctx, w.Meta, "replicas")
+	}
+	info := pipe.Info(ctx, "replication")
+	_, _ = pipe.Exec(ctx)
+	var n int64
+	if mark != nil {
+		n, _ = strconv.ParseInt(mark.Val(), 10, 64)
+	}
+	for _, line := range strings.Split(info.Val(), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			listed, _ := strconv.ParseInt(v, 10, 64)
+			n = max(n, listed)
+		}
+	}
+	return n
 }
 
 // Run runs s on rdb (the master of keys[0]'s slot on a Cluster) and WAIT
@@ -76,6 +106,10 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	c, err := master(ctx, rdb, keys[0])
 	if err != nil {
 		return nil, Result{}, err
+	}
+	if !w.known.Load() {
+		w.last.Store(w.guess(ctx, c))
+		w.known.Store(true)
 	}
 	for attempt := 0; ; attempt++ {
 		sent := w.last.Load()
