@@ -150,7 +150,11 @@
 // failover promotes). The pipeline asks WAIT for the count the previous
 // grant needed; a grant that needs more is not used and the pipeline runs
 // again at once asking for that many, one that needs fewer (the mark was
-// lowered) waits ReplicaWait out once (internal/replwait). A client of a node waits on a grant only when what
+// lowered) waits ReplicaWait out once (internal/replwait). A claim not
+// acknowledged is given back at once (released at its floor) and tried
+// again for up to 1.5 s, so a node starting next to a replica that has
+// just synced (it acknowledges from its first periodic ACK, up to 1 s
+// later) does not fail. A client of a node waits on a grant only when what
 // its node holds is spent (reservations reach ReserveAhead ahead, counter
 // segments are fetched at 20% left): then for the script plus at most
 // ReplicaWait.

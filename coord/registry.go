@@ -249,7 +249,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 	gen := newToken(r.opts.Rand)
 	for round := 0; round < rounds; round++ {
 		keys, argv := r.claimArgs(token, gen, preferred, now, maxWait, req).KeysArgv()
-		v, _, err := r.wait.Run(ctx, r.rdb, claimScript, keys, argv, claimNeedAt, r.opts.ReplicaWait)
+		v, err := r.claimReplicated(ctx, token, keys, argv)
 		if err != nil {
 			return claimResult{}, fmt.Errorf("claim machine ID: %w", err)
 		}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/scripts/lua"
 )
@@ -31,6 +33,56 @@ const (
 // replicas did not acknowledge within Options.ReplicaWait: it was not
 // used (the node keeps issuing under what it held, and retries).
 var ErrNotReplicated = replwait.ErrNotReplicated
+
+// replicaPatience is how long a claim the replicas do not acknowledge is
+// tried again before it fails: a replica just synced acknowledges from its
+// first periodic ACK on, up to a second later (the master holds its stream
+// back until then), and a node starting next to it should not fail.
+const replicaPatience = 1500 * time.Millisecond
+
+// claimReplicated runs claim.lua and its WAIT (replwait). A claim the
+// replicas do not acknowledge is given back at once (it was not used, and
+// would hold its machine ID until the lease expired) and tried again for
+// up to replicaPatience; then the error wraps ErrNotReplicated.
+func (r *Registry) claimReplicated(ctx context.Context, token string, keys []string, argv []any) ([]any, error) {
+	giveBack := func(v []any) { r.releaseUnused(ctx, token, v) }
+	deadline := r.opts.Clock.Now().Add(replicaPatience)
+	for {
+		v, _, err := r.wait.Run(ctx, r.rdb, claimScript, keys, argv, claimNeedAt, r.opts.ReplicaWait, giveBack)
+		if !errors.Is(err, ErrNotReplicated) {
+			return v, err
+		}
+		if v != nil {
+			giveBack(v)
+		}
+		if !r.opts.Clock.Now().Before(deadline) {
+			return nil, err
+		}
+		if serr := flake.Sleep(ctx, r.opts.Clock, 100*time.Millisecond); serr != nil {
+			return nil, err
+		}
+	}
+}
+
+// releaseUnused gives back the machine ID of a claim reply ({"OK", id,
+// floor, generation, ...}) that was not used: at its floor, which the
+// claim wrote as the reservation, so the reservation stays.
+func (r *Registry) releaseUnused(ctx context.Context, token string, v []any) {
+	if len(v) < 4 || v[0] != "OK" {
+		return
+	}
+	id, err := strconv.Atoi(fmt.Sprint(v[1]))
+	if err != nil {
+		return
+	}
+	o, lay := r.opts.Owner, r.opts.Layout
+	keys, argv := lua.ReleaseArgs{
+		Keys: r.keys, Token: token, LastTick: toInt64(v[2]), EventsMaxLen: r.opts.EventsMaxLen, Host: o.Host, PID: o.PID,
+		Addr: o.Addr, Generation: fmt.Sprint(v[3]), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
+		MachineIDs: []int{id},
+	}.KeysArgv()
+	_ = releaseScript.Run(context.WithoutCancel(ctx), r.rdb, keys, argv...).Err()
+}
 
 // ReplicaMark is the fleet's replicas high-water mark and what the master
 // lists now: SplitBrainCheck's report.

@@ -115,6 +115,10 @@ func TestReplicaWait_ReplicaDown_FailsClosedThenResumes(t *testing.T) {
 		if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrNotReplicated) {
 			t.Fatalf("%s: claim: %v; want ErrNotReplicated", what, err)
 		}
+		// The refused claims were given back: only the lease held is left.
+		if leases, err := rdb.Keys(ctxT(t), "{flaked}:lease:*").Result(); err != nil || len(leases) != 1 {
+			t.Fatalf("%s: leases %v, %v after refused claims; want only the one held", what, leases, err)
+		}
 		// Counter mode: what the counter holds (the current segment and a
 		// prefetched one, 10 values each at most) is issued, then nothing:
 		// the next segment is not acknowledged.

@@ -419,7 +419,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		a := c.args
 		a.Size, a.MinValue, a.Generation = size, minValue, newGeneration(c.opts.Rand)
 		keys, argv := a.KeysArgv()
-		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait)
+		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait, nil)
 		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
 			if c.ctx.Err() != nil {

@@ -96,10 +96,12 @@ func (w *Waiter) guess(ctx context.Context, c *redis.Client) int64 {
 // Run runs s on rdb (the master of keys[0]'s slot on a Cluster) and WAIT
 // on the same connection, and returns the reply. When the reply is a
 // grant ({"OK", ...}) whose element at needAt asks for more replicas than
-// acknowledged it, it returns an error wrapping ErrNotReplicated that
-// names them: the caller must not use the grant.
+// acknowledged it, it returns the reply and an error wrapping
+// ErrNotReplicated that names them: the caller must not use the grant.
+// discard, when not nil, is given a grant Run made and does not return (it
+// asked WAIT for too few and ran again), so the caller can give it back.
 func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys []string, argv []any,
-	needAt int, timeout time.Duration) ([]any, Result, error) {
+	needAt int, timeout time.Duration, discard func(reply []any)) ([]any, Result, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -133,7 +135,12 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 			return v, res, nil
 		}
 		if res.Need > sent && attempt == 0 {
-			continue // the WAIT asked for fewer than the grant needs: again, asking for enough
+			// The WAIT asked for fewer than the grant needs: again, asking
+			// for enough.
+			if discard != nil {
+				discard(v)
+			}
+			continue
 		}
 		if acked < res.Need {
 			return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s); "+
