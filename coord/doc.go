@@ -23,9 +23,11 @@
 //     guard.lua enforces both: a writing script that cannot read the
 //     identity, or runs under maxmemory-policy allkeys-*, refuses to
 //     write (Options.RedisIdentity "none" is the operator's opt-out of
-//     the first, losing the detection). Two masters accepting writes at once for the
-//     same keys (a partitioned old master some clients still write to) is
-//     outside the model; min-replicas-to-write on the master bounds it.
+//     the first, losing the detection), and {ns}:reserved gone under the
+//     same identity reads as a loss. Two masters accepting writes at once
+//     (a partitioned old master some nodes still reach, a replica promoted
+//     in its place) are covered by the wait after each grant: see Split
+//     brain below, with its condition and its residual windows.
 //   - fsync of the state file means what it says (standalone mode only:
 //     with Redis the state file is a second copy).
 //
@@ -63,6 +65,108 @@
 //     that stored a layout itself issues nothing until LayoutSettle has
 //     passed and its own renewal confirms it (renew.lua); a loss that
 //     interrupts that window opens it again (layout.lua).
+//
+// # Split brain
+//
+// The old master M is cut off from its replicas (and from Sentinel) but
+// still reached by some nodes; a replica R is promoted P seconds after the
+// cut and other nodes move to it. Both accept writes. R's floors start
+// from its first script (loss_ms >= cut + P): claims above loss_ms + 1 s +
+// Horizon, counter segments above loss_ms + 1 s + the lead.
+//
+// min-replicas-to-write 1 with min-replicas-max-lag L does not make this
+// safe. M refuses writes only once its replica's last acknowledgement is
+// older than L, and replicas acknowledge once a second: M grants until
+// cut + L + 1 s, and each grant reaches reserve-ahead (flake) or the lead
+// (counter) further, so M's grants reach cut + L + 1 s + Horizon against
+// R's floor of cut + P + 1 s + Horizon (the counter alike with the lead).
+// Safe only while P > L + 1 s + the Redis clocks' difference beyond 1 s,
+// and nothing ties P (Sentinel's down-after-milliseconds, counted from
+// when Sentinel lost M, or a manual failover) to the cut between M and
+// its replicas: with P = 0.3 s and L = 3 s the fleet fault suite saw
+// 23,000-57,000 duplicates a run.
+//
+// What is used instead (scripts/lua/replicas.lua, internal/replwait): a
+// grant (a claim, a renewal, which extends a lease and may raise the
+// reservation, a counter segment) is used only after WAIT n, sent on the
+// connection that ran the script, right after it, reports n replicas,
+// where n = mark = max(mark, connected_slaves), read in the same atomic
+// call. The mark ("replicas" in {ns}:meta) is the most replicas the
+// masters of the registry have listed: the scripts raise it, guard.lua
+// keeps it across a restart and lowers it by one for a replica promoted in
+// place of the master that wrote last (master_replid2 is that master's
+// replid), and only an operator lowers it otherwise (flaked audit replicas
+// --set). WAIT counts replicas whose acknowledged offset covers this
+// connection's last write, asking them at once (REPLCONF GETACK), so it
+// waits a replication round trip, not the 1 s acknowledgement period. A
+// grant WAIT does not confirm within Options.ReplicaWait (200 ms) is not
+// used: ErrNotReplicated; the node issues on under what it holds and
+// retries. Its writes on the master are harmless: a higher reservation, a
+// lease nobody uses (it expires), a gap in the counter.
+//
+// The condition: every replica that can be promoted while a node still
+// uses a grant made by M was counted in M's mark when that grant was
+// made. Then it acknowledged the grant (WAIT reported at least the mark,
+// and no more replicas than M lists can acknowledge), so R, once
+// promoted, holds every reservation, lease and counter value any node of
+// M uses: claims on R start above the reservations, counter segments
+// above the counter, whatever P, L, the lag, reserve-ahead, the lead, the
+// Horizon and the clocks of M and R (a node issues only below the
+// reservation R holds). A replica that detaches lowers connected_slaves
+// but not the mark, so from then on M grants nothing: the partition
+// itself stops M, not a timeout. M, cut off, lists its replicas until
+// repl-timeout and none after; the mark keeps n above 0 either way, also
+// when M restarts meanwhile. R's first script sees a new identity and
+// takes the mark less itself: M cannot be acknowledged by R; M's other
+// replicas must follow R before R grants (Sentinel re-points them); with
+// one replica R's mark is what R lists, so a failover whose old master
+// never returns does not stop the fleet. With no replica the mark is 0
+// and no WAIT is sent.
+//
+// Residual windows, outside the condition:
+//   - A replica that attaches and detaches between two granting scripts,
+//     never counted in the mark, then is promoted while M grants: it holds
+//     everything up to its detach (a replica starts from a full copy) and
+//     lacks what came after. A fleet with a lease holder runs a granting
+//     script at least every LeaseTTL/3; Sentinel learns of replicas from
+//     the master's INFO every 10 s, so it rarely knows one so brief.
+//   - {ns}:meta lost (a restart without persistence): the mark starts
+//     from the replicas listed at the first script, often none while they
+//     reconnect; a replica that does not reattach and is promoted while
+//     this master, partitioned, still grants, lacks those grants. Without
+//     the partition this is a lost suffix, which guard.lua's floor covers.
+//   - Double failover: R promoted, acknowledged by one replica (say M,
+//     back as R's replica), then another replica that never followed R
+//     promoted in R's place while R still grants. Covered by guard.lua's
+//     floor only when R stopped granting before the second promotion.
+//   - A replica promoted in place of a master other than the one that
+//     wrote {ns}:meta last (two promotions with no script between) keeps
+//     the whole mark: grants are refused until enough replicas follow it
+//     or the mark is lowered (fail closed, not a duplicate).
+//   - A replica in a full sync is listed but cannot acknowledge: grants
+//     are refused until it is online and has sent its first periodic ACK
+//     (the master holds the stream back until then: up to 1 s) (fail
+//     closed; the shipped configuration sets repl-diskless-sync-delay 0
+//     to keep it short).
+//
+// The WAIT goes on the connection that ran the script: the two are one
+// pipeline of the client (with Sentinel, to the master it found; on Redis
+// Cluster, of the master of the {ns} slot, whose replicas a cluster
+// failover promotes). The pipeline asks WAIT for the count the previous
+// grant needed; a grant that needs more is not used and the pipeline runs
+// again at once asking for that many, one that needs fewer (the mark was
+// lowered) waits ReplicaWait out once (internal/replwait). A claim not
+// acknowledged is given back at once (released at its floor) and tried
+// again for up to 1.5 s, so a node starting next to a replica that has
+// just synced (it acknowledges from its first periodic ACK, up to 1 s
+// later) does not fail. A client of a node waits on a grant only when what
+// its node holds is spent (reservations reach ReserveAhead ahead, counter
+// segments are fetched at 20% left): then for the script plus at most
+// ReplicaWait.
+//
+// SplitBrainCheck reads the mark and the master's replicas: a mark above
+// the replicas online means grants are refused until a replica returns or
+// the mark is lowered.
 //
 // Invariants kept here:
 //   - A lease is extended, and a reservation raised, only by the holder of

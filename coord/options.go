@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -89,6 +90,12 @@ type Options struct {
 	// first and a misconfigured node is refused (renew.lua). 0..5m,
 	// default LeaseTTL/3 + 1s: one renewal period with slack.
 	LayoutSettle time.Duration
+	// ReplicaWait bounds the WAIT after each claim and renewal: a grant is
+	// used only once the replicas the fleet has had acknowledge it (see
+	// Split brain in the package doc); one they do not acknowledge in time
+	// is refused and retried. 10ms..1s, default 200ms. No WAIT is sent
+	// while the master has had no replicas.
+	ReplicaWait time.Duration
 	// Private says the Redis is this process's own embedded store (a
 	// standalone node): nobody else can have written it, so there is no
 	// layout settling and no loss to guard against (PrepareFresh marks it
@@ -176,6 +183,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
 		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
+	}
+	if o.ReplicaWait == 0 {
+		o.ReplicaWait = replwait.DefaultTimeout
+	}
+	if o.ReplicaWait < replwait.MinTimeout || o.ReplicaWait > replwait.MaxTimeout {
+		return o, fmt.Errorf("%w: replica wait %v: valid range is %v..%v", ErrInvalidOptions, o.ReplicaWait, replwait.MinTimeout, replwait.MaxTimeout)
 	}
 	if o.Private {
 		o.LayoutSettle = time.Nanosecond

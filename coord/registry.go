@@ -15,6 +15,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -43,6 +44,7 @@ type Registry struct {
 	rdb  redis.UniversalClient
 	opts Options
 	keys lua.Keys
+	wait replwait.Waiter // the WAIT after claims and renewals
 }
 
 // NewRegistry validates opts and returns a registry on rdb. It does not
@@ -52,7 +54,8 @@ func NewRegistry(rdb redis.UniversalClient, opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{rdb: rdb, opts: o, keys: lua.NewKeys(o.Namespace)}, nil
+	keys := lua.NewKeys(o.Namespace)
+	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta}}, nil
 }
 
 // Options returns the registry's options with defaults filled in.
@@ -246,7 +249,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 	gen := newToken(r.opts.Rand)
 	for round := 0; round < rounds; round++ {
 		keys, argv := r.claimArgs(token, gen, preferred, now, maxWait, req).KeysArgv()
-		v, err := claimScript.Run(ctx, r.rdb, keys, argv...).Slice()
+		v, err := r.claimReplicated(ctx, token, keys, argv)
 		if err != nil {
 			return claimResult{}, fmt.Errorf("claim machine ID: %w", err)
 		}

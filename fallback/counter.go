@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -33,6 +34,15 @@ var (
 )
 
 var counterScript = redis.NewScript(lua.Counter)
+
+// counterNeedAt is where counter.lua's segment reply carries the count of
+// replicas that must acknowledge it (scripts/lua/replicas.lua).
+const counterNeedAt = 4
+
+// ErrNotReplicated is wrapped by the error of a segment the replicas did
+// not acknowledge within Options.ReplicaWait: it is not used (its values
+// are a gap in the counter), and the fetch is retried.
+var ErrNotReplicated = replwait.ErrNotReplicated
 
 // segmentTarget is how long a segment should last at the observed rate.
 const segmentTarget = 1500 * time.Millisecond
@@ -80,6 +90,7 @@ type Counter struct {
 	cur atomic.Pointer[segment] // the segment NextID takes from
 
 	rdb       redis.UniversalClient
+	wait      replwait.Waiter // the WAIT after each segment
 	opts      Options
 	keys      lua.Keys
 	args      lua.CounterArgs // what every fetch sends counter.lua but its size, floor and generation
@@ -126,6 +137,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 		maxValue:  uint64(l.MaxTick())<<l.BitsSequence | uint64(l.MaxSequence()),
 		size:      int64(o.MinSegment),
 	}
+	c.wait.Meta = c.keys.Meta
 	c.args = lua.CounterArgs{
 		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
 		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,
@@ -408,7 +420,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		a := c.args
 		a.Size, a.MinValue, a.Generation = size, minValue, newGeneration(c.opts.Rand)
 		keys, argv := a.KeysArgv()
-		res, err := counterScript.Run(c.ctx, c.rdb, keys, argv...).Slice()
+		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait, nil)
 		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
 			if c.ctx.Err() != nil {
@@ -421,7 +433,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 			}
 			return nil, 0, fmt.Errorf("counter.lua on %s: %w", c.keys.Counter, err)
 		}
-		if len(res) == 4 && res[0] == "OK" {
+		if len(res) >= 4 && res[0] == "OK" {
 			first, err1 := parseValue(res[1])
 			last, err2 := parseValue(res[2])
 			if err := errors.Join(err1, err2); err != nil || last < first {

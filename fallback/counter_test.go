@@ -717,7 +717,7 @@ func TestCounterScript_ExactValues(t *testing.T) {
 					t.Fatal(err)
 				}
 				wantLast := wantFirst + uint64(n) - 1
-				if len(res) != 4 || res[0] != "OK" || res[1] != strconv.FormatUint(wantFirst, 10) || res[2] != strconv.FormatUint(wantLast, 10) {
+				if len(res) != 6 || res[0] != "OK" || res[1] != strconv.FormatUint(wantFirst, 10) || res[2] != strconv.FormatUint(wantLast, 10) {
 					t.Fatalf("bits %d, stored %d, n %d, min %d: got %v, want first %d last %d", bits, v, n, minValue, res, wantFirst, wantLast)
 				}
 				if got, _ := rdb.Get(ctx, key).Result(); got != res[2] {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/scripts/lua"
 )
 
@@ -71,6 +72,11 @@ type Options struct {
 	// RedisIdentity is coord.Options.RedisIdentity, for counter.lua's
 	// guard (a node passes its registry's).
 	RedisIdentity string
+	// ReplicaWait bounds the WAIT after each segment: a segment is used
+	// only once the replicas the fleet has had acknowledge it
+	// (coord.Options.ReplicaWait, which a node passes here). 10ms..1s,
+	// default 200ms.
+	ReplicaWait time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -91,6 +97,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if err := lua.CheckIdentity(o.RedisIdentity); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if o.ReplicaWait == 0 {
+		o.ReplicaWait = replwait.DefaultTimeout
+	}
+	if o.ReplicaWait < replwait.MinTimeout || o.ReplicaWait > replwait.MaxTimeout {
+		return o, fmt.Errorf("%w: replica wait %v: valid range is %v..%v", ErrInvalidOptions, o.ReplicaWait, replwait.MinTimeout, replwait.MaxTimeout)
 	}
 	if o.EventsMaxLen == 0 {
 		o.EventsMaxLen = 100000

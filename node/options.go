@@ -188,6 +188,9 @@ func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
 	co.Namespace, co.Layout, co.Clock, co.Rand = reg.Options().Namespace, reg.Layout(), o.Clock, reg.Options().Rand
 	co.LayoutSettle = reg.Options().LayoutSettle // none when private
 	co.RedisIdentity = reg.Options().RedisIdentity
+	if co.ReplicaWait == 0 {
+		co.ReplicaWait = reg.Options().ReplicaWait
+	}
 	if co.Host == "" {
 		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
 	}

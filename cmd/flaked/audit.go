@@ -91,7 +91,7 @@ func auditCommand() *cli.Command {
 				Usage: "show only these states, comma-separated: live, expired, released, orphan, conflict"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usagef("unknown subcommand %q: want history, verify or prune", c.Args().First())
+				return usagef("unknown subcommand %q: want history, verify, prune or replicas", c.Args().First())
 			}
 			var states []audit.State
 			if s := c.String("state"); s != "" {
@@ -111,7 +111,7 @@ func auditCommand() *cli.Command {
 			}
 			return writeAuditSeqs(c)
 		},
-		Subcommands: []*cli.Command{auditHistoryCommand(), auditVerifyCommand(), auditPruneCommand()},
+		Subcommands: []*cli.Command{auditHistoryCommand(), auditVerifyCommand(), auditPruneCommand(), auditReplicasCommand()},
 	}
 }
 

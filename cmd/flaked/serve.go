@@ -40,6 +40,8 @@ func serveFlags() []cli.Flag {
 			"how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode; 0: the data-loss horizon + 2s, about 6s, where the horizon is max-lead + 2s reserve-ahead + max-skew + a tick)"),
 		durationFlag("max-skew", coord.DefaultMaxSkew, coord.MinMaxSkew, coord.MaxMaxSkew,
 			"largest difference of the local clock from Redis TIME"),
+		durationFlag("replica-wait", coord.DefaultReplicaWait, coord.MinReplicaWait, coord.MaxReplicaWait,
+			"how long a claim, renewal or counter segment waits for the replicas to acknowledge it (WAIT) before it is refused and retried; no wait without replicas"),
 		intFlag("machine-ids", 1, 1, node.MaxMachineIDs, "machine IDs this node leases (k x 25,600 IDs/s at the default layout)"),
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: envVars("metrics-addr"),
 			Usage: "host:port of HTTP /metrics, /healthz, /readyz; empty for none"},

@@ -37,6 +37,8 @@ func TestServe_FlagOutOfRange_Exit2NamingRange(t *testing.T) {
 		{nil, []string{"--max-wait", "2h"}, []string{"max-wait", "0..1h"}},
 		{nil, []string{"--max-skew", "0s"}, []string{"max-skew", "1ms..1h"}},
 		{nil, []string{"--max-skew", "2h"}, []string{"max-skew", "1ms..1h"}},
+		{nil, []string{"--replica-wait", "5ms"}, []string{"replica-wait", "10ms..1s"}},
+		{nil, []string{"--replica-wait", "2s"}, []string{"replica-wait", "10ms..1s"}},
 		{nil, []string{"--idle-timeout", "-1s"}, []string{"idle-timeout", "0..24h"}},
 		{nil, []string{"--idle-timeout", "25h"}, []string{"idle-timeout", "0..24h"}},
 		{nil, []string{"--shutdown-timeout", "500ms"}, []string{"shutdown-timeout", "1s..10m"}},

@@ -37,7 +37,8 @@
 -- preferred ID under the same node ID: two processes started from copies
 -- of one state file; settle: until when (ms) the layout is unsettled, the
 -- claimer issuing nothing before, or 0; the fleet's horizon; the loss ID
--- of guard.lua) |
+-- of guard.lua; the replicas that must acknowledge the claim before it is
+-- used and the replicas listed now, replicas.lua) |
 -- {"LAYOUT", stored layout} | {"NONE", lowest floor seen or -1}.
 -- The cost is bounded by the candidates passed plus 8 random members of
 -- the registry: it never scans the machine-ID space.
@@ -162,4 +163,6 @@ event(kind, id, 'floor', floor, 'prev_host', prev[1] or '', 'prev_pid', prev[2] 
   'node', node, 'loss_floor', lossFloor)
 local settle = layoutWindow(KEYS[2], lossID, nowNum, settleMs)
 if settle <= nowNum then settle = 0 end
-return {'OK', id, floor, gen, kind, how == 'created' and 1 or 0, clone, nowText, tostring(settle), metaHorizon, lossID}
+local need, listed = replicasNeeded(KEYS[2])
+return {'OK', id, floor, gen, kind, how == 'created' and 1 or 0, clone, nowText, tostring(settle), metaHorizon, lossID,
+  need, listed}

@@ -45,8 +45,9 @@
 -- is below 2^30, and a tick below 2^53 / 10 covers 28,000 years of 1 ms
 -- ticks; a stored value whose tick is larger is refused as corrupt.
 --
--- Returns {"OK", first, last, T} (first and last decimal strings, both
--- inclusive) or {"AHEAD", T, tick of the next value} or {"SETTLE", T, tick
+-- Returns {"OK", first, last, T, replicas that must acknowledge the
+-- segment before it is used, replicas listed now (replicas.lua)} (first
+-- and last decimal strings, both inclusive) or {"AHEAD", T, tick of the next value} or {"SETTLE", T, tick
 -- when the layout has settled}.
 local n, epochUs, unitUs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local bits, lead = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -162,4 +163,5 @@ local last = {first[1] + math.floor(s / P), s % P}
 if last[1] > limit then last = {limit, MASK} end
 local lastText = format(last)
 redis.call('SET', KEYS[1], lastText)
-return {'OK', format(first), lastText, T}
+local need, listed = replicasNeeded(KEYS[4])
+return {'OK', format(first), lastText, T, need, listed}

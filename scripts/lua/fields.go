@@ -48,6 +48,10 @@ const (
 	MetaLayoutSettleMs = "layout_settle_ms"
 	MetaLayoutLossID   = "layout_loss_id"
 	MetaLayoutSettleID = "layout_settle_id"
+	// MetaReplicas is the fleet's high-water mark of replicas: how many
+	// must acknowledge a grant before it is used (replicas.lua). Raised by
+	// the scripts, lowered by flaked audit replicas --set.
+	MetaReplicas = "replicas"
 )
 
 // Types of the events in {ns}:events (Keys.Events), the value of their
@@ -68,6 +72,7 @@ const (
 	EventPrune          = "prune"
 	EventClockSkew      = "clock_skew" // Go only: coord's clock check
 	EventMode           = "mode"       // Go only: node's mode switches
+	EventReplicas       = "replicas"   // Go only: coord.SetReplicaMark, an operator's flaked audit replicas --set
 )
 
 // Fields of the events. Every event has FieldType and FieldMachineID ("" for
@@ -113,4 +118,6 @@ const (
 	FieldFrom               = "from"                // Go only: node's mode event
 	FieldTo                 = "to"                  // Go only: node's mode event
 	FieldAtMs               = "at_ms"               // Go only: node's mode event, when it happened
+	FieldReplicas           = "replicas"            // Go only: coord's replicas event, the mark set
+	FieldPrevious           = "previous"            // Go only: coord's replicas event, the mark before
 )

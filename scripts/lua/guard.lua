@@ -104,6 +104,29 @@ local function serverInfo(identity)
   return run .. ':' .. repl, info
 end
 
+-- listedReplicas is how many replicas this server lists now (0 when INFO
+-- cannot tell): where the fleet's replicas high-water mark starts when
+-- {ns}:meta is made (replicas.lua).
+local function listedReplicas()
+  return tonumber(infoField('connected_slaves') or '0') or 0
+end
+
+-- replicasAfterChange is the replicas high-water mark once this server
+-- took the registry over from the one named previous (run_id:replid): a
+-- replica promoted in its place (master_replid2, the history it was
+-- following, is previous's replid) leaves the replicas the grants must
+-- reach, the others stay until they follow this one or an operator lowers
+-- the mark; after a restart (or anything else) the mark stays, so a
+-- restarted master cut off from its replicas grants nothing (replicas.lua).
+local function replicasAfterChange(meta, previous)
+  local mark = tonumber(redis.call('HGET', meta, 'replicas') or '0') or 0
+  local prevRepl = previous and string.match(previous, ':(%w+)$')
+  if prevRepl and infoField('master_replid2') == prevRepl then
+    mark = mark - 1
+  end
+  return math.max(listedReplicas(), mark)
+end
+
 -- guard checks {ns}:meta against this server. meta, events: keys; gen:
 -- the generation to create {ns}:meta with when it is missing; created: its
 -- other fields then (a flat list); ev: the writer's event fields;
@@ -131,7 +154,7 @@ local function guard(meta, events, maxlen, gen, created, ev, identity)
   local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms', 'loss_id', 'reserved')
   if not m[1] then
     redis.call('HSET', meta, 'generation', gen, 'created_ms', nowText, 'server', id,
-      'loss_ms', nowText, 'loss_id', lossID, unpack(created))
+      'loss_ms', nowText, 'loss_id', lossID, 'replicas', listedReplicas(), unpack(created))
     return gen, nowMs, 'created', lossID
   end
   local evicted = m[5] and redis.call('EXISTS', string.sub(meta, 1, -5) .. 'reserved') == 0
@@ -140,7 +163,8 @@ local function guard(meta, events, maxlen, gen, created, ev, identity)
   end
   -- Never lower loss_ms: a new master's clock may be behind the old one's.
   local lossMs = math.max(tonumber(m[3] or 0), nowMs)
-  redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs), 'loss_id', lossID)
+  redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs), 'loss_id', lossID,
+    'replicas', replicasAfterChange(meta, m[2]))
   local detail = 'Redis server changed (restart or failover): writes acknowledged before may be lost; '
     .. 'claims start a horizon later and the counter a lead later'
   if m[2] == id then

@@ -3,7 +3,9 @@
 // one namespace, which share a {hash tag}, so it runs on Redis Cluster.
 // The scripts that write the registry or the counter start with guard.lua,
 // which notices that Redis may have lost acknowledged writes; those that
-// may store the fleet layout then have layout.lua, its settle window.
+// may store the fleet layout then have layout.lua, its settle window, and
+// those that grant have replicas.lua, the count of replicas that must
+// acknowledge a grant before it is used.
 //
 // The package is also the one home of what the scripts and the Go side
 // must agree on, so coord, fallback and audit take it from here rather
@@ -25,6 +27,9 @@ var guard string
 //go:embed layout.lua
 var layout string
 
+//go:embed replicas.lua
+var replicas string
+
 var (
 	//go:embed claim.lua
 	claim string
@@ -37,16 +42,16 @@ var (
 )
 
 // Claim atomically claims one machine ID (see claim.lua).
-var Claim = guard + layout + claim
+var Claim = guard + layout + replicas + claim
 
 // Renew extends leases and raises the reservation (see renew.lua).
-var Renew = guard + layout + renew
+var Renew = guard + layout + replicas + renew
 
 // Release gives leases back with the exact last tick (see release.lua).
 var Release = guard + release
 
 // Counter hands out a segment of counter-mode values (see counter.lua).
-var Counter = guard + layout + counter
+var Counter = guard + layout + replicas + counter
 
 //go:embed probe.lua
 var probe string

@@ -45,7 +45,8 @@
 --
 -- Returns {"OK", reservation, reasserted count, data loss ("" | "created":
 -- {ns}:meta was gone | "server": Redis restarted or failed over), Redis
--- time (ms), loss ID} or
+-- time (ms), loss ID, replicas that must acknowledge the renewal before it
+-- is used, replicas listed now (replicas.lua)} or
 -- {"LOST", id, reason, holder, kind ("fenced": the holder started from a
 -- copy of our state file; "layout": the fleet runs another layout; "loss":
 -- Redis may have lost writes since our last renewal; or ""),
@@ -170,4 +171,5 @@ for i = first, #ARGV do
   redis.call('HSET', owner, 'heartbeat', nowText, 'mode', mode)
   if granted == nil or nr < granted then granted = nr end
 end
-return {'OK', granted, reasserted, how, nowText, lossID}
+local need, listed = replicasNeeded(KEYS[4])
+return {'OK', granted, reasserted, how, nowText, lossID, need, listed}

@@ -11,7 +11,7 @@ var seq string
 
 // Seq hands out, gives back, creates and restores the segments of named
 // sequences (see seq.lua).
-var Seq = guard + seq
+var Seq = guard + replicas + seq
 
 // Ops of seq.lua (SeqArgs.Op).
 const (

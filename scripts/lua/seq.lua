@@ -301,26 +301,11 @@ local function save(extra)
     unpack(extra))
 end
 
--- replicasNeeded is how many replicas must acknowledge a grant before it
--- is used (the fleet's split-brain rule): the replicas this master lists
--- now, or the fleet's high-water mark `replicas` in {ns}:meta when it is
--- higher. A master cut off from its replicas lists them until
--- repl-timeout, then none: the mark keeps it from passing WAIT with
--- fewer. The mark is raised here, and set anew to the replicas listed now
--- after each possible loss (replicas_loss_id differs from loss_id): the
--- server promoted in the old master's place may have fewer, and a mark
--- from before would stop it for good, while the old master, whose
--- identity did not change, keeps its mark and stays refused.
-local function replicasNeeded()
-  local now = tonumber(infoField('connected_slaves') or 0) or 0
-  local m = redis.call('HMGET', KEYS[3], 'replicas', 'replicas_loss_id')
-  local mark = tonumber(m[1] or 0) or 0
-  if m[2] ~= lossID then mark = 0 end
-  if now > mark or m[2] ~= lossID then
-    mark = math.max(now, mark)
-    redis.call('HSET', KEYS[3], 'replicas', I(mark), 'replicas_loss_id', lossID)
-  end
-  return I(mark)
+-- seqReplicas is how many replicas must acknowledge a segment before it
+-- is used: the fleet's mark (replicas.lua), as for every other grant.
+local function seqReplicas()
+  local need = replicasNeeded(KEYS[3])
+  return I(need)
 end
 
 local step = num(r.step)
@@ -335,7 +320,7 @@ for i = 1, #free do
     local first = f[1]
     if last == f[2] then table.remove(free, i) else f[1] = last + 1 end
     save({})
-    return {'OK', I(first), I(last), lossID, I(step), replicasNeeded()}
+    return {'OK', I(first), I(last), lossID, I(step), seqReplicas()}
   end
 end
 
@@ -360,4 +345,4 @@ local first, last = high + 1, high + k
 high = last
 tokens = tokens - k
 save({})
-return {'OK', I(first), I(last), lossID, I(step), replicasNeeded()}
+return {'OK', I(first), I(last), lossID, I(step), seqReplicas()}

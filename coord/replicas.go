@@ -1,0 +1,227 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
+	"github.com/flaked/flaked/scripts/lua"
+)
+
+// Where the scripts' grant replies carry the count of replicas that must
+// acknowledge them (scripts/lua/replicas.lua), the list of replicas after it.
+const (
+	claimNeedAt = 11
+	renewNeedAt = 6
+)
+
+// Limits of Options.ReplicaWait.
+const (
+	DefaultReplicaWait = replwait.DefaultTimeout
+	MinReplicaWait     = replwait.MinTimeout
+	MaxReplicaWait     = replwait.MaxTimeout
+)
+
+// ErrNotReplicated is wrapped by the error of a claim or renewal that the
+// replicas did not acknowledge within Options.ReplicaWait: it was not
+// used (the node keeps issuing under what it held, and retries).
+var ErrNotReplicated = replwait.ErrNotReplicated
+
+// replicaPatience is how long a claim the replicas do not acknowledge is
+// tried again before it fails: a replica just synced acknowledges from its
+// first periodic ACK on, up to a second later (the master holds its stream
+// back until then), and a node starting next to it should not fail.
+const replicaPatience = 1500 * time.Millisecond
+
+// claimReplicated runs claim.lua and its WAIT (replwait). A claim the
+// replicas do not acknowledge is given back at once (it was not used, and
+// would hold its machine ID until the lease expired) and tried again for
+// up to replicaPatience; then the error wraps ErrNotReplicated.
+func (r *Registry) claimReplicated(ctx context.Context, token string, keys []string, argv []any) ([]any, error) {
+	giveBack := func(v []any) { r.releaseUnused(ctx, token, v) }
+	deadline := r.opts.Clock.Now().Add(replicaPatience)
+	for {
+		v, _, err := r.wait.Run(ctx, r.rdb, claimScript, keys, argv, claimNeedAt, r.opts.ReplicaWait, giveBack)
+		if !errors.Is(err, ErrNotReplicated) {
+			return v, err
+		}
+		if v != nil {
+			giveBack(v)
+		}
+		if !r.opts.Clock.Now().Before(deadline) {
+			return nil, err
+		}
+		if serr := flake.Sleep(ctx, r.opts.Clock, 100*time.Millisecond); serr != nil {
+			return nil, err
+		}
+	}
+}
+
+// releaseUnused gives back the machine ID of a claim reply ({"OK", id,
+// floor, generation, ...}) that was not used: at its floor, which the
+// claim wrote as the reservation, so the reservation stays.
+func (r *Registry) releaseUnused(ctx context.Context, token string, v []any) {
+	if len(v) < 4 || v[0] != "OK" {
+		return
+	}
+	id, err := strconv.Atoi(fmt.Sprint(v[1]))
+	if err != nil {
+		return
+	}
+	o, lay := r.opts.Owner, r.opts.Layout
+	keys, argv := lua.ReleaseArgs{
+		Keys: r.keys, Token: token, LastTick: toInt64(v[2]), EventsMaxLen: r.opts.EventsMaxLen, Host: o.Host, PID: o.PID,
+		Addr: o.Addr, Generation: fmt.Sprint(v[3]), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
+		MachineIDs: []int{id},
+	}.KeysArgv()
+	_ = releaseScript.Run(context.WithoutCancel(ctx), r.rdb, keys, argv...).Err()
+}
+
+// ReplicaMark is the fleet's replicas high-water mark and what the master
+// lists now: SplitBrainCheck's report.
+type ReplicaMark struct {
+	Namespace string
+	// Mark is {ns}:meta's replicas: how many replicas must acknowledge a
+	// grant before a node uses it (-1 when the registry has none yet).
+	Mark int
+	// Listed is connected_slaves of the master; Online those of them in
+	// state online, the ones that can acknowledge (INFO replication).
+	Listed, Online int
+	// Replicas are the master's replicas, "ip:port state" each.
+	Replicas []string
+}
+
+// Problem says what is wrong with the deployment for the split-brain
+// mechanism, with the fix, or "" when grants are acknowledged. A mark
+// above the online replicas refuses every grant (fail closed): nodes issue
+// only under what they already hold.
+func (m ReplicaMark) Problem() string {
+	if m.Mark > m.Online {
+		return fmt.Sprintf("grants are refused: the fleet's high-water mark of replicas is %d but the master has %d online (%s); "+
+			"bring the replicas back, or lower the mark with flaked audit replicas --set %d once they are gone for good",
+			m.Mark, m.Online, strings.Join(m.Replicas, ", "), m.Online)
+	}
+	return ""
+}
+
+// SplitBrainCheck reads the fleet's replicas high-water mark and the
+// master's replicas. A Problem means grants are refused until it is fixed;
+// none means every grant the nodes use is held by every replica the master
+// has had since it took over the registry, so none of them promoted during
+// a split brain can hand out what a node on the old master uses (package
+// doc, Split brain). flaked doctor reports it.
+func SplitBrainCheck(ctx context.Context, rdb redis.UniversalClient, namespace string) (ReplicaMark, error) {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	keys := lua.NewKeys(namespace)
+	c, err := masterOf(ctx, rdb, keys.Meta)
+	if err != nil {
+		return ReplicaMark{}, err
+	}
+	m := ReplicaMark{Namespace: namespace, Mark: -1}
+	v, err := c.HGet(ctx, keys.Meta, lua.MetaReplicas).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		if n, err := c.Exists(ctx, keys.Meta).Result(); err != nil {
+			return m, err
+		} else if n == 1 {
+			m.Mark = 0
+		}
+	case err != nil:
+		return m, fmt.Errorf("read %s: %w", keys.Meta, err)
+	default:
+		if m.Mark, err = strconv.Atoi(v); err != nil {
+			return m, fmt.Errorf("%s %s is %q, not a count", keys.Meta, lua.MetaReplicas, v)
+		}
+	}
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return m, fmt.Errorf("INFO replication: %w", err)
+	}
+	m.Listed, m.Online, m.Replicas = parseReplicas(info)
+	return m, nil
+}
+
+// SetReplicaMark sets the fleet's replicas high-water mark to n (an
+// operator's decision: a replica is gone for good, so grants need no
+// longer wait for it) and records it as a replicas event. It refuses a
+// registry that does not exist.
+func SetReplicaMark(ctx context.Context, rdb redis.UniversalClient, namespace string, n int, host string) (previous int, err error) {
+	if n < 0 {
+		return 0, fmt.Errorf("%w: replicas %d: must be >= 0", ErrInvalidOptions, n)
+	}
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	keys := lua.NewKeys(namespace)
+	c, err := masterOf(ctx, rdb, keys.Meta)
+	if err != nil {
+		return 0, err
+	}
+	prev, err := setMarkScript.Run(ctx, c, []string{keys.Meta, keys.Events}, n, host, DefaultEventsMaxLen).Int()
+	if err != nil {
+		return 0, fmt.Errorf("set %s %s: %w", keys.Meta, lua.MetaReplicas, err)
+	}
+	if prev < 0 {
+		return 0, fmt.Errorf("namespace %q has no registry (%s is missing): nothing to set", namespace, keys.Meta)
+	}
+	return prev, nil
+}
+
+// setMarkScript sets the mark only where {ns}:meta exists (a partial
+// {ns}:meta would read as a registry made anew), with an event.
+var setMarkScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local prev = tonumber(redis.call('HGET', KEYS[1], 'replicas') or '0') or 0
+redis.call('HSET', KEYS[1], 'replicas', ARGV[1])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'type', 'replicas', 'mid', '', 'host', ARGV[2],
+  'replicas', ARGV[1], 'previous', prev, 'detail', 'replicas high-water mark set by an operator')
+return prev`)
+
+// masterOf is the client of the master serving key (rdb itself unless
+// rdb is a Cluster client).
+func masterOf(ctx context.Context, rdb redis.UniversalClient, key string) (redis.UniversalClient, error) {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		m, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("the master of %s: %w", key, err)
+		}
+		return m, nil
+	}
+	return rdb, nil
+}
+
+// parseReplicas reads connected_slaves and the slaveN lines of INFO
+// replication.
+func parseReplicas(info string) (listed, online int, names []string) {
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
+			listed, _ = strconv.Atoi(v)
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(k, "slave") || !strings.Contains(v, "ip=") {
+			continue
+		}
+		f := map[string]string{}
+		for _, kv := range strings.Split(v, ",") {
+			if a, b, ok := strings.Cut(kv, "="); ok {
+				f[a] = b
+			}
+		}
+		names = append(names, f["ip"]+":"+f["port"]+" "+f["state"])
+		if f["state"] == "online" {
+			online++
+		}
+	}
+	return listed, online, names
+}
