@@ -282,7 +282,7 @@ func runAvailability(t *testing.T, c availCase, mode, bin string) availResult {
 		}
 		t0 = time.Now()
 		c.fault(t, f)
-		waitListening(t, f.d, 20*time.Second)
+		waitListening(t, f.d, 60*time.Second)
 		load = startAvailLoad(f.d)
 		over = t0
 	} else {
