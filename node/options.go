@@ -45,6 +45,7 @@ const (
 	MaxRecoverAfter  = time.Hour
 	MinRetryInterval = 10 * time.Millisecond
 	MaxRetryInterval = time.Minute
+	MaxIDWait        = time.Hour
 )
 
 // Options configure a Node. The zero value is a standalone node in flake
@@ -90,6 +91,13 @@ type Options struct {
 	// RetryInterval spaces attempts to claim machine IDs after a failure:
 	// 10ms..1m, default 1s.
 	RetryInterval time.Duration
+	// IDWait is how long NextID and NextIDs wait for a source that cannot
+	// issue now (claiming again, a reservation or counter segment not
+	// granted yet, the clock behind a new floor) before they fail with an
+	// error saying what the node waits for (wait.go): 0..1h, default 0,
+	// which fails at once (a wait for the clock then follows the caller's
+	// context). flaked serve sets it (--id-wait, 2s).
+	IDWait time.Duration
 	// Clock drives everything that takes time: the generator, the clock
 	// guard, lease renewals, counter mode, the health checks and every
 	// wait; nil means the system clock. The simulator (package sim) runs
@@ -129,6 +137,7 @@ func (o *Options) withDefaults() error {
 		{&o.CheckInterval, DefaultCheckInterval, MinCheckInterval, MaxCheckInterval, "check interval"},
 		{&o.RecoverAfter, DefaultRecoverAfter, 0, MaxRecoverAfter, "recover after"},
 		{&o.RetryInterval, DefaultRetryInterval, MinRetryInterval, MaxRetryInterval, "retry interval"},
+		{&o.IDWait, 0, 0, MaxIDWait, "ID wait"},
 	} {
 		if *d.v == 0 {
 			*d.v = d.def
