@@ -102,6 +102,11 @@ type Counter struct {
 	cancel  context.CancelFunc
 
 	fetched, fetchErrs, waits atomic.Uint64
+	// known is set once counter.lua has handed this counter a segment:
+	// its layout was then the fleet's, so when Redis has lost the layout
+	// since, this counter restores it the way a lease owner's renewal does
+	// (renew.lua), opening no settle window for itself to wait out.
+	known atomic.Bool
 }
 
 // New validates opts and returns a counter on rdb. It does not talk to
@@ -406,6 +411,9 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		start := c.opts.Clock.Monotonic()
 		a := c.args
 		a.Size, a.MinValue, a.Generation = size, minValue, newGeneration(c.opts.Rand)
+		if c.known.Load() {
+			a.LayoutSettleMs = 0
+		}
 		keys, argv := a.KeysArgv()
 		res, err := counterScript.Run(c.ctx, c.rdb, keys, argv...).Slice()
 		rtt := c.opts.Clock.Monotonic() - start
@@ -430,6 +438,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 				return nil, 0, fmt.Errorf("counter.lua on %s: value %d is past the last tick of the layout %v (tick %d > %d)",
 					c.keys.Counter, last, c.opts.Layout, last>>c.seqBits, c.opts.Layout.MaxTick())
 			}
+			c.known.Store(true)
 			return newSegment(first, int64(last-first+1)), rtt, nil
 		}
 		if len(res) == 3 && res[0] == "SETTLE" {

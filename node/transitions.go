@@ -174,7 +174,14 @@ func (n *Node) restartFlakeLocked(ctx context.Context, lead time.Duration) error
 // counter starts above everything it issued.
 func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
 	n.stopFlakeLocked()
-	ctr, err := fallback.New(n.rdb, n.opts.Counter)
+	co := n.opts.Counter
+	if n.bound >= 0 || n.lease != nil {
+		// This node issued, or holds a lease, under the fleet's layout:
+		// like a lease owner it restores that layout if Redis lost it,
+		// with no settle window to wait out (fallback.Options.LayoutSettle).
+		co.LayoutSettle = 0
+	}
+	ctr, err := fallback.New(n.rdb, co)
 	if err != nil {
 		return err
 	}
