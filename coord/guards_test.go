@@ -27,7 +27,7 @@ import (
 
 // newGuardReg is newReg with a short LayoutSettle, unless o sets one:
 // a claim that stores the layout on an empty registry waits that long
-// (default RenewInterval + 1s), which only the settle tests are about.
+// (default LeaseTTL/3 + 1s), which only the settle tests are about.
 func newGuardReg(t *testing.T, rdb redis.UniversalClient, o coord.Options) *coord.Registry {
 	t.Helper()
 	if o.LayoutSettle == 0 {

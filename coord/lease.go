@@ -197,7 +197,7 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 		if wait <= 0 {
 			break
 		}
-		if err := flake.Sleep(ctx, l.reg.opts.Clock, min(wait+time.Millisecond, l.reg.opts.RenewInterval())); err != nil {
+		if err := flake.Sleep(ctx, l.reg.opts.Clock, min(wait+time.Millisecond, l.reg.opts.LeaseTTL/3)); err != nil {
 			return fmt.Errorf("%w: waiting for the new registry's layout to settle: %w", ErrNoMachineID, err)
 		}
 	}
@@ -219,7 +219,7 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 }
 
 // Renew extends the leases and writes a heartbeat without raising the
-// reservation. KeepAlive calls it every RenewInterval.
+// reservation. KeepAlive calls it every LeaseTTL/3.
 func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -279,7 +279,7 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	return got, nil
 }
 
-// KeepAlive renews the lease every RenewInterval on the registry's clock
+// KeepAlive renews the lease every LeaseTTL/3 on the registry's clock
 // until Release or Abandon, or the lease is lost. Failures are counted and
 // retried; they never extend what the generator may issue.
 func (l *Lease) KeepAlive() {
@@ -288,7 +288,7 @@ func (l *Lease) KeepAlive() {
 	if l.keep != nil || l.released {
 		return
 	}
-	period := l.reg.opts.RenewInterval()
+	period := l.reg.opts.LeaseTTL / 3
 	l.keep = flake.Every(l.reg.opts.Clock, period, func() {
 		if l.lost.Load() {
 			l.stopKeepAlive()

@@ -20,13 +20,9 @@ const (
 	DefaultHorizon      = 5 * time.Second
 	DefaultMaxWait      = 2 * time.Second
 	DefaultEventsMaxLen = 100_000
-	// MaxLayoutSettle is the longest LayoutSettle.
+	// MaxLayoutSettle is the longest LayoutSettle: the default for the
+	// longest lease TTL (10m/3 + 1s) fits.
 	MaxLayoutSettle = 5 * time.Minute
-	// MaxRenewInterval caps the renewal period: leases are renewed every
-	// LeaseTTL/3, but at least this often, so the layout's settle window
-	// (one renewal period plus slack) does not grow with the TTL, and
-	// covers every owner's renewal whatever TTL each node runs with.
-	MaxRenewInterval = 2 * time.Second
 )
 
 // Limits of Options, named in its errors; flaked serve takes its flags'
@@ -61,8 +57,7 @@ type Options struct {
 	// Layout is the fleet-wide ID layout; zero means flake.DefaultLayout().
 	Layout flake.Layout
 	// LeaseTTL is how long a lease lives without renewal: 1s..10m, default
-	// 10s. Leases are renewed every LeaseTTL/3, at most MaxRenewInterval
-	// apart (RenewInterval).
+	// 10s. Leases are renewed every LeaseTTL/3.
 	LeaseTTL time.Duration
 	// MaxSkew is how far the local clock may be from Redis TIME at a claim:
 	// 1ms..1h, default 1s. Beyond it the claim fails with ErrClockSkew.
@@ -92,8 +87,7 @@ type Options struct {
 	// registry (a new fleet, or Redis lost its data) issues nothing for
 	// this long, so owners from before a loss can restore their layout
 	// first and a misconfigured node is refused (renew.lua). 0..5m,
-	// default RenewInterval + 1s: one renewal period with slack, at most
-	// 3s whatever the lease TTL.
+	// default LeaseTTL/3 + 1s: one renewal period with slack.
 	LayoutSettle time.Duration
 	// Private says the Redis is this process's own embedded store (a
 	// standalone node): nobody else can have written it, so there is no
@@ -166,7 +160,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Rand = rand.Reader
 	}
 	if o.LayoutSettle == 0 {
-		o.LayoutSettle = o.RenewInterval() + time.Second
+		o.LayoutSettle = o.LeaseTTL/3 + time.Second
 	}
 	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
 		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
@@ -175,17 +169,4 @@ func (o Options) withDefaults() (Options, error) {
 		o.LayoutSettle = time.Nanosecond
 	}
 	return o, nil
-}
-
-// RenewInterval is how often a lease is renewed: LeaseTTL/3, at most
-// MaxRenewInterval. Renewing more often than the TTL needs costs one
-// script call per interval per node; it keeps the layout settle window
-// short (LayoutSettle), since owners from before a loss restore their
-// layout at their next renewal.
-func (o Options) RenewInterval() time.Duration {
-	ttl := o.LeaseTTL
-	if ttl == 0 {
-		ttl = DefaultLeaseTTL
-	}
-	return min(ttl/3, MaxRenewInterval)
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // Every lease TTL the daemon accepts (1s..10m) gives a layout settling time
-// (RenewInterval + 1s by default: at most 3 s) that the registry and the counter accept,
+// (LeaseTTL/3 + 1s by default) that the registry and the counter accept,
 // and a settling time past the limit is refused naming the range.
 func TestOptions_LayoutSettle_FitsEveryLeaseTTL(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: options only
@@ -24,7 +24,7 @@ func TestOptions_LayoutSettle_FitsEveryLeaseTTL(t *testing.T) {
 			t.Fatalf("lease TTL %v: %v", ttl, err)
 		}
 		settle := reg.Options().LayoutSettle
-		if want := min(ttl/3, coord.MaxRenewInterval) + time.Second; settle != want {
+		if want := ttl/3 + time.Second; settle != want {
 			t.Fatalf("lease TTL %v: layout settle %v, want %v", ttl, settle, want)
 		}
 		if _, err := fallback.New(rdb, fallback.Options{LayoutSettle: settle}); err != nil {

@@ -69,7 +69,7 @@ func TestServe_Help_NamesRanges(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{
-		"(renewed every TTL/3, at least every 2s), 1s..10m (default: 10s)",
+		"(renewed every TTL/3), 1s..10m (default: 10s)",
 		"how far IDs may run ahead of the clock, 0..1h (default: 1s)",
 		"max-skew + a tick), 0..1h (default: 0s)",
 		"largest difference of the local clock from Redis TIME, 1ms..1h (default: 1s)",
