@@ -38,7 +38,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mode", Value: node.ModeFlake.String(), EnvVars: envVars("mode"),
 			Usage: "flake (time-based), counter (Redis counter segments) or auto (flake, counter while flake is unsafe)"},
 		durationFlag("lease-ttl", coord.DefaultLeaseTTL, coord.MinLeaseTTL, coord.MaxLeaseTTL,
-			"machine-ID lease TTL (renewed every TTL/3, at least every 2s)"),
+			"machine-ID lease TTL (renewed every TTL/3)"),
 		durationFlag("max-lead", flake.DefaultMaxLead, 0, node.MaxMaxLead, "how far IDs may run ahead of the clock"),
 		durationFlag("max-wait", 0, 0, coord.MaxMaxWait,
 			"how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode; 0: the data-loss horizon + 2s, about 5s, where the horizon is max-lead + 1s reserve-ahead + max-skew + a tick)"),
