@@ -34,6 +34,8 @@ var (
 	release string
 	//go:embed counter.lua
 	counter string
+	//go:embed init.lua
+	initScript string
 )
 
 // Claim atomically claims one machine ID (see claim.lua).
@@ -47,6 +49,10 @@ var Release = guard + release
 
 // Counter hands out a segment of counter-mode values (see counter.lua).
 var Counter = guard + layout + counter
+
+// Init makes a new fleet's registry: no loss floor, no layout settle
+// window (see init.lua); flaked init runs it.
+var Init = guard + initScript
 
 // Check is sonyflake's CheckMachineID (see check.lua).
 //
