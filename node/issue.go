@@ -13,6 +13,7 @@ func (n *Node) NextID(ctx context.Context) (uint64, error) {
 	parent := ctx
 	ctx, cancel := n.waitContext(ctx)
 	defer cancel()
+	waited := false
 	for {
 		s := n.src.Load()
 		var id uint64
@@ -28,7 +29,7 @@ func (n *Node) NextID(ctx context.Context) (uint64, error) {
 		if err == nil {
 			return id, nil
 		}
-		if !n.again(ctx, s, err) && !n.retry(ctx, err) {
+		if !n.againOrWait(ctx, s, err, &waited) {
 			return 0, n.waitError(parent, err)
 		}
 	}
@@ -57,6 +58,7 @@ func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 	parent := ctx
 	ctx, cancel := n.waitContext(ctx)
 	defer cancel()
+	waited := false
 	filled := 0
 	for filled < len(dst) {
 		s := n.src.Load()
@@ -71,7 +73,7 @@ func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 			err = s.err
 		}
 		filled += got
-		if err != nil && !n.again(ctx, s, err) && !n.retry(ctx, err) {
+		if err != nil && !n.againOrWait(ctx, s, err, &waited) {
 			return filled, n.waitError(parent, err)
 		}
 	}

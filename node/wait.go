@@ -34,6 +34,25 @@ func (n *Node) waitContext(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, n.opts.IDWait)
 }
 
+// againOrWait reports whether a caller whose source s failed with err
+// should try again: at once on a newer source, after again's check the
+// first time, then after a pause while IDWait lasts. A waiting caller
+// runs again's check (which may claim) only once: the health checks go on
+// meanwhile, so callers that wait do not add Redis calls of their own.
+func (n *Node) againOrWait(ctx context.Context, s *source, err error, waited *bool) bool {
+	if n.src.Load() != s {
+		return true
+	}
+	if !*waited && n.again(ctx, s, err) {
+		return true
+	}
+	if !n.retry(ctx, err) {
+		return false
+	}
+	*waited = true
+	return true
+}
+
 // retry reports whether a caller whose source failed with err should try
 // again after a pause: IDWait is set, the wait bounded by ctx is not over,
 // and the failure is one that passes (not a closed node, nor the end of
