@@ -46,8 +46,10 @@
 //     and a renewal extends or re-asserts nothing across such a change (a
 //     claim lost with the data may have been someone else's, also a
 //     takeover of this very lease by a copy of the node): the node claims
-//     again. A node displaced this way takes its next IDs at the same loss
-//     floor, so nothing chains.
+//     again, issuing meanwhile only under what it had been granted before
+//     (ErrPossibleLoss), which is below the loss floor. A node displaced
+//     this way takes its next IDs at the same loss floor, so nothing
+//     chains.
 //   - State files copied, restored from old backups, or lost. The token in
 //     a state file is not an identity: every claim makes a new one. A
 //     restart presents the file's token to take its old lease over at once

@@ -258,6 +258,8 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 			err = fmt.Errorf("%w: %w: %v; start it with the fleet's layout flags", ErrLeaseLost, ErrLayoutMismatch, v[2])
 		case "fenced":
 			err = fmt.Errorf("%w: %w: machine ID %v taken over by %v pid %v", ErrLeaseLost, ErrFenced, v[1], v[5], v[6])
+		case "loss":
+			err = fmt.Errorf("%w: %w: machine ID %v: %v", ErrLeaseLost, ErrPossibleLoss, v[1], v[2])
 		default:
 			err = fmt.Errorf("%w: machine ID %v: %v", ErrLeaseLost, v[1], v[2])
 		}

@@ -30,6 +30,13 @@ var (
 	// process that presented this lease's token from a copy of the state
 	// file: two processes run from one state file.
 	ErrFenced = errors.New("fenced by a process started from a copy of this node's state file")
+	// ErrPossibleLoss is wrapped with ErrLeaseLost when a renewal found
+	// that Redis may have lost writes since the last one (it restarted or
+	// failed over): nothing was extended, and the node claims again. What
+	// the lease had already granted stays safe to issue meanwhile: every
+	// grant made before the loss is below the loss floor, where any claim
+	// after it starts (node keeps issuing under it).
+	ErrPossibleLoss = errors.New("possible data loss")
 )
 
 var (

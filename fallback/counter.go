@@ -113,6 +113,11 @@ type Counter struct {
 	cancel  context.CancelFunc
 
 	fetched, fetchErrs, waits atomic.Uint64
+	// known is set once counter.lua has handed this counter a segment:
+	// its layout was then the fleet's, so when Redis has lost the layout
+	// since, this counter restores it the way a lease owner's renewal does
+	// (renew.lua), opening no settle window for itself to wait out.
+	known atomic.Bool
 }
 
 // New validates opts and returns a counter on rdb. It does not talk to
@@ -419,6 +424,9 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		start := c.opts.Clock.Monotonic()
 		a := c.args
 		a.Size, a.MinValue, a.Generation = size, minValue, newGeneration(c.opts.Rand)
+		if c.known.Load() {
+			a.LayoutSettleMs = 0
+		}
 		keys, argv := a.KeysArgv()
 		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait, nil)
 		rtt := c.opts.Clock.Monotonic() - start
@@ -443,6 +451,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 				return nil, 0, fmt.Errorf("counter.lua on %s: value %d is past the last tick of the layout %v (tick %d > %d)",
 					c.keys.Counter, last, c.opts.Layout, last>>c.seqBits, c.opts.Layout.MaxTick())
 			}
+			c.known.Store(true)
 			return newSegment(first, int64(last-first+1)), rtt, nil
 		}
 		if len(res) == 3 && res[0] == "SETTLE" {

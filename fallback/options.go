@@ -67,7 +67,9 @@ type Options struct {
 	// LayoutSettle: a fetch that stores the fleet layout in an empty
 	// registry hands nothing out for this long, so lease owners from
 	// before a data loss can restore theirs (coord.Options.LayoutSettle,
-	// which a node passes here). 0..5m, 0 means none.
+	// which a node passes here). 0..5m, 0 means none. A counter that has
+	// had a segment opens none (Counter.known), and a node passes 0 once
+	// it has issued under the fleet's layout.
 	LayoutSettle time.Duration
 	// RedisIdentity is coord.Options.RedisIdentity, for counter.lua's
 	// guard (a node passes its registry's).

@@ -60,7 +60,7 @@ func (n *Node) checkLocked(ctx context.Context) {
 // failed claim) is claimed again every RetryInterval; meanwhile NextID
 // fails with ErrUnavailable.
 func (n *Node) checkFlakeLocked(ctx context.Context, now time.Duration) {
-	if n.generatorLocked() != nil && n.lease != nil && n.lease.Err() == nil {
+	if n.generatorLocked() != nil && n.lease != nil && n.lease.Err() == nil && n.genLease == n.lease {
 		return
 	}
 	if now < n.retryAt {
@@ -68,7 +68,9 @@ func (n *Node) checkFlakeLocked(ctx context.Context, now time.Duration) {
 	}
 	if err := n.restartFlakeLocked(ctx, -1); err != nil {
 		n.retryAt = now + n.opts.RetryInterval
-		n.src.Store(&source{mode: ModeFlake, err: fmt.Errorf("%w: flake mode, reclaiming machine IDs: %w", ErrUnavailable, err)})
+		if n.generatorLocked() == nil { // not while one drains a lost lease (drain.go)
+			n.src.Store(&source{mode: ModeFlake, err: fmt.Errorf("%w: flake mode, reclaiming machine IDs: %w", ErrUnavailable, err)})
+		}
 	}
 }
 
@@ -80,7 +82,10 @@ func (n *Node) checkFlakeLocked(ctx context.Context, now time.Duration) {
 func (n *Node) checkAutoFlakeLocked(ctx context.Context, now time.Duration) {
 	reason := n.flakeUnsafeLocked(ctx, now)
 	if reason == "" {
-		return
+		if !n.drainingLocked() {
+			return
+		}
+		reason = "the ticks granted before a possible data loss are spent"
 	}
 	if err := n.restartFlakeLocked(ctx, n.opts.MaxLead); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
 		return // a fresh lease fixed it (e.g. a lost lease reclaimed)

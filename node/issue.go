@@ -10,6 +10,10 @@ import (
 
 // NextID returns the next ID, from the current mode's source.
 func (n *Node) NextID(ctx context.Context) (uint64, error) {
+	parent := ctx
+	ctx, cancel := n.waitContext(ctx)
+	defer cancel()
+	waited := false
 	for {
 		s := n.src.Load()
 		var id uint64
@@ -25,8 +29,8 @@ func (n *Node) NextID(ctx context.Context) (uint64, error) {
 		if err == nil {
 			return id, nil
 		}
-		if !n.again(ctx, s, err) {
-			return 0, err
+		if !n.againOrWait(ctx, s, err, &waited) {
+			return 0, n.waitError(parent, err)
 		}
 	}
 }
@@ -51,6 +55,10 @@ func (n *Node) TryNextIDs(dst []uint64) bool {
 // NextIDs fills dst with strictly increasing IDs and returns how many it
 // filled: len(dst), or fewer with an error.
 func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) {
+	parent := ctx
+	ctx, cancel := n.waitContext(ctx)
+	defer cancel()
+	waited := false
 	filled := 0
 	for filled < len(dst) {
 		s := n.src.Load()
@@ -65,8 +73,8 @@ func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 			err = s.err
 		}
 		filled += got
-		if err != nil && !n.again(ctx, s, err) {
-			return filled, err
+		if err != nil && !n.againOrWait(ctx, s, err, &waited) {
+			return filled, n.waitError(parent, err)
 		}
 	}
 	return filled, nil

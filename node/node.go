@@ -58,11 +58,14 @@ type Node struct {
 
 	// mu serializes mode switches and lease changes; NextID takes it only
 	// to wait out a switch.
-	mu     sync.Mutex
-	lease  *coord.Lease
-	bound  int64 // highest tick any ID issued so far may have
-	closed bool
-	reason string // why the current mode was entered
+	mu    sync.Mutex
+	lease *coord.Lease
+	// genLease is the lease the running generator issues under: n.lease,
+	// or one lost to a possible data loss that it drains (drain.go).
+	genLease *coord.Lease
+	bound    int64 // highest tick any ID issued so far may have
+	closed   bool
+	reason   string // why the current mode was entered
 	// healthy, retryAt, skewAt and flushAt are readings of the clock's
 	// Monotonic, so a wall-clock step does not stretch or skip them.
 	healthy      time.Duration // counter mode: since when flake looks healthy (0: not)

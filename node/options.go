@@ -19,6 +19,14 @@ const (
 	DefaultCheckInterval = 100 * time.Millisecond
 	DefaultRecoverAfter  = 3 * time.Second
 	DefaultRetryInterval = time.Second
+	// DefaultReserveAhead is no more than the default max lead, so the
+	// reservation a node crashed with is at most about one lead ahead of
+	// the clock: its restart (kill -9) takes its lease over above it and
+	// issues at once instead of waiting for the clock. It also makes the
+	// data-loss horizon, and so every wait after a Redis restart or
+	// failover, a second shorter; the price is a reservation call about
+	// every half second per node under load instead of every second.
+	DefaultReserveAhead = time.Second
 	// CloseTimeout is how long flaked serve gives Close, after its
 	// --shutdown-timeout, to release the lease with the exact last tick: a
 	// stop cut short before both leaves the lease to expire instead. Deploy
@@ -38,6 +46,7 @@ const (
 	MaxRecoverAfter  = time.Hour
 	MinRetryInterval = 10 * time.Millisecond
 	MaxRetryInterval = time.Minute
+	MaxIDWait        = time.Hour
 )
 
 // Options configure a Node. The zero value is a standalone node in flake
@@ -71,7 +80,7 @@ type Options struct {
 	// default 1s.
 	MaxLead time.Duration
 	// ReserveAhead is how far ahead each reservation reaches: 10ms..1h,
-	// default 2s.
+	// default 1s (DefaultReserveAhead).
 	ReserveAhead time.Duration
 	// CheckInterval is how often the node checks its health (lease,
 	// reservation, clock) to switch modes: 10ms..1m, default 100ms.
@@ -83,6 +92,13 @@ type Options struct {
 	// RetryInterval spaces attempts to claim machine IDs after a failure:
 	// 10ms..1m, default 1s.
 	RetryInterval time.Duration
+	// IDWait is how long NextID and NextIDs wait for a source that cannot
+	// issue now (claiming again, a reservation or counter segment not
+	// granted yet, the clock behind a new floor) before they fail with an
+	// error saying what the node waits for (wait.go): 0..1h, default 0,
+	// which fails at once (a wait for the clock then follows the caller's
+	// context). flaked serve sets it (--id-wait, 2s).
+	IDWait time.Duration
 	// Clock drives everything that takes time: the generator, the clock
 	// guard, lease renewals, counter mode, the health checks and every
 	// wait; nil means the system clock. The simulator (package sim) runs
@@ -118,10 +134,11 @@ func (o *Options) withDefaults() error {
 		name   string
 	}{
 		{&o.MaxLead, flake.DefaultMaxLead, 0, MaxMaxLead, "max lead"},
-		{&o.ReserveAhead, flake.DefaultReserveAhead, MinReserveAhead, MaxReserveAhead, "reserve ahead"},
+		{&o.ReserveAhead, DefaultReserveAhead, MinReserveAhead, MaxReserveAhead, "reserve ahead"},
 		{&o.CheckInterval, DefaultCheckInterval, MinCheckInterval, MaxCheckInterval, "check interval"},
 		{&o.RecoverAfter, DefaultRecoverAfter, 0, MaxRecoverAfter, "recover after"},
 		{&o.RetryInterval, DefaultRetryInterval, MinRetryInterval, MaxRetryInterval, "retry interval"},
+		{&o.IDWait, 0, 0, MaxIDWait, "ID wait"},
 	} {
 		if *d.v == 0 {
 			*d.v = d.def

@@ -92,6 +92,7 @@ func (n *Node) startFlakeLocked(ctx context.Context) error {
 		return err
 	}
 	n.src.Store(&source{mode: ModeFlake, gen: gen})
+	n.genLease = n.lease
 	return nil
 }
 
@@ -113,23 +114,47 @@ func (n *Node) stopFlakeLocked() {
 }
 
 // restartFlakeLocked replaces a lost (or missing) lease and its generator,
-// staying in flake mode. With lead >= 0 a new lease that starts more than
-// lead ahead of the clock (claimed again after a Redis restart or
-// failover: at the loss floor) gets no generator, so no caller waits on
-// one: it returns ErrClockBehind and keeps the lease. With -1 callers wait
-// (up to MaxWait, which startFlakeLocked checks).
+// staying in flake mode. A lease lost to a possible data loss keeps its
+// generator issuing under what it had granted while a new lease is
+// claimed, until the new one's generator can take over (drain.go). With
+// lead >= 0 a new lease that starts more than lead ahead of the clock
+// (claimed again after a Redis restart or failover: at the loss floor)
+// gets no generator, so no caller waits on one: it returns ErrClockBehind
+// and keeps the lease. With -1 callers wait (up to MaxWait, which
+// startFlakeLocked checks).
 func (n *Node) restartFlakeLocked(ctx context.Context, lead time.Duration) error {
 	if n.lease != nil && n.lease.Err() != nil {
-		n.stopFlakeLocked()
+		if n.drainsLocked() {
+			// Everything the generator may still issue is at most this.
+			n.bound = max(n.bound, n.lease.Granted())
+			n.log.Warn().Err(n.lease.Err()).Ints("machine_ids", n.lease.MachineIDs()).Int64("granted", n.lease.Granted()).
+				Msg("issuing on under the ticks already granted while claiming again")
+		} else {
+			n.stopFlakeLocked()
+		}
 		n.dropLeaseLocked(ctx)
 	}
-	if n.generatorLocked() != nil {
-		return nil
+	if g := n.generatorLocked(); g != nil {
+		if n.genLease == n.lease {
+			return nil
+		}
+		if n.lease == nil {
+			if err := n.claimLocked(ctx); err != nil {
+				n.claimErr = err
+				return err
+			}
+		}
+		if !n.swapDueLocked(g) {
+			return nil
+		}
+		n.stopFlakeLocked()
 	}
-	if lead >= 0 && n.lease == nil {
-		if err := n.claimLocked(ctx); err != nil {
-			n.claimErr = err
-			return err
+	if lead >= 0 {
+		if n.lease == nil {
+			if err := n.claimLocked(ctx); err != nil {
+				n.claimErr = err
+				return err
+			}
 		}
 		if ahead := time.Duration(n.floorLocked()-n.clockTick()) * n.reg.Layout().TimeUnit; ahead > lead {
 			// Callers would wait for the clock: the lease is kept, and
@@ -149,7 +174,14 @@ func (n *Node) restartFlakeLocked(ctx context.Context, lead time.Duration) error
 // counter starts above everything it issued.
 func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
 	n.stopFlakeLocked()
-	ctr, err := fallback.New(n.rdb, n.opts.Counter)
+	co := n.opts.Counter
+	if n.bound >= 0 || n.lease != nil {
+		// This node issued, or holds a lease, under the fleet's layout:
+		// like a lease owner it restores that layout if Redis lost it,
+		// with no settle window to wait out (fallback.Options.LayoutSettle).
+		co.LayoutSettle = 0
+	}
+	ctr, err := fallback.New(n.rdb, co)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ package tests
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,6 +79,7 @@ type Daemon struct {
 	Metrics   int
 	StateFile string
 	Args      []string // extra serve flags
+	Bin       string   // the flaked binary; "" for the one built for the suite
 
 	// DefaultStateFile, with StateFile "", gives no state flag: serve's
 	// default state file (in the suite's $STATE_DIRECTORY). Otherwise an
@@ -160,7 +162,7 @@ func (d *Daemon) startNoWait() error {
 		return fmt.Errorf("%s already running", d.Name)
 	}
 	d.inc.Add(1)
-	cmd := exec.Command(binary, d.args()...)
+	cmd := exec.Command(cmp.Or(d.Bin, binary), d.args()...)
 	d.log = &idtest.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = d.log, d.log
 	cmd.Env = append(os.Environ(), "FLAKED_LOG_LEVEL=info")

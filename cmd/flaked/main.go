@@ -56,6 +56,7 @@ func exitStatus(err error) int {
 func newApp(stdout, stderr io.Writer) *cli.App {
 	commands := []*cli.Command{
 		serveCommand(),
+		initCommand(),
 		parseCommand(),
 		planCommand(),
 		versionCommand(),

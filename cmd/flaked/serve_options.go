@@ -84,6 +84,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		Mode:       mode,
 		MachineIDs: c.Int("machine-ids"),
 		MaxLead:    c.Duration("max-lead"),
+		IDWait:     c.Duration("id-wait"),
 		Logger:     log,
 	}
 	if err := lua.CheckIdentity(c.String("redis-identity")); err != nil {

@@ -27,6 +27,7 @@ var argsOfScripts = []struct {
 	{"counter.lua", counter, &CounterArgs{}},
 	{"check.lua", Check, &CheckArgs{}},
 	{"prune.lua", Prune, &PruneArgs{}},
+	{"init.lua", initScript, &InitArgs{}},
 }
 
 // TestArgs_MatchHeaders: every field of a script's Args type lands at the

@@ -70,6 +70,7 @@ const (
 	EventDataLoss       = "dataloss"
 	EventCounterInit    = "counter_init"
 	EventPrune          = "prune"
+	EventInit           = "init"       // flaked init made the registry of a new fleet
 	EventClockSkew      = "clock_skew" // Go only: coord's clock check
 	EventMode           = "mode"       // Go only: node's mode switches
 	EventReplicas       = "replicas"   // Go only: coord.SetReplicaMark, an operator's flaked audit replicas --set

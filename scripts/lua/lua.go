@@ -39,6 +39,8 @@ var (
 	release string
 	//go:embed counter.lua
 	counter string
+	//go:embed init.lua
+	initScript string
 )
 
 // Claim atomically claims one machine ID (see claim.lua).
@@ -59,6 +61,10 @@ var probe string
 // Probe runs guard.lua's reading of INFO and writes nothing (see
 // probe.lua): flaked doctor and flaked serve's checks.
 var Probe = guard + probe
+
+// Init makes a new fleet's registry: no loss floor, no layout settle
+// window (see init.lua); flaked init runs it.
+var Init = guard + initScript
 
 // Check is sonyflake's CheckMachineID (see check.lua).
 //

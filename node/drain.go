@@ -1,0 +1,50 @@
+package node
+
+import (
+	"errors"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
+)
+
+// Issuing through a possible data loss.
+//
+// A renewal that finds Redis may have lost writes since the last one (it
+// restarted or failed over: coord.ErrPossibleLoss) loses the lease, since
+// nothing is extended across such a change. What the lease had already
+// granted stays this node's to issue: the grant was made before the loss,
+// so it is below the loss floor (loss_ms + the Redis clocks' skew + the
+// horizon) where every claim after the loss starts, on this machine ID
+// too; and a copy of this node that took the lease over before the loss
+// (and was lost with the data) started above the reservation it took
+// over, which is at least what was granted here, while this node's
+// renewals since failed (fenced) and granted nothing more. So the
+// generator goes on under its grant while the node claims again, and
+// gives way to a generator under the new lease once that one issues
+// without making callers wait (its floor within MaxLead of the clock), or
+// once the old grant is spent, whichever comes first. Everything the old
+// generator may issue is below n.bound, where the new one starts.
+
+// drainsLocked reports whether the running generator may go on under its
+// lost lease: lost to a possible data loss, and nothing else.
+func (n *Node) drainsLocked() bool {
+	return n.lease != nil && errors.Is(n.lease.Err(), coord.ErrPossibleLoss) &&
+		n.generatorLocked() != nil && n.genLease == n.lease
+}
+
+// drainingLocked reports whether the running generator issues under a lost
+// lease, n.lease being its replacement or nil.
+func (n *Node) drainingLocked() bool {
+	return n.generatorLocked() != nil && n.genLease != n.lease
+}
+
+// swapDueLocked reports whether g, draining a lost lease, should give way
+// to a generator under n.lease: g's grant is spent, or the new floor is
+// close enough to the clock that nobody waits.
+func (n *Node) swapDueLocked(g *flake.Generator) bool {
+	st := g.Stats()
+	if st.Granted <= max(st.Now, st.Last) {
+		return true
+	}
+	return n.floorLocked()-n.clockTick() <= int64(n.opts.MaxLead/n.reg.Layout().TimeUnit)
+}

@@ -1,0 +1,65 @@
+package node_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/node"
+)
+
+// Fault: kill -9 of a node that has been issuing (Crash: nothing
+// released), restarted at once on its state file, with the default reach
+// (max lead 1 s, reserve ahead DefaultReserveAhead). Guard: the restart
+// takes its lease over above the reservation the crashed process made
+// ahead (Redis's and the state file's). With reserve-ahead no more than
+// max lead that reservation is at most about one lead ahead of the clock,
+// so the restart's generator can issue at once instead of waiting for the
+// clock (issue 28: 2 s before). A duplicate shows as an ID of the restart
+// at or below one of the crashed process (same machine ID), or a floor
+// below what it reserved.
+func TestNode_KillAndRestart_DefaultReach_AboveReservationAtOnce(t *testing.T) {
+	srv := realRedis(t)
+	rdb := client(t, srv)
+	path := filepath.Join(t.TempDir(), "node.state")
+	o := node.Options{Redis: rdb, StateFile: path}
+	if node.DefaultReserveAhead > flake.DefaultMaxLead {
+		t.Fatalf("default reserve ahead %v is past the default max lead %v: a restart after kill -9 waits for the clock",
+			node.DefaultReserveAhead, flake.DefaultMaxLead)
+	}
+	n, err := node.New(ctxT(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before []uint64
+	for range 40 { // a steady load for about 2 s: several reservations
+		before = append(before, issue(t, n, 50)...)
+		time.Sleep(50 * time.Millisecond)
+	}
+	granted := n.Lease().Granted()
+	mids := n.MachineIDs()
+	n.Crash()
+
+	n2, err := node.New(ctxT(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close(context.Background())
+	lay := n2.Layout()
+	if got := n2.MachineIDs(); len(got) != 1 || got[0] != mids[0] {
+		t.Fatalf("the restart took machine IDs %v, want its own %v back", got, mids)
+	}
+	floor := n2.Lease().Floor()
+	if floor < granted {
+		t.Fatalf("the restart starts after tick %d, below the %d the crashed process had reserved", floor, granted)
+	}
+	lead := int64(flake.DefaultMaxLead / lay.TimeUnit)
+	if ahead := floor - lay.Tick(time.Now()); ahead > lead+1 {
+		t.Fatalf("the restart's floor is %d ticks ahead of the clock, more than max lead (%d): its callers wait", ahead, lead)
+	}
+	after := issue(t, n2, 1000)
+	idtest.Increasing(t, lay, "node", append(before, after...))
+}

@@ -1,0 +1,42 @@
+-- init.lua: make the registry of a new fleet (flaked init). lua.go puts
+-- guard.lua in front for its helpers (redisNow, serverInfo); its
+-- guard does not run: there is nothing to guard yet.
+--
+-- KEYS[1] {ns}:meta KEYS[2] {ns}:layout KEYS[3] {ns}:events
+-- ARGV: 1 generation, 2 canonical layout, 3 epoch (us since the Unix
+--   epoch), 4 tick length (us), 5 events maxlen, 6 host, 7 pid,
+--   8 identity (guard.lua's serverInfo: the server's identity is read,
+--   and an unsafe server refused, as by every writing script).
+--
+-- A registry made by a node's first claim (or counter call) cannot tell a
+-- new fleet from a Redis that lost everything, so it gets both guards of
+-- the second case: the loss floor (its first IDs wait about a horizon)
+-- and the layout's settle window. An operator who knows the fleet is new
+-- says so by running this, as etcd's --initial-cluster-state new does:
+-- {ns}:meta is written with this server's identity and no possible loss
+-- (loss_ms 0), and the layout stored without a window, so the first claim
+-- and the first counter segment start at once. From then on guard.lua
+-- watches this server as for any registry: a restart or failover records
+-- a loss as usual.
+--
+-- Refused when {ns}:meta or {ns}:layout exists: the fleet (or what is left
+-- of it after a loss) has issued IDs, and only the floors keep them apart.
+-- Returns {"OK", generation, identity} or {"EXISTS", key, detail}.
+local nowText, _, nowUs = redisNow()
+local meta = redis.call('HMGET', KEYS[1], 'generation', 'created_ms')
+if meta[1] then
+  return {'EXISTS', KEYS[1], 'generation ' .. meta[1] .. ' made at ' .. (meta[2] or '?') .. ' ms'}
+end
+local stored = redis.call('GET', KEYS[2])
+if stored then
+  return {'EXISTS', KEYS[2], 'layout ' .. stored}
+end
+local id = serverInfo(ARGV[8])
+redis.call('HSET', KEYS[1], 'generation', ARGV[1], 'created_ms', nowText,
+  'created_tick', math.floor((nowUs - tonumber(ARGV[3])) / tonumber(ARGV[4])),
+  'server', id, 'loss_ms', '0', 'loss_id', id .. '@init', 'replicas', listedReplicas())
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'type', 'init', 'mid', '',
+  'host', ARGV[6], 'pid', ARGV[7], 'layout', ARGV[2], 'generation', ARGV[1], 'server', id,
+  'detail', 'registry made for a new fleet by flaked init: no loss floor, no layout settle window')
+return {'OK', ARGV[1], id}

@@ -1,0 +1,370 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/redistest"
+)
+
+// TestAvailability measures how long a daemon goes without handing out an
+// ID through each fault of issue 28's table, in each mode: one client
+// asks NEXTID every 5 ms (a steady load) and every reply is timed. It is a
+// benchmark, not a test of speed: it runs only with FLAKED_AVAIL=1
+// (scripts/bench availability), prints a table, and fails only on a
+// repeated ID. With FLAKED_AVAIL_BASE set to another flaked binary (the
+// baseline, built from another commit) each row runs on both, baseline
+// first, in the same run. The figures come from protocol constants (lease
+// TTL, horizon, reservations), not from CPU speed, so they are absolute.
+//
+//	FLAKED_AVAIL=1 FLAKED_AVAIL_BASE=/tmp/flaked-main go test -count=1 -v -timeout 60m -run TestAvailability ./tests/
+func TestAvailability(t *testing.T) {
+	if os.Getenv("FLAKED_AVAIL") != "1" {
+		t.Skip("a benchmark: FLAKED_AVAIL=1 (scripts/bench availability)")
+	}
+	redistest.Require(t)
+	bins := []struct{ name, path string }{{"branch", binary}}
+	if base := os.Getenv("FLAKED_AVAIL_BASE"); base != "" {
+		bins = append([]struct{ name, path string }{{"base", base}}, bins...)
+	}
+	modes := strings.Fields(os.Getenv("FLAKED_AVAIL_MODES"))
+	if len(modes) == 0 {
+		modes = []string{"flake", "auto", "counter"}
+	}
+	only := os.Getenv("FLAKED_AVAIL_CASES")
+	type row struct {
+		situation, mode string
+		res             []availResult // one per binary
+	}
+	var rows []row
+	for _, c := range availCases {
+		if only != "" && !slices.Contains(strings.Split(only, ","), c.name) {
+			continue
+		}
+		for _, mode := range modes {
+			r := row{situation: c.title, mode: mode}
+			for _, b := range bins {
+				t.Run(c.name+"/"+mode+"/"+b.name, func(t *testing.T) {
+					res := runAvailability(t, c, mode, b.path)
+					t.Logf("%s %s %s: %s", c.name, mode, b.name, res)
+					r.res = append(r.res, res)
+				})
+			}
+			rows = append(rows, r)
+		}
+	}
+	fmt.Println()
+	var head []string
+	for _, b := range bins {
+		head = append(head, b.name)
+	}
+	fmt.Printf("| situation | mode | longest gap (%s) | NEXTID p99 / max (%s) | failed (%s) |\n",
+		strings.Join(head, " → "), strings.Join(head, " → "), strings.Join(head, " → "))
+	fmt.Println("|---|---|---:|---:|---:|")
+	for _, r := range rows {
+		var gap, lat, failed []string
+		for _, x := range r.res {
+			if x.na {
+				gap, lat, failed = append(gap, "—"), append(lat, "—"), append(failed, "—")
+				continue
+			}
+			gap = append(gap, seconds(x.gap))
+			lat = append(lat, seconds(x.p99)+" / "+seconds(x.max))
+			failed = append(failed, fmt.Sprint(x.failed))
+		}
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", r.situation, r.mode,
+			strings.Join(gap, " → "), strings.Join(lat, " → "), strings.Join(failed, " → "))
+	}
+}
+
+func seconds(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%.3g ms", float64(d.Microseconds())/1000)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// availCase is one situation. start cases measure from a daemon's process
+// start (a new fleet, a restart after kill -9); the others inject the
+// fault into a daemon serving the load.
+type availCase struct {
+	name, title string
+	aof         bool     // Redis with AOF (appendfsync always): a restart loses nothing
+	proxy       bool     // the daemon reaches Redis through a fault proxy
+	flags       []string // extra serve flags
+	// start: the gap is from the process start of the daemon (run by
+	// fault, which returns right after) to its first ID.
+	start bool
+	// init: flaked init makes the registry first (a binary without the
+	// command has no figure for the row).
+	init bool
+	// fault injects the fault and returns when it is over.
+	fault func(t *testing.T, f *availFixture)
+}
+
+type availFixture struct {
+	srv   *redistest.Server
+	proxy *faultproxy.Proxy
+	d     *Daemon
+}
+
+var availCases = []availCase{
+	{name: "new-fleet", title: "a new fleet's first ID", start: true,
+		fault: func(t *testing.T, f *availFixture) { mustLaunch(t, f.d) }},
+	{name: "new-fleet-init", title: "a new fleet's first ID after `flaked init`", start: true, init: true,
+		fault: func(t *testing.T, f *availFixture) { mustLaunch(t, f.d) }},
+	{name: "new-fleet-ttl60", title: "a new fleet's first ID, `--lease-ttl 60s`", start: true,
+		flags: []string{"--lease-ttl", "60s"},
+		fault: func(t *testing.T, f *availFixture) { mustLaunch(t, f.d) }},
+	{name: "redis-empty-ttl60", title: "Redis restarted empty under load, `--lease-ttl 60s`",
+		flags: []string{"--lease-ttl", "60s"},
+		fault: func(t *testing.T, f *availFixture) { f.srv.Restart(t) }},
+	{name: "redis-restart", title: "Redis restarted (AOF: nothing lost, Redis cannot tell)", aof: true,
+		fault: func(t *testing.T, f *availFixture) { f.srv.Restart(t) }},
+	{name: "node-kill", title: "the node restarted after kill -9", start: true,
+		fault: func(t *testing.T, f *availFixture) {
+			f.d.Kill()
+			mustLaunch(t, f.d)
+		}},
+	{name: "redis-slow", title: "every Redis reply delayed 1.5 s for 10 s", proxy: true,
+		fault: func(t *testing.T, f *availFixture) {
+			f.proxy.SetDelay(1500 * time.Millisecond)
+			time.Sleep(10 * time.Second)
+			f.proxy.SetDelay(0)
+		}},
+	{name: "redis-paused", title: "Redis paused 7 s (SIGSTOP)",
+		fault: func(t *testing.T, f *availFixture) {
+			f.srv.Pause()
+			time.Sleep(7 * time.Second)
+			f.srv.Resume()
+		}},
+}
+
+func mustLaunch(t *testing.T, d *Daemon) {
+	if err := d.startNoWait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// availResult is what one run measured, from the fault on.
+type availResult struct {
+	na       bool          // the binary cannot run the situation
+	gap      time.Duration // longest time without an ID
+	p99, max time.Duration // NEXTID latency
+	requests int
+	failed   int // error replies and timeouts
+	lastErr  string
+}
+
+func (r availResult) String() string {
+	s := fmt.Sprintf("gap %v, p99 %v, max %v, %d requests, %d failed", r.gap.Round(time.Millisecond),
+		r.p99.Round(time.Millisecond), r.max.Round(time.Millisecond), r.requests, r.failed)
+	if r.lastErr != "" {
+		s += " (last: " + r.lastErr + ")"
+	}
+	return s
+}
+
+// reply is one NEXTID request.
+type reply struct {
+	start, end time.Time
+	id         uint64
+	err        error
+}
+
+// availLoad asks NEXTID every 5 ms on one connection, each request with a
+// 5 s read timeout (a client's usual), and keeps every reply.
+type availLoad struct {
+	mu      sync.Mutex
+	replies []reply
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func startAvailLoad(d *Daemon) *availLoad {
+	l := &availLoad{stop: make(chan struct{}), done: make(chan struct{})}
+	c := redis.NewClient(&redis.Options{Addr: d.Addr(), MaxRetries: -1, PoolSize: 1, DialTimeout: time.Second,
+		ReadTimeout: 5 * time.Second, DisableIdentity: true, Protocol: 2})
+	go func() {
+		defer close(l.done)
+		defer c.Close()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			r := reply{start: time.Now()}
+			r.id, r.err = c.Do(context.Background(), "NEXTID").Uint64()
+			r.end = time.Now()
+			l.mu.Lock()
+			l.replies = append(l.replies, r)
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *availLoad) Stop() []reply {
+	close(l.stop)
+	<-l.done
+	return l.replies
+}
+
+// lastOK is when the last successful reply came, or zero.
+func (l *availLoad) lastOK() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.replies) - 1; i >= 0; i-- {
+		if l.replies[i].err == nil {
+			return l.replies[i].end
+		}
+	}
+	return time.Time{}
+}
+
+// steadySince is how long IDs have come without a gap over 500 ms.
+func (l *availLoad) steadySince(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := now
+	for i := len(l.replies) - 1; i >= 0; i-- {
+		r := l.replies[i]
+		if r.err != nil {
+			continue
+		}
+		if next.Sub(r.end) > 500*time.Millisecond {
+			break
+		}
+		next = r.end
+	}
+	return now.Sub(next)
+}
+
+func waitListening(t *testing.T, d *Daemon, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", d.Addr(), 100*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s did not listen within %v\n%s", d.Name, within, d.Log())
+}
+
+// runAvailability runs one situation in one mode on one binary.
+func runAvailability(t *testing.T, c availCase, mode, bin string) availResult {
+	f := &availFixture{srv: redistest.Start(t, redistest.Options{AOF: c.aof})}
+	url := f.srv.URL()
+	if c.proxy {
+		f.proxy = faultproxy.Start(t, f.srv.Addr())
+		url = "redis://" + f.proxy.Addr()
+	}
+	f.d = NewDaemon(t, "avail-"+c.name+"-"+mode, url, append([]string{"--mode", mode}, c.flags...)...)
+	f.d.Bin = bin
+	if c.init {
+		out, err := exec.Command(bin, "init", "--redis", url).CombinedOutput()
+		if err != nil {
+			t.Logf("flaked init: %v: %s", err, out)
+			return availResult{na: true}
+		}
+	}
+	var load *availLoad
+	var t0, over time.Time
+	if c.start {
+		if c.name == "node-kill" {
+			// A node that has served IDs, so its state file and Redis hold
+			// a reservation made ahead.
+			f.d.MustStart()
+			if err := firstID(f.d, 60*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			warm := startAvailLoad(f.d)
+			time.Sleep(2 * time.Second)
+			warm.Stop()
+		}
+		t0 = time.Now()
+		c.fault(t, f)
+		waitListening(t, f.d, 60*time.Second)
+		load = startAvailLoad(f.d)
+		over = t0
+	} else {
+		mustLaunch(t, f.d) // a new registry's start may take a settle window (21 s at a 60 s lease TTL)
+		waitListening(t, f.d, 60*time.Second)
+		if err := firstID(f.d, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		load = startAvailLoad(f.d)
+		time.Sleep(2 * time.Second)
+		t0 = time.Now()
+		c.fault(t, f)
+		over = time.Now()
+	}
+	// Until IDs have come steadily for 3 s, at least 6 s after the fault,
+	// at most 45 s.
+	for {
+		now := time.Now()
+		if now.Sub(over) > 45*time.Second || (now.Sub(over) > 6*time.Second && load.steadySince(now) > 3*time.Second) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	replies := load.Stop()
+	f.d.Kill()
+
+	seen := map[uint64]bool{}
+	var res availResult
+	var lat []time.Duration
+	prev := t0
+	for _, r := range replies {
+		if r.err == nil {
+			if seen[r.id] {
+				t.Errorf("ID %d issued twice", r.id)
+			}
+			seen[r.id] = true
+		}
+		if r.start.Before(t0) {
+			if r.err == nil {
+				prev = r.end
+			}
+			continue
+		}
+		res.requests++
+		lat = append(lat, r.end.Sub(r.start))
+		if r.err != nil {
+			res.failed++
+			res.lastErr = r.err.Error()
+			var ne net.Error
+			if errors.As(r.err, &ne) && ne.Timeout() {
+				res.lastErr = "timeout"
+			}
+			continue
+		}
+		res.gap = max(res.gap, r.end.Sub(prev))
+		prev = r.end
+	}
+	if len(seen) == 0 || prev.Before(t0) {
+		t.Errorf("no ID after the fault\n%s", f.d.Log())
+	}
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.p99 = lat[len(lat)*99/100]
+		res.max = lat[len(lat)-1]
+	}
+	return res
+}
