@@ -58,9 +58,9 @@ func loadRules(t *testing.T, b []byte) []alertRule {
 }
 
 // wantAlerts are the conditions the rules must cover (README, Deploying).
-// flaked_redis_unsafe (doctor's findings) is left to its own change.
+// FlakedRedisUnsafe is flaked serve's watch of the doctor's live checks.
 var wantAlerts = []string{"FlakedNotReady", "FlakedLeaseLost", "FlakedLeaseFenced", "FlakedCloneDetected", "FlakedDataLossDetected",
-	"FlakedReservationHeadroomLow", "FlakedCounterModeEngaged", "FlakedTimeBitsRunningOut"}
+	"FlakedReservationHeadroomLow", "FlakedCounterModeEngaged", "FlakedTimeBitsRunningOut", "FlakedRedisUnsafe"}
 
 // promtool returns Debian's promtool, or skips (fails under CI=true).
 func needBin(t *testing.T, bin, pkg string) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/doctor"
 	"github.com/flaked/flaked/internal/redistest"
 )
@@ -184,4 +185,44 @@ func TestNodeCommands_MatchACLFile(t *testing.T) {
 	if !slices.Equal(granted, checked) {
 		t.Fatalf("acl.conf grants flaked-node %v; the acl check asks about %v", granted, checked)
 	}
+}
+
+// The split-brain check on a Sentinel deployment: after a claim the fleet's
+// replicas mark counts the replica, and every grant waits for it (ok).
+// With the mark lowered below the replicas Sentinel may promote (an
+// operator's --set while the replica still runs, or a replica that
+// attached and left between two grants), a promotion could lose grants
+// the nodes used: unsafe, naming the fix.
+func TestDoctor_SplitBrain_MarkAgainstSentinel(t *testing.T) {
+	redistest.Require(t, "redis-server", "redis-sentinel")
+	s := redistest.StartSentinel(t)
+	rdb := s.Client(t)
+	reg, err := coord.NewRegistry(rdb, coord.Options{LayoutSettle: time.Millisecond, MaxWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replica's first acknowledgement may take up to a second after
+	// its sync: the claim retries until WAIT confirms it.
+	lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background(), -1)
+	tg := doctor.Target{Redis: rdb, Sentinels: s.SentinelAddrs(), MasterName: s.MasterName()}
+	sb, _ := results(t, tg, "splitbrain")
+	mustStatus(t, sb, doctor.OK)
+	if _, err := coord.SetReplicaMark(ctxT(t), rdb, "", 0, "test"); err != nil {
+		t.Fatal(err)
+	}
+	sb, all := results(t, tg, "splitbrain")
+	var unsafe []doctor.Result
+	for _, r := range sb {
+		if r.Status == doctor.Unsafe {
+			unsafe = append(unsafe, r)
+		}
+	}
+	if len(unsafe) == 0 || doctor.Worst(all) != doctor.Unsafe {
+		t.Fatalf("mark 0 below the replica Sentinel may promote: %+v, want unsafe", sb)
+	}
+	mustStatus(t, unsafe, doctor.Unsafe, "Sentinel knows", "SENTINEL RESET")
 }

@@ -148,3 +148,16 @@ type watchedNode struct {
 func (g watchedNode) Info() [][2]string {
 	return append(g.Node.Info(), [2]string{"redis_unsafe", strings.Join(g.w.checks(), ",")})
 }
+
+// standaloneStore exports flaked_redis_unsafe{check} at 0 for a standalone
+// node: its embedded store is never an unsafe Redis, and with the series
+// present every node looks alike to dashboards and alert rules.
+type standaloneStore struct{}
+
+func (standaloneStore) Describe(chan<- *prometheus.Desc) {}
+
+func (standaloneStore) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range unsafeGauged {
+		ch <- prometheus.MustNewConstMetric(unsafeDesc, prometheus.GaugeValue, 0, c)
+	}
+}

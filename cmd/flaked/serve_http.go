@@ -23,6 +23,8 @@ func startHTTP(o serveOptions, srv *server.Server, n *node.Node, watch *redisWat
 		newNodeCollector(n), newAlarmCollector(n))
 	if watch != nil {
 		reg.MustRegister(watch) // flaked_redis_unsafe{check}
+	} else {
+		reg.MustRegister(standaloneStore{})
 	}
 	h, err := server.NewHTTPHandler(srv, reg)
 	if err != nil {

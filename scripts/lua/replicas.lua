@@ -27,7 +27,7 @@
 local function replicasNeeded(meta)
   local info = guardInfo
   local mark = tonumber(redis.call('HGET', meta, 'replicas') or '0') or 0
-  local listed = tonumber(string.match(info, 'connected_slaves:(%d+)'))
+  local listed = tonumber(string.match(info, 'connected_slaves:(%d+)') or '')
   if not listed then return mark, '' end
   local names = {}
   for ip, port, state in string.gmatch(info, 'slave%d+:ip=([^,]*),port=(%d+),state=(%w+)') do
