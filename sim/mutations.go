@@ -49,6 +49,11 @@ var Mutations = []Mutation{
 	{Name: "counter-floor-time", Script: &lua.Counter,
 		Edits: []Edit{{"cur = maxOf(maxOf(cur, {T - 1, MASK}), {lossTick + lossLead, MASK})", "cur = maxOf(cur, {T - 1, MASK})"}},
 		Bug:   "a present counter key is floored only to Redis TIME after a failover"},
+	// A split brain (the old master reached by some nodes while a replica
+	// is promoted) is safe only because a grant counts once the replicas
+	// hold it.
+	{Name: "split-brain-no-wait", Switch: "ReplicaWaitOff",
+		Bug: "a grant is used without WAIT confirming it on the fleet's replicas: an old master cut off from them keeps granting while the replica promoted in its place grants too"},
 	// Since a lease missing across a loss is never re-asserted (the loss
 	// ID), renewals restoring the layout are a second line of defence: it
 	// shows with the first one off too.

@@ -20,6 +20,8 @@ func setSwitch(name string) (func(), error) {
 		p = &bugs.ReleaseBelowUsed
 	case "CounterFleetWide":
 		p = &bugs.CounterFleetWide
+	case "ReplicaWaitOff":
+		p = &bugs.ReplicaWaitOff
 	default:
 		return nil, fmt.Errorf("sim: no switch %q in package bugs", name)
 	}

@@ -13,4 +13,5 @@ const (
 	IssuePastReservation = false
 	ReleaseBelowUsed     = false
 	CounterFleetWide     = false
+	ReplicaWaitOff       = false
 )

@@ -20,4 +20,9 @@ var (
 	// counter issues under one machine ID (and region 0 leases past its
 	// half).
 	CounterFleetWide bool
+	// ReplicaWaitOff: a grant is used without WAIT confirming it on the
+	// fleet's replicas (internal/replwait), so an old master cut off from
+	// them keeps granting while a replica promoted in its place grants
+	// too.
+	ReplicaWaitOff bool
 )

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flaked/flaked/internal/bugs"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -115,7 +116,7 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	}
 	for attempt := 0; ; attempt++ {
 		sent := w.last.Load()
-		if off.Load() {
+		if off.Load() || bugs.ReplicaWaitOff {
 			sent = 0
 		}
 		v, acked, err := run(ctx, c, s, keys, argv, sent, timeout)
@@ -130,7 +131,7 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		}
 		res := Result{Need: toInt(v[needAt]), Listed: fmt.Sprint(v[needAt+1]), Acked: acked}
 		w.last.Store(res.Need)
-		if off.Load() || res.Need <= 0 {
+		if off.Load() || bugs.ReplicaWaitOff || res.Need <= 0 {
 			res.Acked = max(res.Acked, res.Need)
 			return v, res, nil
 		}
