@@ -62,6 +62,26 @@ func StartSentinel(tb testing.TB) *Sentinel {
 	if err != nil {
 		tb.Fatalf("redistest: sentinel setup: %v%s", err, logs(master, replica, sent))
 	}
+	// The replica acknowledges writes only from its first periodic ACK
+	// after the sync (up to 1 s later): until then every grant's WAIT is
+	// refused and retried, which a test counting events or claims would
+	// see. Wait for it here, once.
+	mc := redis.NewClient(master.clientOptions())
+	defer mc.Close()
+	err = poll(startTimeout, func(ctx context.Context) error {
+		conn := mc.Conn()
+		defer conn.Close()
+		if err := conn.Set(ctx, "redistest:probe", 1, 0).Err(); err != nil {
+			return err
+		}
+		if n := conn.Wait(ctx, 1, 500*time.Millisecond).Val(); n < 1 {
+			return fmt.Errorf("the replica has not acknowledged a write yet")
+		}
+		return conn.Del(ctx, "redistest:probe").Err()
+	})
+	if err != nil {
+		tb.Fatalf("redistest: sentinel setup: %v%s", err, logs(master, replica, sent))
+	}
 	return s
 }
 
