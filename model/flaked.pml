@@ -619,6 +619,7 @@ init {
   :: off[0] = 0; off[1] = SK
   :: off[0] = SK; off[1] = 0
   fi;
+  printf("EV OFF %d %d\n", off[0], off[1]);
   atomic {
     for (p : 0 .. P-1) { run Proc(p) }
     p = 0
@@ -626,7 +627,7 @@ init {
 
 end:
   do
-  :: now < TMAX -> now++; printf("EV TIME %d\n", now)
+  :: atomic { now < TMAX -> now++; printf("EV TIME %d\n", now) }
 
   /* a lease expires (a pause past the TTL) or is evicted (volatile-*) */
   :: atomic { ANYLEASE(0) || ANYLEASE(1) ->
@@ -679,10 +680,10 @@ end:
   :: atomic { !lnk -> repof = mst; lnk = 1; listed[mst] = 1;
        copydata(REP, repof); printf("EV SYNC %d %d\n", repof, REP) }
   /* a node reaches the new master (each at its own moment) */
-  :: atomic { pconn[0] != mst -> pconn[0] = mst }
-  :: atomic { pconn[1] != mst -> pconn[1] = mst }
+  :: atomic { pconn[0] != mst -> pconn[0] = mst; printf("EV CONN 0 %d\n", mst) }
+  :: atomic { pconn[1] != mst -> pconn[1] = mst; printf("EV CONN 1 %d\n", mst) }
 #if P > 2
-  :: atomic { pconn[2] != mst -> pconn[2] = mst }
+  :: atomic { pconn[2] != mst -> pconn[2] = mst; printf("EV CONN 2 %d\n", mst) }
 #endif
 #endif
 
