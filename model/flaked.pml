@@ -314,6 +314,12 @@ inline usecounter(P_, C_, F_, E_) {
 #define LOSE(p) pmid[p] = 0; ptok[p] = 0; pfloor[p] = 0; presv[p] = 0; plid[p] = 0; pgen[p] = 0; psettle[p] = 0
 #define DOWN(p) LOSE(p); up[p] = 0; pconn[p] = 0; plast[p] = NONE; pvlast[p] = NONE; CLRPEND(p)
 
+#ifdef REGIONS
+#define REGION0(p) (p != P-1)
+#else
+#define REGION0(p) (1)
+#endif
+
 /* a server takes writes from p */
 #define CANWRITE(p) (acc[pconn[p]])
 
@@ -500,8 +506,8 @@ end:
 
 #endif
 #ifdef COUNTER
-  /* counter.lua */
-  :: atomic { up[p] && CANWRITE(p) && IDLE(p) ->
+  /* counter.lua (REGIONS: the last slot is region 1's, below) */
+  :: atomic { up[p] && CANWRITE(p) && IDLE(p) && REGION0(p) ->
        ws = pconn[p];
        guard(ws, 0);
        xminv = pvlast[p] + 1;
@@ -675,10 +681,17 @@ end:
   :: atomic { faults < MAXF && lnk -> faults++;
        ws = REP; acc[repof] = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws;
        lnk = 0; listed[0] = 0; listed[1] = 0;
-       printf("EV PROMOTE %d\n", ws); PREFIX(ws, repof) }
+       printf("EV PROMOTE %d\n", ws); PREFIX(ws, repof);
+#ifndef WAITSW
+       cleardata(repof);   /* dead data; PREFIX draws the next replica's anew */
+#endif
+       skip }
   /* the old master comes back as a replica of the new one (full sync) */
   :: atomic { !lnk -> repof = mst; lnk = 1; listed[mst] = 1;
-       copydata(REP, repof); printf("EV SYNC %d %d\n", repof, REP) }
+#ifdef WAITSW
+       copydata(REP, repof);
+#endif
+       printf("EV SYNC %d %d\n", repof, REP) }
   /* a node reaches the new master (each at its own moment) */
   :: atomic { pconn[0] != mst -> pconn[0] = mst; printf("EV CONN 0 %d\n", mst) }
   :: atomic { pconn[1] != mst -> pconn[1] = mst; printf("EV CONN 1 %d\n", mst) }
