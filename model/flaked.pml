@@ -120,7 +120,7 @@ short pvlast[P];     /* last counter value it used */
 byte ppend[P];       /* a grant awaiting WAIT: 1 claim, 2 renew, 3 counter */
 byte pn[P];          /* the n it must WAIT for */
 byte pps[P];         /* the server it was granted on */
-short pa[P]; short pb[P]; byte pc[P]; short pd[P]; byte pe[P]; byte pg[P];   /* the pending grant */
+short pa[P]; short pb[P]; byte pc[P]; short pd[P]; byte pe[P]; byte pg[P]; byte pi[P];   /* the pending grant */
 #endif
 
 /* state files, one per slot (a clone slot gets a copy of node 0's) */
@@ -248,6 +248,10 @@ inline guard(S_, G_) {
   /* the script reads connected_slaves and raises the high-water mark */
   mhw[S_] = MAX(mhw[S_], listed[S_]);
   xn = MAX(listed[S_], mhw[S_]);
+#ifdef WAIT_MIN
+  /* a floor the operator configures: the replicas the deployment has */
+  xn = MAX(xn, WAIT_MIN);
+#endif
 #endif
   skip
 }
@@ -307,7 +311,7 @@ inline usecounter(P_, C_, F_, E_) {
  * a process that lost its lease keeps only its last tick and counter
  * value; one that ended keeps nothing (its state file stays). */
 #ifdef WAITSW
-#define CLRPEND(p) ppend[p] = 0; pn[p] = 0; pps[p] = 0; pa[p] = 0; pb[p] = 0; pc[p] = 0; pd[p] = 0; pe[p] = 0; pg[p] = 0
+#define CLRPEND(p) ppend[p] = 0; pn[p] = 0; pps[p] = 0; pa[p] = 0; pb[p] = 0; pc[p] = 0; pd[p] = 0; pe[p] = 0; pg[p] = 0; pi[p] = 0
 #else
 #define CLRPEND(p) skip
 #endif
@@ -405,7 +409,7 @@ end:
           if :: xwuntil <= RT(ws) -> xwuntil = 0 :: else -> skip fi;
           printf("EV CLAIM %d %d %d %d OK %d %d %d\n", p, ws, xm, play[p], xfl, xwuntil, xtok);
 #ifdef WAITSW
-          ppend[p] = 1; pn[p] = xn; pps[p] = ws; pa[p] = xfl; pb[p] = xwuntil; pc[p] = xtok; pd[p] = xm;
+          ppend[p] = 1; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfl; pb[p] = xwuntil; pc[p] = xtok; pd[p] = xm;
           pe[p] = mlid[ws]; pg[p] = mgen[ws]
 #else
           pmid[p] = xm + 1; ptok[p] = xtok; pfloor[p] = xfl; presv[p] = xfl; plid[p] = mlid[ws];
@@ -455,7 +459,7 @@ end:
           resv[ws*M+xm] = wr;
           printf("EV RENEW %d %d OK %d %d\n", p, ws, wr, RT(ws));
 #ifdef WAITSW
-          ppend[p] = 2; pn[p] = xn; pps[p] = ws; pa[p] = wr; pb[p] = RT(ws)
+          ppend[p] = 2; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = wr; pb[p] = RT(ws)
 #else
           presv[p] = wr; sffloor[p] = wr;
           if
@@ -541,7 +545,7 @@ end:
                 ctr[ws] = xlast;
                 printf("EV COUNTER %d %d %d %d OK %d %d\n", p, ws, xminv, play[p], xfirst, xlast);
 #ifdef WAITSW
-                ppend[p] = 3; pn[p] = xn; pps[p] = ws; pa[p] = xfirst; pb[p] = xlast
+                ppend[p] = 3; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfirst; pb[p] = xlast
 #else
                 usecounter(p, 0, xfirst, xlast)
 #endif
@@ -572,7 +576,7 @@ end:
   :: atomic { up[p] && ppend[p] != 0 ->
        ws = pps[p];
        if
-       :: lnk && repof == ws && acc[ws] -> copydata(REP, ws); xc = 1; printf("EV SYNC %d %d\n", ws, REP)
+       :: lnk && repof == ws && acc[ws] && ident[ws] == pi[p] -> copydata(REP, ws); xc = 1; printf("EV SYNC %d %d\n", ws, REP)
        :: else -> xc = 0
        fi;
        if
@@ -616,6 +620,12 @@ init {
     }
 #ifdef LAYOUT
     play[P-1] = 2;
+#endif
+#ifdef WAIT_NOFIRST
+    /* the fleet ran with the replica attached before: {ns}:meta holds it
+     * in its high-water mark, on the master and the replica */
+    meta[0] = 1; msrv[0] = ident[0]; nlid = 1; mlid[0] = 1; ngen = 1; mgen[0] = 1;
+    mhw[0] = 1; lay[0] = 1; copydata(1, 0);
 #endif
     p = 0
   }
