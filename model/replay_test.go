@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -51,7 +52,7 @@ func TestReplay_ScriptsMatchModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := 0
-	for _, cfg := range []string{"-DCFG_LOSS"} {
+	for _, cfg := range []string{"-DCFG_LOSS", "-DCFG_FAILOVER"} {
 		for seed := 1; seed <= 60; seed++ {
 			args := append([]string{"-T", "-n" + strconv.Itoa(seed), "-u20000", cfg}, replayFlags...)
 			cmd := exec.Command("spin", append(args, pml)...)
@@ -103,7 +104,7 @@ func newReplay(t *testing.T, what string) *replay {
 		r.srv[i] = simredis.New(func() time.Time {
 			// mid-tick, so Redis TIME's tick is the model's
 			return time.UnixMilli((r.now-r.off[i])*1000 + 500)
-		}, nil)
+		}, rand.New(rand.NewPCG(uint64(i)+1, 7))) // distinct identities per server
 	}
 	for i := range r.procs {
 		r.procs[i] = &proc{mid: -1, counterLast: -1, sfFloor: -1}
