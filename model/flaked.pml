@@ -74,6 +74,7 @@ byte msrv[2];        /* meta server: the identity it was last written under */
 short mloss[2];      /* meta loss_ms, in ticks */
 byte mlid[2];        /* meta loss_id, abstracted to a fresh number per loss */
 byte mgen[2];        /* meta generation */
+bit mres[2];         /* meta reserved: a claim wrote {ns}:reserved (guard.lua reads it gone as a loss) */
 byte mhw[2];         /* meta replicas: the high-water mark (WAITSW) */
 byte lay[2];         /* {ns}:layout: 0 none, 1 the fleet's (A), 2 another (B) */
 short mset[2];       /* meta layout_settle_ms, in ticks */
@@ -157,7 +158,7 @@ inline copydata(D_, S_) {
     lease[D_*M+xi] = lease[S_*M+xi]; resv[D_*M+xi] = resv[S_*M+xi]
   }
   meta[D_] = meta[S_]; msrv[D_] = msrv[S_]; mloss[D_] = mloss[S_]; mlid[D_] = mlid[S_];
-  mgen[D_] = mgen[S_]; mhw[D_] = mhw[S_]; lay[D_] = lay[S_]; mset[D_] = mset[S_];
+  mgen[D_] = mgen[S_]; mhw[D_] = mhw[S_]; mres[D_] = mres[S_]; lay[D_] = lay[S_]; mset[D_] = mset[S_];
   mund[D_] = mund[S_]; msid[D_] = msid[S_]; ctr[D_] = ctr[S_];
 #ifdef REGIONS
   ctr2[D_] = ctr2[S_];
@@ -167,7 +168,7 @@ inline copydata(D_, S_) {
 
 inline cleardata(D_) {
   for (xi : 0 .. M-1) { lease[D_*M+xi] = 0; resv[D_*M+xi] = NONE }
-  meta[D_] = 0; msrv[D_] = 0; mloss[D_] = 0; mlid[D_] = 0; mgen[D_] = 0; mhw[D_] = 0;
+  meta[D_] = 0; msrv[D_] = 0; mloss[D_] = 0; mlid[D_] = 0; mgen[D_] = 0; mhw[D_] = 0; mres[D_] = 0;
   lay[D_] = 0; mset[D_] = 0; mund[D_] = 0; msid[D_] = 0; ctr[D_] = NONE;
 #ifdef REGIONS
   ctr2[D_] = NONE;
@@ -206,7 +207,7 @@ inline havoc(S_) {
   fi;
   if
   :: skip
-  :: meta[S_] = 0; msrv[S_] = 0; mloss[S_] = 0; mlid[S_] = 0; mgen[S_] = 0; mhw[S_] = 0;
+  :: meta[S_] = 0; msrv[S_] = 0; mloss[S_] = 0; mlid[S_] = 0; mgen[S_] = 0; mhw[S_] = 0; mres[S_] = 0;
      mset[S_] = 0; mund[S_] = 0; msid[S_] = 0
   fi;
 #ifdef LAYOUT
@@ -227,6 +228,14 @@ inline havoc(S_) {
 #define PREFIX(D_, S_) copydata(D_, S_); havoc(D_)
 #endif
 
+/* {ns}:reserved gone while {ns}:meta says a claim wrote it (evicted or
+ * deleted): guard.lua reads it as a loss at this moment */
+#if M > 2
+#define RESGONE(S_) (mres[S_] && resv[(S_)*M] == NONE && resv[(S_)*M+1] == NONE && resv[(S_)*M+2] == NONE)
+#else
+#define RESGONE(S_) (mres[S_] && resv[(S_)*M] == NONE && resv[(S_)*M+1] == NONE)
+#endif
+
 /* ---- guard.lua ---- */
 /* how: 0 same server, 1 created, 2 server changed */
 inline guard(S_, G_) {
@@ -234,8 +243,10 @@ inline guard(S_, G_) {
   :: !meta[S_] ->
      meta[S_] = 1; msrv[S_] = ident[S_]; mloss[S_] = RT(S_); nlid++; mlid[S_] = nlid;
      if :: G_ == 0 -> ngen++; mgen[S_] = ngen :: else -> mgen[S_] = G_ fi; mhw[S_] = 0; mset[S_] = 0; mund[S_] = 0; msid[S_] = 0; xhow = 1
-  :: meta[S_] && msrv[S_] == ident[S_] -> xhow = 0
+  :: meta[S_] && msrv[S_] == ident[S_] && !RESGONE(S_) -> xhow = 0
   :: else ->
+     /* reservations gone under the same server: the next claim writes both again */
+     if :: msrv[S_] == ident[S_] -> mres[S_] = 0 :: else -> skip fi;
      mloss[S_] = MAX(mloss[S_], RT(S_)); msrv[S_] = ident[S_]; nlid++; mlid[S_] = nlid; xhow = 2;
 #ifdef WAITSW
 #ifndef WAIT_NORESET
@@ -405,6 +416,7 @@ end:
 #endif
           lease[ws*M+xm] = xtok;
           if :: xfl > resv[ws*M+xm] -> resv[ws*M+xm] = xfl :: else -> skip fi;
+          mres[ws] = 1;
           layoutWindow(ws, mlid[ws], SETTLE);
           if :: xwuntil <= RT(ws) -> xwuntil = 0 :: else -> skip fi;
           printf("EV CLAIM %d %d %d %d OK %d %d %d\n", p, ws, xm, play[p], xfl, xwuntil, xtok);
