@@ -63,7 +63,7 @@
 #define P 2            /* process slots; slot p runs node p (CLONE: the last slot copies node 0's file) */
 #endif
 
-#define NONE -1
+#define NONE -2       /* a missing key or field (claim.lua reads a missing reservation as -2 and writes -1) */
 #define MAXV 31        /* counter values are tracked in a 32-bit mask */
 
 /* ---- Redis: two servers' data (index 0 and 1) ---- */
@@ -236,6 +236,11 @@ inline havoc(S_) {
 #define RESGONE(S_) (mres[S_] && resv[(S_)*M] == NONE && resv[(S_)*M+1] == NONE)
 #endif
 
+#ifdef BUG_allkeys
+#undef RESGONE
+#define RESGONE(S_) (0)   /* and the reserved marker not read: evictions unnoticed */
+#endif
+
 /* ---- guard.lua ---- */
 /* how: 0 same server, 1 created, 2 server changed */
 inline guard(S_, G_) {
@@ -400,7 +405,7 @@ end:
           printf("EV CLAIM %d %d %d %d LAYOUT\n", p, ws, xm, play[p])
        :: else ->
 #ifdef BUG_loss_floor_ignored
-          xfl = resv[ws*M+xm];
+          xfl = MAX(resv[ws*M+xm], -1);
 #else
           xfl = MAX(resv[ws*M+xm], LF(ws));
 #endif
@@ -672,11 +677,11 @@ end:
        lease[ws*M+xm] = 0; printf("EV EXPIRE %d %d\n", ws, xm) }
 
 #ifdef BUG_allkeys
-  /* allkeys-*: any key may go, and the guard lets scripts run (the bug) */
+  /* allkeys-*: any key may go ({ns}:reserved as a whole), the guard lets scripts
+   * run and does not read the reserved marker (the bug) */
   :: atomic { acc[mst] && faults < MAXF -> faults++; ws = mst;
        if
-       :: resv[ws*M+0] = NONE; printf("EV EVICT %d resv 0\n", ws)
-       :: resv[ws*M+1] = NONE; printf("EV EVICT %d resv 1\n", ws)
+       :: for (xi : 0 .. M-1) { resv[ws*M+xi] = NONE }; xi = 0; printf("EV EVICT %d reserved\n", ws)
        :: meta[ws] = 0; printf("EV EVICT %d meta\n", ws)
        :: ctr[ws] = NONE; printf("EV EVICT %d counter\n", ws)
        fi }

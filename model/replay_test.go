@@ -222,14 +222,14 @@ func (r *replay) run(out []byte) int {
 			} else {
 				r.do(s, "SET", r.keys.Lease(id), "t"+f[3])
 			}
-			if f[4] == "-1" {
+			if f[4] == "-2" {
 				r.do(s, "HDEL", r.keys.Reserved, id)
 			} else {
 				r.do(s, "HSET", r.keys.Reserved, id, f[4])
 			}
 		case "DATAX":
 			s := int(n(1))
-			if f[2] == "-1" {
+			if f[2] == "-2" {
 				r.do(s, "DEL", r.keys.Counter)
 			} else {
 				r.do(s, "SET", r.keys.Counter, f[2])
