@@ -1,0 +1,771 @@
+/*
+ * flaked.pml: a Promela model of flaked's coordination protocol, checked
+ * exhaustively by SPIN (scripts/model runs every configuration). What each
+ * part stands for, what is abstracted and why that is sound: docs/model.md.
+ *
+ * One process runs the whole system as a loop of atomic steps: each script
+ * call is one step (Redis runs a script atomically), each environment fault
+ * is one step, and a node's use of what it was granted is a step of its
+ * own. Any interleaving of these steps is explored, so a process that
+ * stops taking steps for a while (a pause, a slow connection) needs no
+ * step of its own.
+ *
+ * Time is counted in ticks; one tick stands for one second, the unit in
+ * which the scripts' margins are stated (redisSkewMs = 1 s). Counter values
+ * are tick * SEQ + seq (one sequence bit), as counter.lua computes them.
+ *
+ * Configurations (-D, scripts/model): CFG_LOSS (one server and its
+ * snapshot: restarts from it or empty), CFG_FAILOVER (a master and a
+ * replica holding a prefix of its writes; a failover), CFG_SPLIT (the
+ * replica is promoted while the old master, cut off from it, still accepts
+ * writes from some nodes). Switches: WAITSW (DESIGN-26 point 3: a grant is
+ * used only after WAIT n), MINREP (the old master refuses writes LAG ticks
+ * after the cut: min-replicas-to-write 1), LAYOUT (a node of another
+ * layout), CLONE (a process started from a copy of a node's state file),
+ * ALLKEYS (an allkeys-* eviction policy: the guard refuses), REGIONS (two
+ * regions' counters). BUG_x brings back one bug of the teeth list.
+ */
+
+#ifndef M
+#define M 2            /* machine IDs 0..M-1 */
+#endif
+#ifndef TMAX
+#define TMAX 6         /* the last tick of global time */
+#endif
+#ifndef H
+#define H 2            /* the fleet's horizon (reserve-ahead + max-lead + max-skew) */
+#endif
+#define SK 1           /* redisSkewMs: 1 s, one tick */
+#ifndef LEAD
+#define LEAD 1         /* the counter's lead */
+#endif
+#define SEQ 2          /* counter values per tick (one sequence bit) */
+#ifndef SEG
+#define SEG 2          /* counter segment size */
+#endif
+#ifndef SETTLE
+#ifdef LAYOUT
+#define SETTLE 1       /* layout settle window, in ticks */
+#else
+#define SETTLE 0       /* one layout: no window (a claim then waits for nothing) */
+#endif
+#endif
+#ifndef MAXTOK
+#define MAXTOK 4      /* claims in a run: tokens are fresh numbers up to it */
+#endif
+#ifndef MAXF
+#define MAXF 2         /* fault budget: losses, failovers, restarts, clones */
+#endif
+#ifndef LAG
+#define LAG 3          /* min-replicas-max-lag (MINREP) */
+#endif
+#ifndef P
+#define P 2            /* process slots; slot p runs node p (CLONE: the last slot copies node 0's file) */
+#endif
+
+#define NONE -2       /* a missing key or field (claim.lua reads a missing reservation as -2 and writes -1) */
+#define MAXV 31        /* counter values are tracked in a 32-bit mask */
+
+/* ---- Redis: two servers' data (index 0 and 1) ---- */
+byte lease[2*M];     /* lease token, 0: none */
+short resv[2*M];     /* {ns}:reserved, NONE: no field */
+bit meta[2];         /* {ns}:meta exists */
+byte msrv[2];        /* meta server: the identity it was last written under */
+short mloss[2];      /* meta loss_ms, in ticks */
+byte mlid[2];        /* meta loss_id, abstracted to a fresh number per loss */
+byte mgen[2];        /* meta generation */
+bit mres[2];         /* meta reserved: a claim wrote {ns}:reserved (guard.lua reads it gone as a loss) */
+byte mhw[2];         /* meta replicas: the high-water mark (WAITSW) */
+byte lay[2];         /* {ns}:layout: 0 none, 1 the fleet's (A), 2 another (B) */
+short mset[2];       /* meta layout_settle_ms, in ticks */
+byte mund[2];        /* meta layout_loss_id, 0: absent */
+byte msid[2];        /* meta layout_settle_id */
+short ctr[2];        /* {ns}:counter, NONE: missing */
+#ifdef REGIONS
+short ctr2[2];       /* region 1's counter key */
+#endif
+
+/* ---- the servers as processes ---- */
+byte ident[2];       /* run_id:master_replid, abstracted to a fresh number */
+short off[2];        /* TIME = now - off: the servers' clocks within SK */
+bit acc[2];          /* accepting writes (a master, up, reachable) */
+byte mst;            /* the master Sentinel knows */
+bit lnk;             /* the replica's link to its master is up */
+byte repof;          /* the server the replica (1 - repof) follows */
+bit listed[2];       /* connected_slaves the server lists (until repl-timeout) */
+bit split;           /* two masters accepting writes */
+short cutT;          /* when the split began */
+
+short now;
+byte faults;
+bit cloned;          /* the clone slot started from a copy (once) */
+byte nid;            /* fresh identities */
+byte nlid;           /* fresh loss IDs */
+byte ntok;           /* fresh tokens */
+byte ngen;           /* fresh generations */
+
+/* ---- processes ---- */
+bit up[P];
+byte pconn[P];       /* the server it talks to */
+byte pmid[P];        /* machine ID held + 1, 0: none */
+byte ptok[P];
+short pfloor[P];     /* last tick it must not use */
+short presv[P];      /* the reservation it holds (may use up to) */
+short plast[P];      /* last tick it issued (any machine ID) */
+byte plid[P];        /* loss ID at its last claim or renewal */
+byte pgen[P];
+byte play[P];        /* its layout: 1 (A) or 2 (B) */
+short psettle[P];    /* issue nothing before a renewal at or after it */
+short pvlast[P];     /* last counter value it used */
+#ifdef WAITSW
+byte ppend[P];       /* a grant awaiting WAIT: 1 claim, 2 renew, 3 counter */
+byte pn[P];          /* the n it must WAIT for */
+byte pps[P];         /* the server it was granted on */
+short pa[P]; short pb[P]; byte pc[P]; short pd[P]; byte pe[P]; byte pg[P]; byte pi[P];   /* the pending grant */
+#endif
+
+/* state files, one per slot (a clone slot gets a copy of node 0's) */
+byte sftok[P];
+short sfmid[P];      /* preferred machine ID, NONE: none */
+short sffloor[P];
+
+/* ---- what was issued ---- */
+/* The uniqueness invariants watch one ID each, chosen by the search when
+ * it is first issued: an ID issued twice is caught by the run that watched
+ * it from its first issue, and the search runs every choice. So the state
+ * holds three numbers instead of the set of every ID issued. */
+bit wset;            /* a flake ID is watched */
+byte wcell;          /* its machine ID (cell of the fleet's layout) */
+byte wtick;          /* its tick */
+bit cset;            /* a counter value is watched */
+byte ccm;            /* its counter machine ID */
+byte cval;           /* the value */
+
+#define RT(ws) (now - off[ws])
+#define MAX(a,b) ((a) > (b) -> (a) : (b))
+#define MIN(a,b) ((a) < (b) -> (a) : (b))
+#define LF(ws) (mloss[ws] + SK + H)     /* claim.lua's loss floor */
+#define REP (1 - repof)
+
+/* the ID-space cell of machine ID m in layout l: another layout's machine
+ * ID m overlaps the fleet's machine ID m+1 (one sequence bit moved into
+ * the machine ID, the simulator's stray) */
+#define CELL(xm, l) ((l) == 1 -> (xm) : (((xm) + 1) % M))
+
+/* ---- Redis data as a whole: replication, snapshots ---- */
+inline copydata(D_, S_) {
+  for (xi : 0 .. M-1) {
+    lease[D_*M+xi] = lease[S_*M+xi]; resv[D_*M+xi] = resv[S_*M+xi]
+  }
+  meta[D_] = meta[S_]; msrv[D_] = msrv[S_]; mloss[D_] = mloss[S_]; mlid[D_] = mlid[S_];
+  mgen[D_] = mgen[S_]; mhw[D_] = mhw[S_]; mres[D_] = mres[S_]; lay[D_] = lay[S_]; mset[D_] = mset[S_];
+  mund[D_] = mund[S_]; msid[D_] = msid[S_]; ctr[D_] = ctr[S_];
+#ifdef REGIONS
+  ctr2[D_] = ctr2[S_];
+#endif
+  xi = 0
+}
+
+inline cleardata(D_) {
+  for (xi : 0 .. M-1) { lease[D_*M+xi] = 0; resv[D_*M+xi] = NONE }
+  meta[D_] = 0; msrv[D_] = 0; mloss[D_] = 0; mlid[D_] = 0; mgen[D_] = 0; mhw[D_] = 0; mres[D_] = 0;
+  lay[D_] = 0; mset[D_] = 0; mund[D_] = 0; msid[D_] = 0; ctr[D_] = NONE;
+#ifdef REGIONS
+  ctr2[D_] = NONE;
+#endif
+  xi = 0
+}
+
+/* ---- a loss: Redis goes back to an earlier copy of its data ----
+ * Instead of holding a copy made at every possible moment (which doubles
+ * the state), the copy a restart or promotion brings back is drawn key by
+ * key: each lease back to no one or to any token handed out so far, each
+ * reservation missing or lower, the counter missing or lower, {ns}:meta
+ * and {ns}:layout kept or gone. Every prefix of the writes is among these
+ * (or differs only in reservations higher than the loss floor, which no
+ * claim after the loss starts below: docs/model.md), and many states that
+ * no prefix holds: the check covers more than can happen. */
+inline havoc(S_) {
+  for (xi : 0 .. M-1) {
+    if
+    :: skip
+    :: lease[S_*M+xi] = 0
+    :: ntok > 0 -> select(xq : 1 .. ntok); lease[S_*M+xi] = xq
+    fi;
+    if
+    :: skip
+    :: resv[S_*M+xi] = NONE
+    :: resv[S_*M+xi] > 0 -> resv[S_*M+xi] = resv[S_*M+xi] - 1
+    fi;
+    printf("EV DATA %d %d %d %d\n", S_, xi, lease[S_*M+xi], resv[S_*M+xi])
+  }
+  if
+  :: skip
+  :: ctr[S_] = NONE
+  :: ctr[S_] >= 1 -> ctr[S_] = ctr[S_] - 1
+  :: ctr[S_] >= SEQ -> ctr[S_] = ctr[S_] - SEQ
+  fi;
+  if
+  :: skip
+  :: meta[S_] = 0; msrv[S_] = 0; mloss[S_] = 0; mlid[S_] = 0; mgen[S_] = 0; mhw[S_] = 0; mres[S_] = 0;
+     mset[S_] = 0; mund[S_] = 0; msid[S_] = 0
+  fi;
+#ifdef LAYOUT
+  if
+  :: skip
+  :: lay[S_] = 0
+  fi;
+#endif
+  printf("EV DATAX %d %d %d %d\n", S_, ctr[S_], meta[S_], lay[S_]);
+  xi = 0; xq = 0
+}
+
+/* the data a promoted replica D_ holds: with WAIT, exactly what it
+ * replicated; without, any prefix of its master S_'s writes */
+#ifdef WAITSW
+#define PREFIX(D_, S_) skip
+#else
+#define PREFIX(D_, S_) copydata(D_, S_); havoc(D_)
+#endif
+
+/* {ns}:reserved gone while {ns}:meta says a claim wrote it (evicted or
+ * deleted): guard.lua reads it as a loss at this moment */
+#if M > 2
+#define RESGONE(S_) (mres[S_] && resv[(S_)*M] == NONE && resv[(S_)*M+1] == NONE && resv[(S_)*M+2] == NONE)
+#else
+#define RESGONE(S_) (mres[S_] && resv[(S_)*M] == NONE && resv[(S_)*M+1] == NONE)
+#endif
+
+#ifdef BUG_allkeys
+#undef RESGONE
+#define RESGONE(S_) (0)   /* and the reserved marker not read: evictions unnoticed */
+#endif
+
+/* ---- guard.lua ---- */
+/* how: 0 same server, 1 created, 2 server changed */
+inline guard(S_, G_) {
+  if
+  :: !meta[S_] ->
+     meta[S_] = 1; msrv[S_] = ident[S_]; mloss[S_] = RT(S_); nlid++; mlid[S_] = nlid;
+     if :: G_ == 0 -> ngen++; mgen[S_] = ngen :: else -> mgen[S_] = G_ fi; mhw[S_] = 0; mset[S_] = 0; mund[S_] = 0; msid[S_] = 0; xhow = 1
+  :: meta[S_] && msrv[S_] == ident[S_] && !RESGONE(S_) -> xhow = 0
+  :: else ->
+     /* reservations gone under the same server: the next claim writes both again */
+     if :: msrv[S_] == ident[S_] -> mres[S_] = 0 :: else -> skip fi;
+     mloss[S_] = MAX(mloss[S_], RT(S_)); msrv[S_] = ident[S_]; nlid++; mlid[S_] = nlid; xhow = 2;
+#ifdef WAITSW
+#ifndef WAIT_NORESET
+     mhw[S_] = 0;       /* reset to the replicas connected now (raised below) */
+#endif
+#endif
+     skip
+  fi;
+#ifdef WAITSW
+  /* the script reads connected_slaves and raises the high-water mark */
+  mhw[S_] = MAX(mhw[S_], listed[S_]);
+  xn = MAX(listed[S_], mhw[S_]);
+#ifdef WAIT_MIN
+  /* a floor the operator configures: the replicas the deployment has */
+  xn = MAX(xn, WAIT_MIN);
+#endif
+#endif
+  skip
+}
+
+/* ---- layout.lua: layoutWindow ---- */
+/* returns wuntil, wunder (0: nil), wcur */
+inline layoutWindow(S_, L_, R_) {
+  xwuntil = mset[S_]; xwunder = mund[S_]; xwcur = 0;
+  if
+  :: xwunder == 0 -> skip
+  :: xwunder != 0 && msid[S_] != L_ ->
+     if
+     :: R_ > 0 -> xwuntil = RT(S_) + R_; mset[S_] = xwuntil; msid[S_] = L_; xwcur = 1
+     :: else -> skip
+     fi
+  :: xwunder != 0 && msid[S_] == L_ && xwuntil <= RT(S_) ->
+     mset[S_] = 0; mund[S_] = 0; msid[S_] = 0; xwuntil = 0; xwunder = 0; xwcur = 1
+  :: else -> xwcur = 1
+  fi
+}
+
+inline storeLayout(S_, Y_, L_) {
+  lay[S_] = Y_;
+  if
+  :: SETTLE > 0 -> mset[S_] = RT(S_) + SETTLE; mund[S_] = L_; msid[S_] = L_
+  :: else -> skip
+  fi
+}
+
+/* ---- issue: the invariants ---- */
+inline issue(P_, T_) {
+  xc = CELL(pmid[P_] - 1, play[P_]);
+  /* no (machine ID, tick) issued by two processes: a process enters a
+   * tick at sequence 0, so two in one tick share (machine ID, tick, 0) */
+  assert(!(wset && wcell == xc && wtick == T_));
+  /* each process strictly increasing */
+  assert(T_ > plast[P_]);
+  if
+  :: !wset -> wset = 1; wcell = xc; wtick = T_
+  :: true -> skip
+  fi;
+  plast[P_] = T_
+}
+
+inline usecounter(P_, C_, F_, E_) {
+  assert(F_ > pvlast[P_]);             /* each process strictly increasing */
+  /* every counter value handed out once */
+  assert(!(cset && ccm == C_ && cval >= F_ && cval <= E_));
+  if
+  :: !cset -> select(xv : F_ .. E_); cset = 1; ccm = C_; cval = xv
+  :: true -> skip
+  fi;
+  pvlast[P_] = E_
+}
+
+/* Dead values are reset, so that states differing only in them are one:
+ * a process that lost its lease keeps only its last tick and counter
+ * value; one that ended keeps nothing (its state file stays). */
+#ifdef WAITSW
+#define CLRPEND(p) ppend[p] = 0; pn[p] = 0; pps[p] = 0; pa[p] = 0; pb[p] = 0; pc[p] = 0; pd[p] = 0; pe[p] = 0; pg[p] = 0; pi[p] = 0
+#else
+#define CLRPEND(p) skip
+#endif
+#define LOSE(p) pmid[p] = 0; ptok[p] = 0; pfloor[p] = 0; presv[p] = 0; plid[p] = 0; pgen[p] = 0; psettle[p] = 0
+#define DOWN(p) LOSE(p); up[p] = 0; pconn[p] = 0; plast[p] = NONE; pvlast[p] = NONE; CLRPEND(p)
+
+#ifdef REGIONS
+#define REGION0(p) (p != P-1)
+#else
+#define REGION0(p) (1)
+#endif
+
+/* a server takes writes from p */
+#define CANWRITE(p) (acc[pconn[p]])
+
+/* scratch variables of one atomic step: hidden, so not part of the state */
+hidden byte xi, ws, xm, xc, xhow, xn, xwcur, xwunder, xg, xtok, xq;
+hidden short xwuntil, xfl, wr, xv, xt, xcur, xfirst, xlast, xlim, xcap, xminv;
+hidden byte xok;
+
+/* a lease at (s, m) that can expire or be evicted */
+#define LEASEAT(ws, xm) (acc[ws] && lease[(ws)*M+(xm)] != 0)
+/* machine ID m is a candidate the claim script takes for p: free, or held
+ * by the token of p's state file (a takeover of its previous process) */
+#define ELIG(p, xm) (lease[pconn[p]*M+(xm)] == 0 || (sftok[p] != 0 && lease[pconn[p]*M+(xm)] == sftok[p]))
+#if M > 2
+#define ANYELIG(p) (ELIG(p, 0) || ELIG(p, 1) || ELIG(p, 2))
+#define ANYLEASE(ws) (LEASEAT(ws, 0) || LEASEAT(ws, 1) || LEASEAT(ws, 2))
+#else
+#define ANYELIG(p) (ELIG(p, 0) || ELIG(p, 1))
+#define ANYLEASE(ws) (LEASEAT(ws, 0) || LEASEAT(ws, 1))
+#endif
+#ifdef WAITSW
+#define IDLE(p) (ppend[p] == 0)
+#else
+#define IDLE(p) (1)
+#endif
+
+/* ================= a process slot: a node's process ================= */
+proctype Proc(byte p) {
+end:
+  do
+  /* start, with the slot's state file (a clone slot may copy node 0's) */
+  :: atomic { !up[p] ->
+       up[p] = 1; pconn[p] = mst; pmid[p] = 0; plast[p] = NONE; pvlast[p] = NONE; psettle[p] = 0;
+#ifdef WAITSW
+       ppend[p] = 0;
+#endif
+#ifdef CLONE
+       if
+       :: p == P-1 && !cloned -> cloned = 1; sftok[p] = sftok[0]; sfmid[p] = sfmid[0]; sffloor[p] = sffloor[0];
+          printf("EV CLONE %d 0\n", p)
+       :: else -> skip
+       fi;
+#endif
+       printf("EV START %d %d\n", p, pconn[p]) }
+
+  /* crash (kill -9): nothing is released */
+  :: atomic { up[p] -> DOWN(p); printf("EV KILL %d\n", p) }
+
+#ifdef FLAKE
+  /* claim.lua, taking any candidate the script would take (docs/model.md) */
+  :: atomic { ntok < MAXTOK && up[p] && pmid[p] == 0 && CANWRITE(p) && IDLE(p) && ANYELIG(p) ->
+       do
+       :: ELIG(p, 0) -> xm = 0; break
+       :: ELIG(p, 1) -> xm = 1; break
+#if M > 2
+       :: ELIG(p, 2) -> xm = 2; break
+#endif
+       od;
+       ws = pconn[p];
+       guard(ws, 0);
+       if
+       :: lay[ws] != 0 && lay[ws] != play[p] ->
+          printf("EV CLAIM %d %d %d %d LAYOUT\n", p, ws, xm, play[p])
+       :: else ->
+#ifdef BUG_loss_floor_ignored
+          xfl = MAX(resv[ws*M+xm], -1);
+#else
+          xfl = MAX(resv[ws*M+xm], LF(ws));
+#endif
+          if :: xm == sfmid[p] -> xfl = MAX(xfl, sffloor[p]) :: else -> skip fi;
+          if
+          :: lay[ws] == 0 -> storeLayout(ws, play[p], mlid[ws])
+          :: else -> skip
+          fi;
+#ifdef BUG_state_file_token
+          if :: sftok[p] != 0 -> xtok = sftok[p] :: else -> ntok++; xtok = ntok fi;
+#else
+          ntok++; xtok = ntok;
+#endif
+          lease[ws*M+xm] = xtok;
+          if :: xfl > resv[ws*M+xm] -> resv[ws*M+xm] = xfl :: else -> skip fi;
+          mres[ws] = 1;
+          layoutWindow(ws, mlid[ws], SETTLE);
+          if :: xwuntil <= RT(ws) -> xwuntil = 0 :: else -> skip fi;
+          printf("EV CLAIM %d %d %d %d OK %d %d %d\n", p, ws, xm, play[p], xfl, xwuntil, xtok);
+#ifdef WAITSW
+          ppend[p] = 1; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfl; pb[p] = xwuntil; pc[p] = xtok; pd[p] = xm;
+          pe[p] = mlid[ws]; pg[p] = mgen[ws]
+#else
+          pmid[p] = xm + 1; ptok[p] = xtok; pfloor[p] = xfl; presv[p] = xfl; plid[p] = mlid[ws];
+          pgen[p] = mgen[ws]; psettle[p] = xwuntil;
+          sftok[p] = xtok; sfmid[p] = xm; sffloor[p] = xfl
+#endif
+       fi }
+
+  /* renew.lua: extend, and raise the reservation as far as allowed */
+  :: atomic { up[p] && pmid[p] != 0 && CANWRITE(p) && IDLE(p) ->
+       ws = pconn[p]; xm = pmid[p] - 1; xok = 1;
+       guard(ws, pgen[p]);
+#ifndef BUG_reassert_without_layout
+       layoutWindow(ws, mlid[ws], 0);
+       if
+       :: lay[ws] == 0 -> lay[ws] = play[p]
+       :: lay[ws] != 0 && lay[ws] != play[p] ->
+          if
+          /* before: an owner from before the loss after which the layout was stored */
+          :: (xwuntil > RT(ws) && mgen[ws] != pgen[p] && (xwunder == 0 || xwunder == mlid[ws])) ||
+             /* through: it held its leases through that window */
+             (xwunder != 0 && xwunder == plid[p] && xwunder != mlid[ws] && (!xwcur || xwuntil > RT(ws))) ->
+             lay[ws] = play[p]; mset[ws] = 0; mund[ws] = 0; msid[ws] = 0
+          :: else -> xok = 0; printf("EV RENEW %d %d LOST layout\n", p, ws)
+          fi
+       :: else -> skip
+       fi;
+#endif
+       if
+       :: xok && lease[ws*M+xm] == 0 && resv[ws*M+xm] > presv[p] ->
+          xok = 0; printf("EV RENEW %d %d LOST moved\n", p, ws)
+       :: xok && lease[ws*M+xm] != 0 && lease[ws*M+xm] != ptok[p] ->
+          xok = 0; printf("EV RENEW %d %d LOST held\n", p, ws)
+       :: else -> skip
+       fi;
+#ifndef BUG_reassert_after_loss
+       if
+       :: xok && mlid[ws] != plid[p] -> xok = 0; printf("EV RENEW %d %d LOST loss\n", p, ws)
+       :: else -> skip
+       fi;
+#endif
+       if
+       :: xok ->
+          lease[ws*M+xm] = ptok[p];
+          xcap = RT(ws) + H;
+          wr = MAX(resv[ws*M+xm], MAX(presv[p], xcap));
+          resv[ws*M+xm] = wr;
+          printf("EV RENEW %d %d OK %d %d\n", p, ws, wr, RT(ws));
+#ifdef WAITSW
+          ppend[p] = 2; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = wr; pb[p] = RT(ws)
+#else
+          presv[p] = wr; sffloor[p] = wr;
+          if
+          :: psettle[p] != 0 && RT(ws) >= psettle[p] ->
+             /* settled (coord Lease.settle): start above the loss floor read now */
+             psettle[p] = 0; pfloor[p] = MAX(pfloor[p], LF(ws))
+          :: else -> skip
+          fi
+#endif
+       :: else -> LOSE(p)
+       fi }
+
+  /* the generator issues the next tick above its floor and its last,
+   * within its reservation. Only the next one: a generator that skips ticks
+   * issues a subset of what this one issues, ending at the same last tick,
+   * so every duplicate it could make this one makes too. */
+  :: atomic { up[p] && pmid[p] != 0 && psettle[p] == 0 &&
+#ifdef BUG_issue_past_reservation
+       presv[p] + 1 > MAX(pfloor[p], plast[p]) ->
+#else
+       presv[p] > MAX(pfloor[p], plast[p]) ->
+#endif
+       xt = MAX(pfloor[p], plast[p]) + 1;
+       issue(p, xt) }
+
+  /* release.lua on a clean stop, then the process ends */
+  :: atomic { up[p] && CANWRITE(p) && IDLE(p) ->
+       ws = pconn[p];
+       if
+       :: pmid[p] != 0 ->
+          xm = pmid[p] - 1;
+#ifdef BUG_release_below_used
+          xt = pfloor[p];
+#else
+          xt = MAX(plast[p], pfloor[p]);
+#endif
+          guard(ws, pgen[p]);
+          if
+          :: lease[ws*M+xm] == ptok[p] -> lease[ws*M+xm] = 0; resv[ws*M+xm] = xt
+          :: lease[ws*M+xm] != ptok[p] && xt > resv[ws*M+xm] -> resv[ws*M+xm] = xt
+          :: else -> skip
+          fi;
+          sffloor[p] = xt;
+          printf("EV RELEASE %d %d %d\n", p, ws, xt)
+       :: else -> skip
+       fi;
+       DOWN(p); printf("EV STOP %d\n", p) }
+
+#endif
+#ifdef COUNTER
+  /* counter.lua (REGIONS: the last slot is region 1's, below) */
+  :: atomic { up[p] && CANWRITE(p) && IDLE(p) && REGION0(p) ->
+       ws = pconn[p];
+       guard(ws, 0);
+       xminv = pvlast[p] + 1;
+       if
+       :: lay[ws] != 0 && lay[ws] != play[p] -> printf("EV COUNTER %d %d %d %d ERR\n", p, ws, xminv, play[p])
+       :: else ->
+          if :: lay[ws] == 0 -> storeLayout(ws, play[p], mlid[ws]) :: else -> skip fi;
+          layoutWindow(ws, mlid[ws], SETTLE);
+          if
+          :: xwuntil > RT(ws) -> printf("EV COUNTER %d %d %d %d SETTLE\n", p, ws, xminv, play[p])
+          :: else ->
+             xfl = mloss[ws] + SK;        /* lossTick */
+             if
+             :: ctr[ws] != NONE ->
+#ifdef BUG_counter_floor_time
+                xcur = MAX(ctr[ws], RT(ws) * SEQ - 1)
+#else
+                xcur = MAX(MAX(ctr[ws], RT(ws) * SEQ - 1), (xfl + LEAD) * SEQ + SEQ - 1)
+#endif
+             :: else -> xcur = (MAX(RT(ws), xfl) + LEAD) * SEQ + SEQ - 1
+             fi;
+             xcur = MAX(xcur, xminv - 1);
+             xfirst = xcur + 1; xlim = RT(ws) + LEAD;
+             if
+             :: xfirst / SEQ > xlim ->
+                if :: ctr[ws] == NONE -> ctr[ws] = xcur :: else -> skip fi;
+                printf("EV COUNTER %d %d %d %d AHEAD\n", p, ws, xminv, play[p])
+             :: else ->
+                xlast = xfirst + SEG - 1;
+                if :: xlast / SEQ > xlim -> xlast = xlim * SEQ + SEQ - 1 :: else -> skip fi;
+                ctr[ws] = xlast;
+                printf("EV COUNTER %d %d %d %d OK %d %d\n", p, ws, xminv, play[p], xfirst, xlast);
+#ifdef WAITSW
+                ppend[p] = 3; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfirst; pb[p] = xlast
+#else
+                usecounter(p, 0, xfirst, xlast)
+#endif
+             fi
+          fi
+       fi }
+
+#endif
+#ifdef REGIONS
+  /* region 1's counter (its own key), run by the last slot; its IDs carry
+   * region 1's counter machine ID */
+  :: atomic { p == P-1 && up[p] && CANWRITE(p) &&
+       MAX(ctr2[pconn[p]], RT(pconn[p]) * SEQ - 1) + 1 <= (RT(pconn[p]) + LEAD) * SEQ + SEQ - 1 ->
+       ws = pconn[p];
+       xfirst = MAX(ctr2[ws], RT(ws) * SEQ - 1) + 1;
+       ctr2[ws] = xfirst;
+#ifdef BUG_counter_fleet_wide
+       usecounter(p, 0, xfirst, xfirst)    /* the fleet-wide last machine ID: region 0's */
+#else
+       usecounter(p, 1, xfirst, xfirst)
+#endif
+     }
+#endif
+
+#ifdef WAITSW
+  /* WAIT n on the connection that ran the grant: the replica acknowledges
+   * when it is attached to that server (and then holds all of its writes) */
+  :: atomic { up[p] && ppend[p] != 0 ->
+       ws = pps[p];
+       if
+       :: lnk && repof == ws && acc[ws] && ident[ws] == pi[p] -> copydata(REP, ws); xc = 1; printf("EV SYNC %d %d\n", ws, REP)
+       :: else -> xc = 0
+       fi;
+       if
+       :: xc >= pn[p] ->
+          printf("EV WAITOK %d\n", p);
+          if
+          :: ppend[p] == 1 ->
+             pmid[p] = pd[p] + 1; ptok[p] = pc[p]; pfloor[p] = pa[p]; presv[p] = pa[p];
+             plid[p] = pe[p]; pgen[p] = pg[p]; psettle[p] = pb[p];
+             sftok[p] = pc[p]; sfmid[p] = pd[p]; sffloor[p] = pa[p]
+          :: ppend[p] == 2 ->
+             presv[p] = pa[p]; sffloor[p] = pa[p];
+             if
+             :: psettle[p] != 0 && pb[p] >= psettle[p] -> psettle[p] = 0; pfloor[p] = MAX(pfloor[p], LF(ws))
+             :: else -> skip
+             fi
+          :: ppend[p] == 3 -> usecounter(p, 0, pa[p], pb[p])
+          fi
+       :: else ->
+          /* not acknowledged: treated as refused (a renewal keeps what it held) */
+          printf("EV WAITFAIL %d\n", p)
+       fi;
+       CLRPEND(p) }
+#endif
+  od
+}
+
+/* ================= the environment ================= */
+init {
+  byte p;
+  d_step {
+    cleardata(0); cleardata(1);
+    nid = 2; ident[0] = 1; ident[1] = 2;
+    acc[0] = 1; acc[1] = 0; mst = 0; repof = 0; now = SK;
+#if defined(CFG_FAILOVER) || defined(CFG_SPLIT)
+    lnk = 1; listed[0] = 1;
+#endif
+    for (p : 0 .. P-1) {
+      up[p] = 0; pconn[p] = 0; pmid[p] = 0; plast[p] = NONE; pvlast[p] = NONE;
+      play[p] = 1; sftok[p] = 0; sfmid[p] = NONE; sffloor[p] = NONE; psettle[p] = 0
+    }
+#ifdef LAYOUT
+    play[P-1] = 2;
+#endif
+#ifdef WAIT_NOFIRST
+    /* the fleet ran with the replica attached before: {ns}:meta holds it
+     * in its high-water mark, on the master and the replica */
+    meta[0] = 1; msrv[0] = ident[0]; nlid = 1; mlid[0] = 1; ngen = 1; mgen[0] = 1;
+    mhw[0] = 1; lay[0] = 1; copydata(1, 0);
+#endif
+    p = 0
+  }
+  /* the servers' clocks: either may be up to SK behind the other */
+  if
+  :: off[0] = 0; off[1] = 0
+  :: off[0] = 0; off[1] = SK
+  :: off[0] = SK; off[1] = 0
+  fi;
+  printf("EV OFF %d %d\n", off[0], off[1]);
+  atomic {
+    for (p : 0 .. P-1) { run Proc(p) }
+    p = 0
+  }
+
+end:
+  do
+  :: atomic { now < TMAX -> now++; printf("EV TIME %d\n", now) }
+
+  /* a lease expires (a pause past the TTL) or is evicted (volatile-*) */
+  :: atomic { ANYLEASE(0) || ANYLEASE(1) ->
+       if
+       :: LEASEAT(0, 0) -> ws = 0; xm = 0
+       :: LEASEAT(0, 1) -> ws = 0; xm = 1
+       :: LEASEAT(1, 0) -> ws = 1; xm = 0
+       :: LEASEAT(1, 1) -> ws = 1; xm = 1
+#if M > 2
+       :: LEASEAT(0, 2) -> ws = 0; xm = 2
+       :: LEASEAT(1, 2) -> ws = 1; xm = 2
+#endif
+       fi;
+       lease[ws*M+xm] = 0; printf("EV EXPIRE %d %d\n", ws, xm) }
+
+#ifdef BUG_allkeys
+  /* allkeys-*: any key may go ({ns}:reserved as a whole), the guard lets scripts
+   * run and does not read the reserved marker (the bug) */
+  :: atomic { acc[mst] && faults < MAXF -> faults++; ws = mst;
+       if
+       :: for (xi : 0 .. M-1) { resv[ws*M+xi] = NONE }; xi = 0; printf("EV EVICT %d reserved\n", ws)
+       :: meta[ws] = 0; printf("EV EVICT %d meta\n", ws)
+       :: ctr[ws] = NONE; printf("EV EVICT %d counter\n", ws)
+       fi }
+#endif
+
+#ifdef CFG_LOSS
+  /* server 1 is server 0's snapshot (RDB, AOF everysec, a backup): it
+   * catches up at any moment, so it holds any prefix of the writes */
+  /* a restart from a snapshot, an AOF written every second, a backup, or
+   * with nothing */
+  :: atomic { faults < MAXF -> faults++;
+       printf("EV RESTART 0\n"); havoc(0);
+       nid++; ident[0] = nid }
+#endif
+
+#if (defined(CFG_FAILOVER) || defined(CFG_SPLIT)) && defined(WAITSW)
+  /* with WAIT the replica's data is held exactly (what it acknowledged must
+   * be there): it catches up to its master at any moment */
+  :: atomic { lnk && faults < MAXF -> copydata(REP, repof); printf("EV SYNC %d %d\n", repof, REP) }
+#endif
+
+#ifdef CFG_FAILOVER
+  /* failover: the master dies, the replica (holding a prefix) is promoted */
+  :: atomic { faults < MAXF && lnk -> faults++;
+       ws = REP; acc[repof] = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws;
+       lnk = 0; listed[0] = 0; listed[1] = 0;
+       printf("EV PROMOTE %d\n", ws); PREFIX(ws, repof);
+#ifndef WAITSW
+       cleardata(repof);   /* dead data; PREFIX draws the next replica's anew */
+#endif
+       skip }
+  /* the old master comes back as a replica of the new one (full sync) */
+  :: atomic { !lnk -> repof = mst; lnk = 1; listed[mst] = 1;
+#ifdef WAITSW
+       copydata(REP, repof);
+#endif
+       printf("EV SYNC %d %d\n", repof, REP) }
+  /* a node reaches the new master (each at its own moment) */
+  :: atomic { pconn[0] != mst -> pconn[0] = mst; printf("EV CONN 0 %d\n", mst) }
+  :: atomic { pconn[1] != mst -> pconn[1] = mst; printf("EV CONN 1 %d\n", mst) }
+#if P > 2
+  :: atomic { pconn[2] != mst -> pconn[2] = mst; printf("EV CONN 2 %d\n", mst) }
+#endif
+#endif
+
+#ifdef CFG_SPLIT
+  /* split brain: the master is cut off from its replica and from Sentinel
+   * (not from every node); the replica is promoted at once */
+  :: atomic { faults < MAXF && !split && lnk -> faults++;
+       ws = REP; lnk = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws;
+       split = 1; cutT = now; listed[ws] = 0;
+       printf("EV PROMOTE %d\n", ws); PREFIX(ws, repof) }
+  /* the old master drops its replica from its list after repl-timeout */
+  :: atomic { split && listed[1 - mst] -> listed[1 - mst] = 0 }
+#ifdef MINREP
+  /* min-replicas-to-write 1: the old master refuses writes once its replica
+   * has not acknowledged for min-replicas-max-lag (+ 1 s of ping granularity) */
+  :: atomic { split && acc[1 - mst] && RT(1 - mst) > cutT + LAG -> acc[1 - mst] = 0 }
+#endif
+  /* the partition heals: Sentinel turns the old master into a replica */
+  :: atomic { split -> split = 0; ws = 1 - mst; acc[ws] = 0;
+       repof = mst; lnk = 1; listed[mst] = 1; copydata(ws, mst);
+       printf("EV SYNC %d %d\n", mst, ws) }
+#ifdef SPLIT_RESTART
+  /* the old master restarts while cut off (keeping its data, or empty),
+   * still a master for the nodes that reach it */
+  :: atomic { faults < MAXF && split && acc[1 - mst] -> faults++; ws = 1 - mst;
+       if
+       :: printf("EV RESTART %d\n", ws); havoc(ws)
+       fi;
+       nid++; ident[ws] = nid; listed[ws] = 0 }
+#endif
+  /* a node reaches the other master */
+  :: atomic { split && acc[1 - pconn[0]] -> pconn[0] = 1 - pconn[0] }
+  :: atomic { split && acc[1 - pconn[1]] -> pconn[1] = 1 - pconn[1] }
+#if P > 2
+  :: atomic { split && acc[1 - pconn[2]] -> pconn[2] = 1 - pconn[2] }
+#endif
+  /* after the split, nodes reach the master */
+  :: atomic { !split && pconn[0] != mst -> pconn[0] = mst }
+  :: atomic { !split && pconn[1] != mst -> pconn[1] = mst }
+#if P > 2
+  :: atomic { !split && pconn[2] != mst -> pconn[2] = mst }
+#endif
+#endif
+  od
+}
