@@ -96,6 +96,14 @@ type Options struct {
 	// is refused and retried. 10ms..1s, default 200ms. No WAIT is sent
 	// while the master has had no replicas.
 	ReplicaWait time.Duration
+	// MinReplicas is the fewest replicas every grant must reach, whatever
+	// the fleet's high-water mark says: 0..MaxMinReplicas, default 0 (the
+	// mark alone). The mark starts from the replicas a master lists (none
+	// on a master already cut off from them) and a promotion lowers it;
+	// set MinReplicas to the replicas the deployment keeps up (one of
+	// two, say) to close the split-brain trails of docs/model.md, at the
+	// price that grants stop while fewer are online.
+	MinReplicas int
 	// Private says the Redis is this process's own embedded store (a
 	// standalone node): nobody else can have written it, so there is no
 	// layout settling and no loss to guard against (PrepareFresh marks it
@@ -186,6 +194,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ReplicaWait == 0 {
 		o.ReplicaWait = replwait.DefaultTimeout
+	}
+	if o.MinReplicas < 0 || o.MinReplicas > MaxMinReplicas {
+		return o, fmt.Errorf("%w: min replicas %d: valid range is 0..%d", ErrInvalidOptions, o.MinReplicas, MaxMinReplicas)
 	}
 	if o.ReplicaWait < replwait.MinTimeout || o.ReplicaWait > replwait.MaxTimeout {
 		return o, fmt.Errorf("%w: replica wait %v: valid range is %v..%v", ErrInvalidOptions, o.ReplicaWait, replwait.MinTimeout, replwait.MaxTimeout)

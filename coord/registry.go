@@ -62,7 +62,7 @@ func NewRegistry(rdb redis.UniversalClient, opts Options) (*Registry, error) {
 		return nil, err
 	}
 	keys := lua.NewKeys(o.Namespace)
-	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta}}, nil
+	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta, Floor: int64(o.MinReplicas)}}, nil
 }
 
 // Options returns the registry's options with defaults filled in.

@@ -27,6 +27,9 @@ const (
 	DefaultReplicaWait = replwait.DefaultTimeout
 	MinReplicaWait     = replwait.MinTimeout
 	MaxReplicaWait     = replwait.MaxTimeout
+	// MaxMinReplicas bounds Options.MinReplicas (Redis's own replicas
+	// rarely number more).
+	MaxMinReplicas = 16
 )
 
 // ErrNotReplicated is wrapped by the error of a claim or renewal that the

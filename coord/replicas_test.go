@@ -452,3 +452,34 @@ func ackedWrite(t *testing.T, rdb redis.UniversalClient, n int) bool {
 	}
 	return conn.Wait(ctxT(t), n, time.Second).Val() >= int64(n)
 }
+
+// Fault covered (docs/model.md, Findings): a master already cut off from
+// its replica when the fleet's registry is made lists none, so the mark
+// starts at 0 and nothing waits; a replica promoted meanwhile grants too.
+// MinReplicas floors every grant's count whatever the mark says: on a
+// master with no replica online, claims and counter segments are refused
+// (fail closed), and with MinReplicas 0 they are granted as before.
+func TestMinReplicas_NoReplicaOnline_Refused(t *testing.T) {
+	_, rdb := realRedis(t)
+	reg := newReg(t, rdb, coord.Options{ReplicaWait: 50 * time.Millisecond, MinReplicas: 1})
+	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrNotReplicated) {
+		t.Fatalf("claim with MinReplicas 1 and no replica: %v, want ErrNotReplicated", err)
+	}
+	counter, err := fallback.New(rdb, fallback.Options{ReplicaWait: 50 * time.Millisecond, MinReplicas: 1, MinSegment: 10, MaxSegment: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer counter.Close()
+	ctx, cancel := context.WithTimeout(ctxT(t), 500*time.Millisecond)
+	defer cancel()
+	if id, err := counter.NextID(ctx); err == nil {
+		t.Fatalf("counter with MinReplicas 1 and no replica issued %d", id)
+	}
+	reg0 := newReg(t, rdb, coord.Options{ReplicaWait: 50 * time.Millisecond})
+	if _, err := reg0.Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
+		t.Fatalf("claim with MinReplicas 0 and no replica: %v", err)
+	}
+	if _, err := coord.NewRegistry(rdb, coord.Options{MinReplicas: -1}); !errors.Is(err, coord.ErrInvalidOptions) {
+		t.Fatalf("MinReplicas -1: %v, want ErrInvalidOptions", err)
+	}
+}

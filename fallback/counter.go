@@ -143,6 +143,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 		size:      int64(o.MinSegment),
 	}
 	c.wait.Meta = c.keys.Meta
+	c.wait.Floor = int64(c.opts.MinReplicas)
 	c.args = lua.CounterArgs{
 		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
 		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,

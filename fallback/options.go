@@ -79,6 +79,9 @@ type Options struct {
 	// (coord.Options.ReplicaWait, which a node passes here). 10ms..1s,
 	// default 200ms.
 	ReplicaWait time.Duration
+	// MinReplicas is coord.Options.MinReplicas: the fewest replicas every
+	// segment must reach (a node passes its registry's).
+	MinReplicas int
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -208,6 +208,9 @@ func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
 	if co.ReplicaWait == 0 {
 		co.ReplicaWait = reg.Options().ReplicaWait
 	}
+	if co.MinReplicas == 0 {
+		co.MinReplicas = reg.Options().MinReplicas
+	}
 	if co.Host == "" {
 		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
 	}

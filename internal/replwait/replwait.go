@@ -65,7 +65,13 @@ type Result struct {
 // its machine ID until the lease expires).
 type Waiter struct {
 	// Meta is the {ns}:meta key, whose "replicas" field is the mark.
-	Meta  string
+	Meta string
+	// Floor is the fewest replicas any grant must reach, whatever the mark
+	// says (the operator's --min-replicas): the mark starts from the
+	// replicas a master lists, which is none on a master already cut off
+	// from them, and a promotion lowers it; the SPIN model finds a split
+	// brain through either (docs/model.md), and a floor closes both.
+	Floor int64
 	last  atomic.Int64
 	known atomic.Bool
 }
@@ -115,7 +121,7 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		w.known.Store(true)
 	}
 	for attempt := 0; ; attempt++ {
-		sent := w.last.Load()
+		sent := max(w.last.Load(), w.Floor)
 		if off.Load() || bugs.ReplicaWaitOff {
 			sent = 0
 		}
@@ -129,7 +135,7 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		if len(v) == 0 || v[0] != "OK" || len(v) <= needAt+1 {
 			return v, Result{}, nil
 		}
-		res := Result{Need: toInt(v[needAt]), Listed: fmt.Sprint(v[needAt+1]), Acked: acked}
+		res := Result{Need: max(toInt(v[needAt]), w.Floor), Listed: fmt.Sprint(v[needAt+1]), Acked: acked}
 		w.last.Store(res.Need)
 		if off.Load() || bugs.ReplicaWaitOff || res.Need <= 0 {
 			res.Acked = max(res.Acked, res.Need)
@@ -145,7 +151,7 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		}
 		if acked < res.Need {
 			return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s); "+
-				"the fleet's high-water mark of replicas is %d: bring the missing replicas back, "+
+				"the fleet's high-water mark of replicas (or --min-replicas) is %d: bring the missing replicas back, "+
 				"or lower the mark with flaked audit replicas --set N once they are gone for good",
 				ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), res.Need)
 		}
