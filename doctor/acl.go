@@ -22,8 +22,9 @@ var nodeCommands = [][]string{
 	{"eval", "return 1", "1", "K"},
 	{"get", "K"}, {"set", "K", "v"}, {"del", "K"}, {"exists", "K"}, {"pexpire", "K", "1000"},
 	{"hget", "K", "f"}, {"hmget", "K", "f"}, {"hset", "K", "f", "v"}, {"hdel", "K", "f"},
-	{"sadd", "K", "m"}, {"srem", "K", "m"}, {"srandmember", "K", "8"},
-	{"xadd", "K", "*", "f", "v"}, {"time"}, {"info", "server", "replication", "memory"},
+	{"sadd", "K", "m"}, {"srem", "K", "m"}, {"srandmember", "K", "8"}, {"sismember", "K", "m"},
+	{"hgetall", "K"}, {"xadd", "K", "*", "f", "v"}, {"time"}, {"info", "server", "replication", "memory"},
+	{"wait", "0", "0"}, // after each grant (the split brain's wait)
 }
 
 func checkACL(ctx context.Context, e *env) []Result {
