@@ -33,7 +33,7 @@ func (n *Node) Sequences() (*seq.Sequences, error) {
 		s, n.seqs.err = seq.New(n.rdb, seq.Options{
 			Namespace: ro.Namespace, Clock: n.opts.Clock, Rand: ro.Rand,
 			EventsMaxLen: n.opts.Counter.EventsMaxLen, Host: ro.Owner.Host, PID: ro.Owner.PID,
-			RedisIdentity: ro.RedisIdentity,
+			RedisIdentity: ro.RedisIdentity, MinReplicas: ro.MinReplicas,
 		})
 		n.seqs.s.Store(s)
 	})

@@ -37,6 +37,9 @@ type Options struct {
 	// RedisIdentity is coord.Options.RedisIdentity, for guard.lua at the
 	// start of seq.lua: "" (lua.IdentityInfo) or lua.IdentityNone.
 	RedisIdentity string
+	// MinReplicas is coord.Options.MinReplicas: the fewest replicas every
+	// segment must reach, whatever the fleet's mark says.
+	MinReplicas int
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/flaked/flaked/internal/replwait"
 	"io"
 	"strconv"
 	"sync"
@@ -151,9 +152,8 @@ type Sequences struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// replicas is how many replicas the last grant needed: the next one
-	// sends WAIT for that many (wait.go).
-	replicas atomic.Int64
+	// wait runs each grant with its WAIT (wait.go).
+	wait replwait.Waiter
 
 	fetched, waits, givenBack, unacked atomic.Uint64
 }
@@ -169,6 +169,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Sequences, error) {
 		return nil, err
 	}
 	s := &Sequences{rdb: rdb, opts: o, keys: lua.NewKeys(o.Namespace)}
+	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas)}
 	s.tags.Store(&map[string]*tag{})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -400,32 +401,15 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 		a.Floor, a.N = floor, size
 		keys, argv := a.KeysArgv()
 		asked := s.opts.Clock.Monotonic()
-		need := s.replicas.Load()
-		res, acked, err := s.runGrant(s.ctx, keys, argv, need)
+		res, err := s.runGrant(keys, argv)
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return nil, 0, ErrClosed
 			}
 			if errors.Is(err, ErrNotAcknowledged) {
-				s.unacked.Add(1)
 				return nil, 0, fmt.Errorf("%w: tag %s: %w", ErrUnavailable, name, err)
 			}
 			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: %w", ErrUnavailable, name, err)
-		}
-		if res[0] == "OK" {
-			now := replicasNeeded(res)
-			s.replicas.Store(now)
-			switch {
-			case now > need:
-				// Granted without waiting for enough replicas: unused (a
-				// gap); asked again with the WAIT it needs.
-				s.unacked.Add(1)
-				continue
-			case acked < now:
-				s.unacked.Add(1)
-				return nil, 0, fmt.Errorf("%w: tag %s: %w: %d of %d replicas within %v: the master may be cut off from its replicas (split brain); values resume once they acknowledge",
-					ErrUnavailable, name, ErrNotAcknowledged, acked, now, WaitTimeout)
-			}
 		}
 		status, _ := res[0].(string)
 		arg := func(i int) string {

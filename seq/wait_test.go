@@ -61,8 +61,8 @@ func TestSequences_SplitBrain_UnacknowledgedGrantsUnused(t *testing.T) {
 		}
 		record("old master", v)
 	}
-	if n := old.replicas.Load(); n != 1 {
-		t.Fatalf("grants needed %d replicas, want 1", n)
+	if n, _ := mc.HGet(ctx, old.keys.Meta, "replicas").Result(); n != "1" {
+		t.Fatalf("grants needed %q replicas (the fleet's mark), want 1", n)
 	}
 	link.Blackhole()
 	if err := rc.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {

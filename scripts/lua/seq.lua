@@ -303,9 +303,11 @@ end
 
 -- seqReplicas is how many replicas must acknowledge a segment before it
 -- is used: the fleet's mark (replicas.lua), as for every other grant.
+-- Returns the count and the replicas listed, the last two items of an OK
+-- reply (internal/replwait reads them).
 local function seqReplicas()
-  local need = replicasNeeded(KEYS[3])
-  return I(need)
+  local need, listed = replicasNeeded(KEYS[3])
+  return I(need), listed
 end
 
 local step = num(r.step)
