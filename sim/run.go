@@ -385,7 +385,7 @@ func (r *run) startProc(sl *slot) {
 		lay, _ = st.Layout()
 	}
 	opts := node.Options{
-		Redis: simredis.NewClient(func(ctx context.Context, args []string) (any, error) { return r.call(p, args) }),
+		Redis: simredis.NewClient(func(ctx context.Context, args []string) (any, error) { return r.call(ctx, p, args) }),
 		Registry: coord.Options{
 			Namespace: "sim", Layout: lay, LeaseTTL: r.s.LeaseTTL, MaxSkew: r.s.MaxSkew,
 			Owner: coord.Owner{Host: fmt.Sprintf("node%d", sl.i), PID: p.run},
@@ -437,8 +437,14 @@ func seed32(xs ...uint64) (s [32]byte) {
 	return s
 }
 
-// call is one Redis command of process p, through its network.
-func (r *run) call(p *proc, args []string) (any, error) {
+// call is one Redis command of process p, through its network. The
+// commands of one pipeline go on one connection, to the server its first
+// command reached: a delayed pipeline sent to the old master of a split
+// brain sends its WAIT there too, also once new commands go to the
+// promoted replica (seed 491 of the split-brain exposure, before: the
+// script ran on the old master, its WAIT on the new one, which held none
+// of its writes and answered 1, and the grant was used).
+func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 	sl := p.slot
 	now := r.w.now
 	switch {
@@ -448,6 +454,13 @@ func (r *run) call(p *proc, args []string) (any, error) {
 		return nil, errors.New("dial tcp 10.0.0.1:6379: connect: connection refused")
 	}
 	srv := r.redis.master(sl.i)
+	if pl := simredis.PipelineOf(ctx); pl != nil {
+		if pinned, ok := pl.Server.(*simredis.Server); ok {
+			srv = pinned
+		} else {
+			pl.Server = srv
+		}
+	}
 	delay := time.Duration(0)
 	if sl.netUntil[FaultDelay] > now {
 		delay += sl.delay

@@ -64,8 +64,24 @@ func (h hook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// Pipeline is one pipeline's connection as do sees it: go-redis sends a
+// pipeline's commands on one connection, so they all reach the server the
+// first one reached (a script and the WAIT after it: internal/replwait),
+// even when a failover moves where new commands go meanwhile. do pins the
+// server in Server on the first command and sends the rest there.
+type Pipeline struct{ Server any }
+
+type pipelineKey struct{}
+
+// PipelineOf is the pipeline the command do runs belongs to, or nil.
+func PipelineOf(ctx context.Context) *Pipeline {
+	p, _ := ctx.Value(pipelineKey{}).(*Pipeline)
+	return p
+}
+
 func (h hook) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		ctx = context.WithValue(ctx, pipelineKey{}, &Pipeline{})
 		if n := len(cmds); n >= 2 && cmds[0].Name() == "multi" && cmds[n-1].Name() == "exec" {
 			h.transaction(ctx, cmds)
 		} else {
