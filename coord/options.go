@@ -97,12 +97,15 @@ type Options struct {
 	// while the master has had no replicas.
 	ReplicaWait time.Duration
 	// MinReplicas is the fewest replicas every grant must reach, whatever
-	// the fleet's high-water mark says: 0..MaxMinReplicas, default 0 (the
-	// mark alone). The mark starts from the replicas a master lists (none
+	// the fleet's high-water mark says: 0..MaxMinReplicas, 0 meaning the
+	// mark alone. The mark starts from the replicas a master lists (none
 	// on a master already cut off from them) and a promotion lowers it;
 	// set MinReplicas to the replicas the deployment keeps up (one of
 	// two, say) to close the split-brain trails of docs/model.md, at the
-	// price that grants stop while fewer are online.
+	// price that grants stop while fewer are online. flaked serve sets
+	// DefaultMinReplicas(url) when --min-replicas is not given: 1 through
+	// Sentinel (a go-redis failover client looks like any other client,
+	// so a library user sets it).
 	MinReplicas int
 	// Private says the Redis is this process's own embedded store (a
 	// standalone node): nobody else can have written it, so there is no

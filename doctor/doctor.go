@@ -88,6 +88,10 @@ type Target struct {
 	// (lua.IdentityNone): the identity check reports what that loses
 	// (costly) instead of refusing.
 	IdentityNone bool
+	// MinReplicas is the nodes' floor of replicas every grant must reach
+	// (coord.Options.MinReplicas: --min-replicas, 1 by default through
+	// Sentinel): the splitbrain check reports it with the mark.
+	MinReplicas int
 }
 
 func (t Target) withDefaults() Target {

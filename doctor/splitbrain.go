@@ -29,20 +29,34 @@ func checkSplitBrain(ctx context.Context, e *env) []Result {
 			Fix: "the node's Redis user needs INFO and HGET (deploy/redis/acl.conf)"}}
 	}
 	r := Result{}
+	floor := e.t.MinReplicas
 	switch {
+	case floor > m.Online:
+		r.Status = Costly
+		r.Detail = fmt.Sprintf("grants are refused: --min-replicas is %d (1 by default through Sentinel) but the master has %d replicas online (%s)",
+			floor, m.Online, strings.Join(m.Replicas, ", "))
+		r.Fix = "bring a replica back, or start the nodes with --min-replicas 0 (a split brain may then repeat IDs: docs/model.md)"
 	case m.Mark < 0:
-		r.Detail = fmt.Sprintf("no registry yet: the first grant sets the mark to the %d replicas listed", m.Listed)
+		r.Detail = fmt.Sprintf("no registry yet: the first grant sets the mark to the %d replicas listed; the floor (--min-replicas) is %d", m.Listed, floor)
 	case m.Problem() != "":
 		r.Status, r.Detail = Costly, m.Problem()
 		r.Fix = fmt.Sprintf("bring the replicas back, or flaked audit replicas --set %d once they are gone for good", m.Online)
-	case m.Mark == 0:
-		r.Detail = "no replica: nothing to split from, no WAIT after grants"
+	case max(m.Mark, floor) == 0:
+		r.Detail = "no replica: nothing to split from, no WAIT after grants (--min-replicas 0)"
 	default:
-		r.Detail = fmt.Sprintf("every grant waits for %d of the %d replicas online: a replica promoted in the master's place holds what the nodes used", m.Mark, m.Online)
+		r.Detail = fmt.Sprintf("every grant waits for %d of the %d replicas online (the mark %d, the floor --min-replicas %d): a replica promoted in the master's place holds what the nodes used",
+			max(m.Mark, floor), m.Online, m.Mark, floor)
+	}
+	if len(e.t.Sentinels) > 0 && floor == 0 && r.Status == OK {
+		// A mark of 0 on a master Sentinel may replace opens the model's
+		// two split-brain trails (docs/model.md, Findings).
+		r.Status = Costly
+		r.Detail += "; with Sentinel and --min-replicas 0, a mark made while the master was cut off from its replica, or lowered to 0 by a promotion, lets a split brain repeat IDs"
+		r.Fix = "leave --min-replicas unset (1 through Sentinel) or set it to the replicas kept up through a failover"
 	}
 	out := []Result{r}
 	if m.Mark >= 0 {
-		out = append(out, sentinelReplicas(ctx, e, m.Mark)...)
+		out = append(out, sentinelReplicas(ctx, e, max(m.Mark, floor))...)
 	}
 	return out
 }

@@ -30,6 +30,7 @@ func doctorCommand() *cli.Command {
 		&cli.StringFlag{Name: "redis-identity", Value: "info", EnvVars: envVars("redis-identity"),
 			Usage: "the nodes' --redis-identity (none: say what the opt-in loses instead of refusing)"},
 		&cli.BoolFlag{Name: "json", EnvVars: envVars("json"), Usage: "print the results as JSON"},
+		intFlag("min-replicas", 0, 0, coord.MaxMinReplicas, "the nodes' --min-replicas; "+minReplicasUsage),
 	}
 	return &cli.Command{
 		Name:  "doctor",
@@ -48,7 +49,8 @@ func doctorCommand() *cli.Command {
 			}
 			defer rdb.Close()
 			t := doctor.Target{Redis: rdb, Namespace: c.String("namespace"), Layout: layout,
-				LeaseTTL: c.Duration("lease-ttl"), MaxSkew: c.Duration("max-skew"), IdentityNone: c.String("redis-identity") == "none"}
+				LeaseTTL: c.Duration("lease-ttl"), MaxSkew: c.Duration("max-skew"), IdentityNone: c.String("redis-identity") == "none",
+				MinReplicas: minReplicasFromFlags(c)}
 			if err := sentinelTarget(&t, c.String("redis"), c.String("sentinel")); err != nil {
 				return err
 			}

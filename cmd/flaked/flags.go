@@ -100,3 +100,16 @@ func redisClient(url string) (redis.UniversalClient, error) {
 	}
 	return rdb, nil
 }
+
+const minReplicasUsage = "the fewest replicas every claim, renewal and counter segment must reach (WAIT), whatever the fleet's high-water mark says; " +
+	"unset: 1 with a redis-sentinel:// --redis (a Sentinel deployment has a replica to promote), 0 otherwise; " +
+	"it closes the split-brain windows of docs/model.md, and grants stop while fewer replicas are online"
+
+// minReplicasFromFlags is --min-replicas when given (flag or environment),
+// else the default for --redis (coord.DefaultMinReplicas).
+func minReplicasFromFlags(c *cli.Context) int {
+	if c.IsSet("min-replicas") {
+		return c.Int("min-replicas")
+	}
+	return coord.DefaultMinReplicas(c.String("redis"))
+}

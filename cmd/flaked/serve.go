@@ -50,7 +50,7 @@ func serveFlags() []cli.Flag {
 		durationFlag("replica-wait", coord.DefaultReplicaWait, coord.MinReplicaWait, coord.MaxReplicaWait,
 			"how long a claim, renewal or counter segment waits for the replicas to acknowledge it (WAIT) before it is refused and retried; no wait without replicas"),
 		intFlag("min-replicas", 0, 0, coord.MaxMinReplicas,
-			"the fewest replicas every claim, renewal and counter segment must reach (WAIT), whatever the fleet's high-water mark says; set it to the replicas you keep up to close the split-brain windows of docs/model.md (grants stop while fewer are online)"),
+			minReplicasUsage),
 		intFlag("machine-ids", 1, 1, node.MaxMachineIDs, "machine IDs this node leases (k x 25,600 IDs/s at the default layout)"),
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: envVars("metrics-addr"),
 			Usage: "host:port of HTTP /metrics, /healthz, /readyz; empty for none"},

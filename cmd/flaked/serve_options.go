@@ -77,7 +77,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 	o.node = node.Options{
 		Registry: coord.Options{
 			Namespace: c.String("namespace"), Layout: layout, LeaseTTL: c.Duration("lease-ttl"),
-			MaxSkew: c.Duration("max-skew"), MaxWait: c.Duration("max-wait"), ReplicaWait: c.Duration("replica-wait"), MinReplicas: c.Int("min-replicas"),
+			MaxSkew: c.Duration("max-skew"), MaxWait: c.Duration("max-wait"), ReplicaWait: c.Duration("replica-wait"), MinReplicas: minReplicasFromFlags(c),
 			Owner: coord.Owner{Addr: o.listen, Version: version}, RedisIdentity: c.String("redis-identity"),
 		},
 		StateFile:  stateFile,

@@ -149,6 +149,14 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 			}
 			continue
 		}
+		if acked < res.Need && w.Floor > toInt(v[needAt]) {
+			// The floor, not the mark, asks for more: say so, naming the
+			// flag (a Sentinel deployment has a floor of 1 by default).
+			return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s); "+
+				"--min-replicas is %d (1 by default through Sentinel): bring a replica back, or start the nodes with "+
+				"--min-replicas 0 to use grants no replica holds (a split brain may then repeat IDs: docs/model.md)",
+				ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), w.Floor)
+		}
 		if acked < res.Need {
 			return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s); "+
 				"the fleet's high-water mark of replicas (or --min-replicas) is %d: bring the missing replicas back, "+
