@@ -89,9 +89,27 @@ type Target struct {
 	// (costly) instead of refusing.
 	IdentityNone bool
 	// MinReplicas is the nodes' floor of replicas every grant must reach
-	// (coord.Options.MinReplicas: --min-replicas, 1 by default through
-	// Sentinel): the splitbrain check reports it with the mark.
+	// (coord.Options.MinReplicas, --min-replicas); the splitbrain check
+	// reports it with the mark. 0 is the default for the target, as
+	// flaked serve takes it: coord.SentinelMinReplicas when Sentinels are
+	// given, else none; NoMinReplicas (an explicit --min-replicas 0) is
+	// none.
 	MinReplicas int
+}
+
+// NoMinReplicas is Target.MinReplicas for nodes started with an explicit
+// --min-replicas 0.
+const NoMinReplicas = -1
+
+// minReplicas is the floor the nodes use (Target.MinReplicas).
+func (t Target) minReplicas() int {
+	switch {
+	case t.MinReplicas == NoMinReplicas:
+		return 0
+	case t.MinReplicas == 0 && len(t.Sentinels) > 0:
+		return coord.SentinelMinReplicas
+	}
+	return t.MinReplicas
 }
 
 func (t Target) withDefaults() Target {

@@ -214,6 +214,12 @@ func TestDoctor_SplitBrain_MarkAgainstSentinel(t *testing.T) {
 	if _, err := coord.SetReplicaMark(ctxT(t), rdb, "", 0, "test"); err != nil {
 		t.Fatal(err)
 	}
+	// The floor the nodes take through Sentinel by default
+	// (coord.SentinelMinReplicas) counts the replica the mark does not.
+	sb, _ = results(t, tg, "splitbrain")
+	mustStatus(t, sb, doctor.OK)
+	mustStatus(t, sb[:1], doctor.OK, "the floor --min-replicas 1")
+	tg.MinReplicas = doctor.NoMinReplicas // nodes started with --min-replicas 0
 	sb, all := results(t, tg, "splitbrain")
 	var unsafe []doctor.Result
 	for _, r := range sb {

@@ -29,7 +29,7 @@ func checkSplitBrain(ctx context.Context, e *env) []Result {
 			Fix: "the node's Redis user needs INFO and HGET (deploy/redis/acl.conf)"}}
 	}
 	r := Result{}
-	floor := e.t.MinReplicas
+	floor := e.t.minReplicas()
 	switch {
 	case floor > m.Online:
 		r.Status = Costly
@@ -84,11 +84,11 @@ func sentinelReplicas(ctx context.Context, e *env, mark int) []Result {
 		}
 		if known > mark {
 			r.Status = Unsafe
-			r.Detail = fmt.Sprintf("Sentinel knows %d replicas of %s, the fleet's mark counts %d: a replica the mark does not count may be promoted without the grants the nodes used",
+			r.Detail = fmt.Sprintf("Sentinel knows %d replicas of %s, grants wait for %d (the mark, or --min-replicas when higher): a replica they do not count may be promoted without the grants the nodes used",
 				known, e.t.MasterName, mark)
 			r.Fix = "let the replica attach (the next grant raises the mark to the replicas listed), or SENTINEL RESET " + e.t.MasterName + " if it is gone"
 		} else {
-			r.Detail = fmt.Sprintf("Sentinel knows %d replicas of %s; the mark counts %d", known, e.t.MasterName, mark)
+			r.Detail = fmt.Sprintf("Sentinel knows %d replicas of %s; grants wait for %d (the mark, or --min-replicas when higher)", known, e.t.MasterName, mark)
 		}
 		out = append(out, r)
 	}

@@ -151,6 +151,6 @@ func (o serveOptions) doctorTarget() (doctor.Target, error) {
 	ro := o.node.Registry
 	t := doctor.Target{Redis: o.node.Redis, Namespace: ro.Namespace, Layout: ro.Layout, LeaseTTL: ro.LeaseTTL,
 		MaxSkew: ro.MaxSkew, Clock: o.node.Clock, AsNode: true, IdentityNone: ro.RedisIdentity == lua.IdentityNone,
-		MinReplicas: ro.MinReplicas}
+		MinReplicas: doctorMinReplicas(ro.MinReplicas)}
 	return t, sentinelTarget(&t, o.redisURL, "")
 }

@@ -50,7 +50,7 @@ func doctorCommand() *cli.Command {
 			defer rdb.Close()
 			t := doctor.Target{Redis: rdb, Namespace: c.String("namespace"), Layout: layout,
 				LeaseTTL: c.Duration("lease-ttl"), MaxSkew: c.Duration("max-skew"), IdentityNone: c.String("redis-identity") == "none",
-				MinReplicas: minReplicasFromFlags(c)}
+				MinReplicas: doctorMinReplicas(minReplicasFromFlags(c))}
 			if err := sentinelTarget(&t, c.String("redis"), c.String("sentinel")); err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/doctor"
 )
 
 // envVars is a flag's environment variable, FLAKED_<NAME> with dashes as
@@ -112,4 +113,13 @@ func minReplicasFromFlags(c *cli.Context) int {
 		return c.Int("min-replicas")
 	}
 	return coord.DefaultMinReplicas(c.String("redis"))
+}
+
+// doctorMinReplicas is the nodes' floor as doctor.Target takes it: an
+// explicit 0 is doctor.NoMinReplicas (the zero value is the default).
+func doctorMinReplicas(n int) int {
+	if n == 0 {
+		return doctor.NoMinReplicas
+	}
+	return n
 }
