@@ -17,9 +17,12 @@ import (
 type Mutation struct {
 	Name string
 	Bug  string // what goes wrong
-	// A script mutation: in Script, each Old is replaced by its New.
-	Script *string
-	Edits  []Edit
+	// A script mutation: in Script (and in each of Scripts), each Old is
+	// replaced by its New. Scripts: an edit of guard.lua, which every
+	// writing script starts with.
+	Script  *string
+	Scripts []*string
+	Edits   []Edit
 	// Stray: the bug shows as a duplicate between a node of the fleet's
 	// layout and one of another (the teeth test requires that).
 	Stray bool
@@ -57,10 +60,30 @@ var Mutations = []Mutation{
 	// Since a lease missing across a loss is never re-asserted (the loss
 	// ID), renewals restoring the layout are a second line of defence: it
 	// shows with the first one off too.
+	// INFO refused (NOPERM) or renamed: guard.lua used to read the error
+	// as an empty identity, one that never changes, so a failover while
+	// INFO was unreadable went unseen.
+	{Name: "identity-silent", Scripts: guarded,
+		Edits: []Edit{{infoCall, "(function(i) if type(i) == 'string' then return i end return " +
+			"'run_id:0 master_replid:0 maxmemory_policy:noeviction' end)(" + infoCall + ")"}},
+		Bug: "a refused or renamed INFO reads as an empty identity: a failover while INFO is unreadable is not seen as a loss"},
+	// allkeys-* eviction: the policy is refused, and {ns}:reserved evicted
+	// reads as a loss (Redis evicts whatever the scripts refuse). Both off,
+	// as in the SPIN model's allkeys tooth: with either one on, an evicted
+	// reservation is seen.
+	{Name: "allkeys-allowed", Scripts: guarded,
+		Edits: []Edit{{"if policy == 'allkeys' then", "if false then"}, {"local evicted = m[5] and", "local evicted = false and"}},
+		Bug:   "scripts write under maxmemory-policy allkeys-*, and reservations evicted under the same server are not read as a loss"},
 	{Name: "reassert-without-layout", Script: &lua.Renew, Stray: true,
 		Edits: []Edit{reassertAfterLoss, {"local stored = redis.call('GET', KEYS[5])", "local stored = layout"}},
 		Bug:   "leases are re-asserted after a total loss without restoring (or checking) the fleet's layout, so a node with another layout joins the owners from before"},
 }
+
+// guarded are the scripts that start with guard.lua.
+var guarded = []*string{&lua.Claim, &lua.Renew, &lua.Release, &lua.Counter, &lua.Probe, &lua.Init, &lua.Seq}
+
+// infoCall is guard.lua's one INFO call.
+const infoCall = "redis.pcall('INFO', 'server', 'replication', 'memory')"
 
 // Edit is one substitution in a script.
 type Edit struct{ Old, New string }
@@ -84,18 +107,26 @@ func FindMutation(name string) (Mutation, error) {
 // mutants returns what the simulated Redis runs instead of the script
 // the code sends, by the SHA1 the code sends: nil for none.
 func (m Mutation) mutants() map[string]string {
-	if m.Script == nil {
+	scripts := m.Scripts
+	if m.Script != nil {
+		scripts = append([]*string{m.Script}, scripts...)
+	}
+	if len(scripts) == 0 {
 		return nil
 	}
-	text := *m.Script
-	for _, e := range m.Edits {
-		if !strings.Contains(text, e.Old) {
-			panic(fmt.Sprintf("sim: mutation %s: the script no longer contains %q; update the mutation", m.Name, e.Old))
+	out := map[string]string{}
+	for _, script := range scripts {
+		text := *script
+		for _, e := range m.Edits {
+			if !strings.Contains(text, e.Old) {
+				panic(fmt.Sprintf("sim: mutation %s: the script no longer contains %q; update the mutation", m.Name, e.Old))
+			}
+			text = strings.Replace(text, e.Old, e.New, 1)
 		}
-		text = strings.Replace(text, e.Old, e.New, 1)
+		sum := sha1.Sum([]byte(*script))
+		out[hex.EncodeToString(sum[:])] = text
 	}
-	sum := sha1.Sum([]byte(*m.Script))
-	return map[string]string{hex.EncodeToString(sum[:]): text}
+	return out
 }
 
 // Enable turns a Go mutation's switch on (and returns the function that

@@ -22,10 +22,15 @@ const (
 	// until its lease and its reservation ahead have run out, and another
 	// starts (claims) just after.
 	PatternWakeAfterLead = "wake-after-lead"
+	// A claim during allkeys-* eviction: keys are evicted fast (the
+	// reservations and leases among them) for a second or two, and a node
+	// restarted without a state file claims meanwhile and just after.
+	PatternEvictClaim = "evict-vs-claim"
 )
 
-// Patterns are the adversarial patterns, in draw order.
-var Patterns = []string{PatternTakeoverRelease, PatternRenewExpiry, PatternWakeAfterLead}
+// Patterns are the adversarial patterns, in draw order (a new one goes
+// last, so the draws of the others, and so every seed's schedule, stay).
+var Patterns = []string{PatternTakeoverRelease, PatternRenewExpiry, PatternWakeAfterLead, PatternEvictClaim}
 
 // drawPatterns adds the adversarial patterns a schedule draws: each with
 // probability 1 in 6.
@@ -59,6 +64,11 @@ func (s *Schedule) drawPatterns(seed uint64) {
 			s.Faults = append(s.Faults,
 				Fault{At: at, Kind: FaultPartition, Node: a, For: cut + x.dur(time.Second, 3*time.Second)},
 				Fault{At: at + cut + x.dur(0, 300*time.Millisecond), Kind: FaultCrash, Node: b, For: x.dur(0, 100*time.Millisecond), State: StateNone})
+		case PatternEvictClaim:
+			evict := x.dur(time.Second, 2*time.Second)
+			s.Faults = append(s.Faults,
+				Fault{At: at, Kind: FaultEvictAllKeys, For: evict, Delay: x.dur(50*time.Millisecond, 300*time.Millisecond)},
+				Fault{At: at + x.dur(0, evict), Kind: FaultCrash, Node: b, For: x.dur(0, 100*time.Millisecond), State: StateNone})
 		}
 	}
 }
