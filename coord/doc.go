@@ -132,11 +132,15 @@
 //     lacks what came after. A fleet with a lease holder runs a granting
 //     script at least every LeaseTTL/3; Sentinel learns of replicas from
 //     the master's INFO every 10 s, so it rarely knows one so brief.
-//   - {ns}:meta lost (a restart without persistence): the mark starts
-//     from the replicas listed at the first script, often none while they
-//     reconnect; a replica that does not reattach and is promoted while
-//     this master, partitioned, still grants, lacks those grants. Without
-//     the partition this is a lost suffix, which guard.lua's floor covers.
+//   - {ns}:meta lost (a restart without persistence, or evicted under
+//     allkeys-*, which Redis does while the scripts refuse): the mark
+//     starts from the replicas listed at the first script, often none
+//     while they reconnect; a replica that does not reattach and is
+//     promoted while this master, partitioned, still grants, lacks those
+//     grants. Without the partition this is a lost suffix, which
+//     guard.lua's floor covers. Options.MinReplicas closes it (and the
+//     model's two trails, docs/model.md): 1 by default through Sentinel
+//     (DefaultMinReplicas), where a replica to promote exists.
 //   - Double failover: R promoted, acknowledged by one replica (say M,
 //     back as R's replica), then another replica that never followed R
 //     promoted in R's place while R still grants. Covered by guard.lua's
