@@ -123,8 +123,8 @@
 // replicas must follow R before R grants (Sentinel re-points them); with
 // one replica R's mark is what R lists, so a failover whose old master
 // never returns does not stop the fleet (unless MinReplicas, 1 by
-// default through Sentinel, asks for a replica R does not have yet). With no replica the mark is 0
-// and no WAIT is sent.
+// default through Sentinel, asks for a replica R does not have yet).
+// With no replica the mark is 0 and no WAIT is sent.
 //
 // Residual windows, outside the condition:
 //   - A replica that attaches and detaches between two granting scripts,
