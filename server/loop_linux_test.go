@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/poll"
 )
 
 // Connections in an event loop that are handed to goroutines mid-pipeline
@@ -219,13 +221,12 @@ func TestLoop_EveryHandOffCalmsDownBeforeReturning(t *testing.T) {
 				t.Fatalf("PING: %q", got)
 			}
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for ts.stats.readopts.Load() != returns {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d returns to a loop after %d calm batches, want %d", ts.stats.readopts.Load(), calmBatches, returns)
+		poll.UntilNil(t, 5*time.Second, "the connection's return to a loop", func() error {
+			if got := ts.stats.readopts.Load(); got != returns {
+				return fmt.Errorf("%d returns to a loop after %d calm batches, want %d", got, calmBatches, returns)
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return nil
+		})
 	}
 	c.do(resp("INFO", "server")) // INFO may block: the loop hands it off
 	calmDown(1)

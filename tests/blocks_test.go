@@ -14,6 +14,7 @@ import (
 
 	"github.com/flaked/flaked/client"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/poll"
 )
 
 // Clients holding blocks (NEXTBLOCK) in the fault suite. A block is
@@ -217,7 +218,7 @@ func TestBlocks_DaemonFenced(t *testing.T) {
 		clone.WaitReady(t, 30*time.Second)
 		cl := StartBlockLoad([]*Daemon{clone}, connsPerDaemon, 3000)
 		cl.WaitFor(t, int64(scale(50_000)), time.Minute, "the copy's blocks")
-		eventually(t, 15*time.Second, "the original logs that it was fenced", func() bool {
+		poll.Until(t, 15*time.Second, "the original logs that it was fenced", func() bool {
 			return strings.Contains(ds[0].Log(), "lease fenced")
 		})
 		load.WaitFor(t, int64(scale(100_000)), time.Minute, "the fleet's blocks after the fencing")
@@ -247,7 +248,7 @@ func TestBlocks_ModeSwitches(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		srv.Resume()
 		load.WaitFor(t, int64(scale(100_000)), 2*time.Minute, "after Redis is back")
-		eventually(t, 30*time.Second, "every daemon back in flake mode", func() bool {
+		poll.Until(t, 30*time.Second, "every daemon back in flake mode", func() bool {
 			for _, d := range ds {
 				if info, err := d.Info(ctxT(t)); err != nil || info["mode"] != "flake" {
 					return false

@@ -29,6 +29,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -294,13 +295,12 @@ func (d *Daemon) Ready() bool {
 // WaitReady waits until the daemon says it can issue IDs.
 func (d *Daemon) WaitReady(t testing.TB, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !d.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %v\n%s", d.Name, within, d.Log())
+	poll.UntilNil(t, within, d.Name+" ready", func() error {
+		if !d.Ready() {
+			return fmt.Errorf("not ready\n%s", d.Log())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // record is one reply: the IDs, in issue order, from one daemon

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/seq"
 )
@@ -314,7 +315,7 @@ func TestSeq_ReplicaMissedWritesPromoted(t *testing.T) {
 	link := faultproxy.Start(t, master.Addr())
 	replica := redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
 	rc := replica.Client(t)
-	eventually(t, 20*time.Second, "the replica in sync", func() bool {
+	poll.Until(t, 20*time.Second, "the replica in sync", func() bool {
 		info, _ := rc.Info(ctxT(t), "replication").Result()
 		return strings.Contains(info, "master_link_status:up")
 	})
@@ -330,7 +331,7 @@ func TestSeq_ReplicaMissedWritesPromoted(t *testing.T) {
 	}
 	load := StartSeqLoad(ds, connsPerDaemon, 10)
 	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
-	eventually(t, 20*time.Second, "the replica has the tag", func() bool {
+	poll.Until(t, 20*time.Second, "the replica has the tag", func() bool {
 		n, _ := rc.Exists(ctxT(t), "{flaked}:seq:"+seqTag).Result()
 		return n == 1
 	})
@@ -376,7 +377,7 @@ func TestSeq_UnderACLUsers(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{Args: []string{"aclfile " + abs}})
 	redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(srv.Port())}})
 	admin := srv.Client(t)
-	eventually(t, 20*time.Second, "the replica attached", func() bool {
+	poll.Until(t, 20*time.Second, "the replica attached", func() bool {
 		info, _ := admin.Info(ctxT(t), "replication").Result()
 		return strings.Contains(info, "connected_slaves:1")
 	})
