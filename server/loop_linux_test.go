@@ -131,7 +131,7 @@ func TestLoop_ClientNotReading_RepliesComplete(t *testing.T) {
 	const n = 2000
 	req := strings.Repeat(resp("NEXTIDS", "500"), n) // about 20 MB of replies
 	go io.WriteString(slow.nc, req)
-	time.Sleep(200 * time.Millisecond)
+	poll.Until(t, 10*time.Second, "the loop handing the full socket off", func() bool { return ts.stats.handOffs.Load() > 0 })
 	other := ts.dial(t)
 	if got := other.do(resp("PING")); got != "+PONG" {
 		t.Fatalf("another client while one does not read: %q", got)
@@ -199,7 +199,7 @@ func TestLoop_FullSocketMidBatch_BufferedRequestsAnswered(t *testing.T) {
 	c := ts.dial(t)
 	const n = 100 // 2,800 bytes of requests (one read), about 20 MB of replies
 	c.send(strings.Repeat(resp("NEXTIDS", "10000"), n))
-	time.Sleep(200 * time.Millisecond) // the socket fills; the loop hands off
+	poll.Until(t, 10*time.Second, "the loop handing the full socket off", func() bool { return ts.stats.handOffs.Load() > 0 })
 	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	c.readIDArrays(n)
 	if ts.stats.handOffs.Load() == 0 {
