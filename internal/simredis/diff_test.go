@@ -266,8 +266,8 @@ func TestDifferentialScripts(t *testing.T) {
 }
 
 // TestDifferentialCommands runs plain commands on both servers: every
-// command the simulator sends (TestSimulatorSendsOnlyImplementedCommands
-// in sim/), in the forms flaked's scripts and Go code use, their error
+// command the simulator sends (recorded by the TestMain of sim/), in the
+// forms flaked's scripts and Go code use, their error
 // replies, and one command simredis does not implement.
 func TestDifferentialCommands(t *testing.T) {
 	p := newPair(t)

@@ -20,9 +20,9 @@
 // It implements what the simulator sends and nothing more: DEL, EXISTS,
 // PEXPIRE, GET, SET, HGET, HMGET, HSET, HDEL, HGETALL, SADD, SISMEMBER,
 // SRANDMEMBER, XADD (MAXLEN and the ID * only), TIME, INFO, WAIT, EVAL and
-// EVALSHA, from clients and from scripts. sim's
-// TestSimulatorSendsOnlyImplementedCommands records every command a hunt
-// sends and fails on one missing here; the differential tests
+// EVALSHA, from clients and from scripts. The TestMain of sim/ records
+// every command its runs send and fails on one missing here; the
+// differential tests
 // (diff_test.go) send the same commands and scripts to a real
 // redis-server and compare replies and keyspaces.
 //

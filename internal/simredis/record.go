@@ -9,7 +9,7 @@ import (
 // recording counts, while on, the commands every Server of the process
 // runs, from clients and from scripts, unknown ones included: what the
 // simulator actually sends, which is what this package must implement
-// (TestSimulatorSendsOnlyImplementedCommands in sim/).
+// (the TestMain of sim/).
 var recording struct {
 	on    atomic.Bool
 	mu    sync.Mutex
