@@ -20,6 +20,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
 )
 
@@ -268,17 +269,16 @@ func row(t *testing.T, rep *audit.Report, mid int) audit.Machine {
 // lease runs out within its 1 s TTL).
 func waitState(t *testing.T, rdb redis.UniversalClient, ns string, mid int, want audit.State) (*audit.Snapshot, *audit.Report) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s, rep := report(t, rdb, ns)
-		if row(t, rep, mid).State == want {
-			return s, rep
+	var s *audit.Snapshot
+	var rep *audit.Report
+	poll.UntilNil(t, 10*time.Second, fmt.Sprintf("machine ID %d %s", mid, want), func() error {
+		s, rep = report(t, rdb, ns)
+		if got := row(t, rep, mid).State; got != want {
+			return fmt.Errorf("machine ID %d is %s, want %s", mid, got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("machine ID %d is %s after 10s, want %s", mid, row(t, rep, mid).State, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return s, rep
 }
 
 // checkOwner asserts a row names the node process.

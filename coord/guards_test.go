@@ -21,6 +21,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -429,13 +430,9 @@ func TestGuard_RestartFromOldRDB_ClaimAboveLostGrant(t *testing.T) {
 	// The snapshot holds A's lease with its TTL: let it lapse, as it does
 	// for an owner that lost contact during the restart.
 	lease := "{flaked}:lease:" + strconv.Itoa(id)
-	deadline := time.Now().Add(5 * time.Second)
-	for rdb.Exists(ctxT(t), lease).Val() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("A's lease from the snapshot did not expire")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "A's lease from the snapshot to expire", func() bool {
+		return rdb.Exists(ctxT(t), lease).Val() == 0
+	})
 	if err := a.Renew(ctxT(t)); !errors.Is(err, coord.ErrLeaseLost) {
 		t.Fatalf("A's renewal after the restart: %v, want ErrLeaseLost (no re-assert after a possible loss)", err)
 	}

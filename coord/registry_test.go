@@ -266,7 +266,9 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 					id, err := g.NextIDContext(ctx)
 					cancel()
 					if errors.Is(err, flake.ErrMaxLead) {
-						clk.Advance(10 * time.Millisecond)
+						// 100 ms a step: B's clock starts seconds behind
+						// its floor, and each step costs a 20 ms timeout.
+						clk.Advance(100 * time.Millisecond)
 						continue
 					}
 					if errors.Is(err, flake.ErrReserve) && time.Since(start) < time.Minute {
@@ -286,8 +288,15 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 			}
 			return ids
 		}
-		regA := newReg(t, rdb, coord.Options{Layout: l, MaxWait: time.Minute})
-		regB := newReg(t, rdb, coord.Options{Layout: l, MaxWait: time.Minute})
+		// A registry made by Init (its first claim does not wait for a
+		// layout to settle) and a horizon of 1 s instead of 5 (B's wait
+		// for Redis's clock is bounded by it): what the test is about, A
+		// stopping at its grant, depends on neither.
+		o := coord.Options{Layout: l, MaxWait: time.Minute, Horizon: time.Second}
+		if _, err := coord.Init(ctxT(t), rdb, o); err != nil {
+			t.Fatal(err)
+		}
+		regA, regB := newReg(t, rdb, o), newReg(t, rdb, o)
 		clkA, clkB := flaketest.NewClock(start), flaketest.NewClock(start)
 		leaseA, pauseA, genA := gen(regA, clkA)
 		ids := issue(genA, clkA, 2000, nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/scripts/lua"
 )
@@ -782,13 +783,12 @@ func TestCounter_Warm(t *testing.T) {
 		c := newCounter(t, rdb, fallback.Options{})
 		c.Warm()
 		c.Warm() // no second fetch while one is on its way or buffered
-		deadline := time.Now().Add(5 * time.Second)
-		for c.Stats().Buffered == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("nothing buffered 5 s after Warm: %+v", c.Stats())
+		poll.UntilNil(t, 5*time.Second, "IDs buffered after Warm", func() error {
+			if st := c.Stats(); st.Buffered == 0 {
+				return fmt.Errorf("nothing buffered: %+v", st)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 		if st := c.Stats(); st.SegmentsFetched != 1 || st.Waits != 0 {
 			t.Fatalf("after Warm: %+v, want one segment and no waits", st)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
 )
 
@@ -41,7 +42,7 @@ func TestAlarms_StateFileCopiedWhileLive_CountsFence_NoDuplicate(t *testing.T) {
 		t.Fatalf("the copy claimed %v, want the original's %v taken over", b.MachineIDs(), a.MachineIDs())
 	}
 	ids = append(ids, issue(t, b, 1000)...)
-	waitFor(t, 15*time.Second, "the original fenced and on another machine ID", func() bool {
+	poll.Until(t, 15*time.Second, "the original fenced and on another machine ID", func() bool {
 		m := a.MachineIDs()
 		return a.Alarms().LeasesFenced == 1 && len(m) == 1 && m[0] != b.MachineIDs()[0] && a.Ready()
 	})

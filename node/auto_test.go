@@ -18,6 +18,7 @@ import (
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
 )
 
@@ -86,9 +87,9 @@ func (is *issuer) counterAfter(n int) bool {
 // IDs more, and stops the issuer.
 func (is *issuer) backToFlake(t *testing.T, n *node.Node, d time.Duration) {
 	t.Helper()
-	waitFor(t, d, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
+	poll.Until(t, d, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
 	after := is.count()
-	waitFor(t, 5*time.Second, "flake IDs after the return", func() bool { return is.count() > after+1000 })
+	poll.Until(t, 5*time.Second, "flake IDs after the return", func() bool { return is.count() > after+1000 })
 	is.halt()
 }
 
@@ -132,17 +133,17 @@ func TestAuto_RedisAwayLongerThanReservation_FallsBackAndReturns(t *testing.T) {
 		t.Fatalf("started in %s mode", n.Mode())
 	}
 	is := startIssuer(n)
-	waitFor(t, 5*time.Second, "flake IDs", func() bool { return is.count() > 1000 })
+	poll.Until(t, 5*time.Second, "flake IDs", func() bool { return is.count() > 1000 })
 	srv.Pause()
 	paused := time.Now()
-	waitFor(t, 5*time.Second, "the fallback to counter mode", func() bool { return n.Mode() == node.ModeCounter })
+	poll.Until(t, 5*time.Second, "the fallback to counter mode", func() bool { return n.Mode() == node.ModeCounter })
 	if since := time.Since(paused); since > 2*time.Second {
 		t.Fatalf("fell back %v after Redis went away; the reservation lasts 150ms", since)
 	}
 	time.Sleep(1500 * time.Millisecond) // longer than the lease TTL
 	before := is.count()
 	srv.Resume()
-	waitFor(t, 10*time.Second, "counter IDs", func() bool { return is.counterAfter(before) })
+	poll.Until(t, 10*time.Second, "counter IDs", func() bool { return is.counterAfter(before) })
 	is.backToFlake(t, n, 15*time.Second)
 
 	is.checkIDs(t, n.Layout(), "auto node")
@@ -194,11 +195,11 @@ func TestAuto_ClockBehindFloor_FallsBackAndReturns(t *testing.T) {
 		t.Fatalf("clock 4 s behind the floor: mode %s, want counter", b.Mode())
 	}
 	is := startIssuer(b)
-	waitFor(t, 5*time.Second, "counter IDs", func() bool { return is.count() > 500 })
+	poll.Until(t, 5*time.Second, "counter IDs", func() bool { return is.count() > 500 })
 	clk.Set(0) // the clock is fixed
-	waitFor(t, 10*time.Second, "the return to flake mode", func() bool { return b.Mode() == node.ModeFlake })
+	poll.Until(t, 10*time.Second, "the return to flake mode", func() bool { return b.Mode() == node.ModeFlake })
 	after := is.count()
-	waitFor(t, 5*time.Second, "flake IDs", func() bool { return is.count() > after+500 })
+	poll.Until(t, 5*time.Second, "flake IDs", func() bool { return is.count() > after+500 })
 	is.halt()
 
 	idtest.Increasing(t, l, "node b", is.ids)
@@ -228,7 +229,7 @@ func TestAuto_ClockSkewed_CounterUntilFixed(t *testing.T) {
 	}
 	ids := issue(t, n, 2000)
 	clk.Set(0)
-	waitFor(t, 15*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
+	poll.Until(t, 15*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
 	ids = append(ids, issue(t, n, 2000)...)
 	idtest.Increasing(t, n.Layout(), "node", ids)
 }
@@ -252,7 +253,7 @@ func TestAuto_StartsWithRedisAway(t *testing.T) {
 	}
 	srv.Resume()
 	ids := issue(t, n, 100)
-	waitFor(t, 20*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
+	poll.Until(t, 20*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
 	ids = append(ids, issue(t, n, 1000)...)
 	idtest.Increasing(t, n.Layout(), "node", ids)
 	if !n.Ready() {
@@ -278,11 +279,11 @@ func TestAuto_RedisRestart_CounterUntilTheNewLeaseStarts(t *testing.T) {
 	o.CheckInterval = node.DefaultCheckInterval // the lease's loss, not a check, starts the switch
 	n := newNode(t, o)
 	is := startIssuer(n)
-	waitFor(t, 5*time.Second, "flake IDs", func() bool { return is.count() > 1000 })
+	poll.Until(t, 5*time.Second, "flake IDs", func() bool { return is.count() > 1000 })
 	srv.Kill()
 	srv.Restart(t)
 	restarted := is.count()
-	waitFor(t, 20*time.Second, "counter IDs after the restart", func() bool { return is.counterAfter(restarted) })
+	poll.Until(t, 20*time.Second, "counter IDs after the restart", func() bool { return is.counterAfter(restarted) })
 	is.backToFlake(t, n, 20*time.Second)
 
 	is.checkIDs(t, n.Layout(), "auto node")

@@ -12,6 +12,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
 )
 
@@ -93,15 +94,15 @@ func TestAuto_BlocksAcrossModeSwitches_NoDuplicates(t *testing.T) {
 	}
 	bi := startBlockIssuer(n, 300)
 	is := startIssuer(n)
-	waitFor(t, 5*time.Second, "flake IDs", func() bool { return is.count() > 1000 })
+	poll.Until(t, 5*time.Second, "flake IDs", func() bool { return is.count() > 1000 })
 	srv.Pause()
-	waitFor(t, 5*time.Second, "the fallback to counter mode", func() bool { return n.Mode() == node.ModeCounter })
+	poll.Until(t, 5*time.Second, "the fallback to counter mode", func() bool { return n.Mode() == node.ModeCounter })
 	time.Sleep(1500 * time.Millisecond) // longer than the lease TTL
 	before := is.count()
 	srv.Resume()
-	waitFor(t, 10*time.Second, "counter IDs", func() bool { return is.counterAfter(before) })
-	waitFor(t, 15*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
-	waitFor(t, 5*time.Second, "blocks in flake mode again", func() bool {
+	poll.Until(t, 10*time.Second, "counter IDs", func() bool { return is.counterAfter(before) })
+	poll.Until(t, 15*time.Second, "the return to flake mode", func() bool { return n.Mode() == node.ModeFlake })
+	poll.Until(t, 5*time.Second, "blocks in flake mode again", func() bool {
 		bi.mu.Lock()
 		defer bi.mu.Unlock()
 		return len(bi.modes) >= 3 && bi.modes[len(bi.modes)-1] == node.ModeFlake

@@ -12,6 +12,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 )
@@ -48,12 +49,12 @@ func TestFlake_RedisRestart_DrainsGrantWhileOtherClaimsAtLossFloor(t *testing.T)
 	}
 	a := newNode(t, opts(500*time.Millisecond))
 	is := startIssuer(a)
-	waitFor(t, 5*time.Second, "IDs from A", func() bool { return is.count() > 1000 })
+	poll.Until(t, 5*time.Second, "IDs from A", func() bool { return is.count() > 1000 })
 	old := a.Lease()
 	srv.Kill()
 	srv.Restart(t)
 	// A's next reservation or renewal finds the server changed.
-	waitFor(t, 10*time.Second, "A's lease lost to the restart", func() bool { return old.Err() != nil })
+	poll.Until(t, 10*time.Second, "A's lease lost to the restart", func() bool { return old.Err() != nil })
 	if !errors.Is(old.Err(), coord.ErrPossibleLoss) {
 		t.Fatalf("A's lease lost with %v, want ErrPossibleLoss", old.Err())
 	}
@@ -62,7 +63,7 @@ func TestFlake_RedisRestart_DrainsGrantWhileOtherClaimsAtLossFloor(t *testing.T)
 	// B claims the only machine ID, which A gave up, while A may still
 	// issue under its grant.
 	var b *node.Node
-	waitFor(t, 10*time.Second, "B's claim", func() bool {
+	poll.Until(t, 10*time.Second, "B's claim", func() bool {
 		n, err := node.New(context.Background(), opts(time.Minute))
 		if err != nil {
 			return false

@@ -10,6 +10,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
 )
 
@@ -35,10 +36,12 @@ func TestFlake_RedisAway_ReservationSpent_ClearError(t *testing.T) {
 	}
 	// Readiness follows within a Redis timeout (a reservation in flight
 	// has not failed yet).
-	deadline = time.Now().Add(3 * time.Second)
-	for n.Ready() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Wait(3*time.Second, func() error { // the test's assertion follows
+		if n.Ready() {
+			return errors.New("ready")
+		}
+		return nil
+	})
 	ready := n.Ready()
 	srv.Resume()
 	if !errors.Is(err, flake.ErrReserve) {
@@ -69,7 +72,7 @@ func TestFlake_LeaseLost_Reclaims(t *testing.T) {
 	if err := rdb.HIncrBy(ctx, "{flaked}:reserved", mid, 1000).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a new lease", func() bool {
+	poll.Until(t, 10*time.Second, "a new lease", func() bool {
 		m := n.MachineIDs()
 		return len(m) == 1 && m[0] != old
 	})

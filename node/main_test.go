@@ -55,18 +55,6 @@ func fast(o node.Options) node.Options {
 	return o
 }
 
-// waitFor polls cond for up to d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // eachNode runs f for every node at once and returns what each returned,
 // in node order.
 func eachNode(nodes []*node.Node, f func(i int, n *node.Node) []uint64) [][]uint64 {

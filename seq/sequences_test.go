@@ -14,6 +14,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/scripts/lua"
 )
@@ -190,12 +191,7 @@ func TestSequences_CrashLeavesGapNeverReuse(t *testing.T) {
 		}
 		seen = append(seen, v)
 	}
-	for deadline := time.Now().Add(10 * time.Second); a.Stats().SegmentsFetched < 3; {
-		if time.Now().After(deadline) {
-			t.Fatal("the third segment was not fetched ahead")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the third segment fetched ahead", func() bool { return a.Stats().SegmentsFetched >= 3 })
 	// a "crashes": its buffers are dropped without a give-back.
 	a.cancel()
 	b := newSeqs(t, rdb)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flaked/flaked/internal/faultproxy"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -26,16 +27,10 @@ func TestSequences_SplitBrain_UnacknowledgedGrantsUnused(t *testing.T) {
 	replica := redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
 	ctx := idtest.Context(t, time.Minute)
 	mc, rc := master.Client(t), replica.Client(t)
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	poll.Until(t, 20*time.Second, "the replica to sync", func() bool {
 		info, _ := rc.Info(ctx, "replication").Result()
-		if strings.Contains(info, "master_link_status:up") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not sync")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return strings.Contains(info, "master_link_status:up")
+	})
 	old := newSeqs(t, mc)
 	if err := old.Create(ctx, "sb", TagOptions{Step: 50, Rate: 20_000, Burst: 1000}); err != nil {
 		t.Fatal(err)

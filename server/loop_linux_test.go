@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/poll"
 )
 
 // Connections in an event loop that are handed to goroutines mid-pipeline
@@ -129,7 +131,7 @@ func TestLoop_ClientNotReading_RepliesComplete(t *testing.T) {
 	const n = 2000
 	req := strings.Repeat(resp("NEXTIDS", "500"), n) // about 20 MB of replies
 	go io.WriteString(slow.nc, req)
-	time.Sleep(200 * time.Millisecond)
+	poll.Until(t, 10*time.Second, "the loop handing the full socket off", func() bool { return ts.stats.handOffs.Load() > 0 })
 	other := ts.dial(t)
 	if got := other.do(resp("PING")); got != "+PONG" {
 		t.Fatalf("another client while one does not read: %q", got)
@@ -197,7 +199,7 @@ func TestLoop_FullSocketMidBatch_BufferedRequestsAnswered(t *testing.T) {
 	c := ts.dial(t)
 	const n = 100 // 2,800 bytes of requests (one read), about 20 MB of replies
 	c.send(strings.Repeat(resp("NEXTIDS", "10000"), n))
-	time.Sleep(200 * time.Millisecond) // the socket fills; the loop hands off
+	poll.Until(t, 10*time.Second, "the loop handing the full socket off", func() bool { return ts.stats.handOffs.Load() > 0 })
 	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	c.readIDArrays(n)
 	if ts.stats.handOffs.Load() == 0 {
@@ -219,13 +221,12 @@ func TestLoop_EveryHandOffCalmsDownBeforeReturning(t *testing.T) {
 				t.Fatalf("PING: %q", got)
 			}
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for ts.stats.readopts.Load() != returns {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d returns to a loop after %d calm batches, want %d", ts.stats.readopts.Load(), calmBatches, returns)
+		poll.UntilNil(t, 5*time.Second, "the connection's return to a loop", func() error {
+			if got := ts.stats.readopts.Load(); got != returns {
+				return fmt.Errorf("%d returns to a loop after %d calm batches, want %d", got, calmBatches, returns)
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return nil
+		})
 	}
 	c.do(resp("INFO", "server")) // INFO may block: the loop hands it off
 	calmDown(1)

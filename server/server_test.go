@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/testcert"
 	"github.com/flaked/flaked/node"
 )
@@ -361,19 +362,14 @@ func TestMaxConns_ExtraClientRefused(t *testing.T) {
 	}
 	b.do(resp("QUIT"))
 	b.expectEOF()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.UntilNil(t, 5*time.Second, "a slot after a client left", func() error {
 		d := ts.dial(t)
 		d.send("PING\r\n")
-		got, err := readReply(d.r)
-		if got == "+PONG" {
-			break
+		if got, err := readReply(d.r); got != "+PONG" {
+			return fmt.Errorf("%q, %v", got, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no slot after a client left: %q, %v", got, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestIdleTimeout_ClosesIdleConnections(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/flaked/flaked/client"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/poll"
 )
 
 // Clients holding blocks (NEXTBLOCK) in the fault suite. A block is
@@ -27,57 +29,20 @@ import (
 // blocks of 1..maxSize IDs (sizes drawn at random, so blocks are cut at
 // different places) until Stop, and records every block's IDs.
 func StartBlockLoad(daemons []*Daemon, perDaemon, maxSize int) *Load {
-	l := &Load{stop: make(chan struct{})}
-	conn := 1000 // apart from StartLoad's connection numbers
-	for _, d := range daemons {
-		for range perDaemon {
-			conn++
-			l.wg.Add(1)
-			go l.runBlocks(d, conn, maxSize)
-		}
-	}
-	return l
-}
-
-func (l *Load) runBlocks(d *Daemon, conn, maxSize int) {
-	defer l.wg.Done()
-	c := redis.NewClient(&redis.Options{Addr: d.Addr(), Protocol: 2 + conn%2, PoolSize: 1, MaxRetries: -1,
-		DialTimeout: 500 * time.Millisecond, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
-		DisableIdentity: true})
-	defer c.Close()
-	r := rand.New(rand.NewPCG(uint64(conn), 7))
-	for {
-		select {
-		case <-l.stop:
-			return
-		default:
-		}
-		if d.down.Load() {
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		inc := d.inc.Load()
-		ids, err := takeBlock(c, 1+r.IntN(maxSize))
-		if err != nil {
-			l.errs.Add(1)
-			s := fmt.Sprintf("%s: %v", d.Name, err)
-			l.lastErr.Store(&s)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if d.inc.Load() != inc {
-			inc = 0
-		}
-		l.add(record{daemon: d.Name, mayCounter: d.mayCounter(), inc: inc, conn: conn, ids: ids})
-		time.Sleep(time.Duration(r.IntN(2)) * time.Millisecond) // a client using its block
-	}
+	// Connections numbered apart from StartLoad's.
+	return startLoad(daemons, perDaemon, 1000, Request{ReadTimeout: 2 * time.Second, AlternateRESP: true,
+		Send: func(ctx context.Context, c *redis.Client, r *rand.Rand) ([]uint64, error) {
+			ids, err := takeBlock(ctx, c, 1+r.IntN(maxSize))
+			if err == nil {
+				time.Sleep(time.Duration(r.IntN(2)) * time.Millisecond) // a client using its block
+			}
+			return ids, err
+		}})
 }
 
 // takeBlock sends NEXTBLOCK n on c and returns the block's IDs, decoded
 // as the README's reference decoder does.
-func takeBlock(c *redis.Client, n int) ([]uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
+func takeBlock(ctx context.Context, c *redis.Client, n int) ([]uint64, error) {
 	v, err := c.Do(ctx, "NEXTBLOCK", n).Uint64Slice()
 	if err != nil {
 		return nil, err
@@ -94,13 +59,6 @@ func takeBlock(c *redis.Client, n int) ([]uint64, error) {
 		ids[i] = b.ID(int64(i))
 	}
 	return ids, nil
-}
-
-func (l *Load) add(r record) {
-	l.mu.Lock()
-	l.recs = append(l.recs, r)
-	l.mu.Unlock()
-	l.total.Add(int64(len(r.ids)))
 }
 
 // goClients runs a Go client with blocks (Prefetch) on the daemons from
@@ -176,7 +134,9 @@ func TestBlocks_ClientKilledMidBlock_DaemonKilled(t *testing.T) {
 		// The doomed client: one block of 50,000, a few IDs used, the
 		// connection dropped.
 		doomed := redis.NewClient(&redis.Options{Addr: ds[0].Addr(), PoolSize: 1, DisableIdentity: true})
-		gap, err := takeBlock(doomed, 50_000)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		gap, err := takeBlock(ctx, doomed, 50_000)
+		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +177,7 @@ func TestBlocks_DaemonFenced(t *testing.T) {
 		clone.WaitReady(t, 30*time.Second)
 		cl := StartBlockLoad([]*Daemon{clone}, connsPerDaemon, 3000)
 		cl.WaitFor(t, int64(scale(50_000)), time.Minute, "the copy's blocks")
-		eventually(t, 15*time.Second, "the original logs that it was fenced", func() bool {
+		poll.Until(t, 15*time.Second, "the original logs that it was fenced", func() bool {
 			return strings.Contains(ds[0].Log(), "lease fenced")
 		})
 		load.WaitFor(t, int64(scale(100_000)), time.Minute, "the fleet's blocks after the fencing")
@@ -247,7 +207,7 @@ func TestBlocks_ModeSwitches(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		srv.Resume()
 		load.WaitFor(t, int64(scale(100_000)), 2*time.Minute, "after Redis is back")
-		eventually(t, 30*time.Second, "every daemon back in flake mode", func() bool {
+		poll.Until(t, 30*time.Second, "every daemon back in flake mode", func() bool {
 			for _, d := range ds {
 				if info, err := d.Info(ctxT(t)); err != nil || info["mode"] != "flake" {
 					return false

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -96,18 +97,6 @@ func eventTypes(t *testing.T, url string) map[string]int {
 	return out
 }
 
-// eventually polls cond for up to within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // 9. A flake node's state file copied to a second node's path and started
 // while the original runs (a copied data directory, a restored VM or
 // volume snapshot). The copy takes the machine ID over and fences the
@@ -124,7 +113,7 @@ func TestDataLoss_StateFileClonedWhileRunning(t *testing.T) {
 		clone.WaitReady(t, 30*time.Second)
 		cl := StartLoad([]*Daemon{clone}, connsPerDaemon, batch)
 		cl.WaitFor(t, int64(scale(20_000)), time.Minute, "the copy's IDs")
-		eventually(t, 15*time.Second, "the original logs that it was fenced", func() bool {
+		poll.Until(t, 15*time.Second, "the original logs that it was fenced", func() bool {
 			return strings.Contains(ds[0].Log(), "lease fenced")
 		})
 		load.WaitFor(t, int64(scale(20_000)), time.Minute, "the fleet after the fencing")
@@ -294,7 +283,7 @@ func TestDataLoss_ReplicaMissedWritesPromoted(t *testing.T) {
 	link := faultproxy.Start(t, master.Addr())
 	replica := redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
 	rc := replica.Client(t)
-	eventually(t, 20*time.Second, "the replica in sync", func() bool {
+	poll.Until(t, 20*time.Second, "the replica in sync", func() bool {
 		info, _ := rc.Info(ctxT(t), "replication").Result()
 		return strings.Contains(info, "master_link_status:up")
 	})
@@ -340,7 +329,7 @@ func TestDataLoss_ReplicaMissedWritesPromoted(t *testing.T) {
 		}
 		master, replica = replica, master
 		rc = replica.Client(t)
-		eventually(t, 20*time.Second, "the old master in sync as a replica", func() bool {
+		poll.Until(t, 20*time.Second, "the old master in sync as a replica", func() bool {
 			info, _ := rc.Info(ctxT(t), "replication").Result()
 			return strings.Contains(info, "master_link_status:up")
 		})

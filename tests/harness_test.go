@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -294,13 +296,12 @@ func (d *Daemon) Ready() bool {
 // WaitReady waits until the daemon says it can issue IDs.
 func (d *Daemon) WaitReady(t testing.TB, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !d.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %v\n%s", d.Name, within, d.Log())
+	poll.UntilNil(t, within, d.Name+" ready", func() error {
+		if !d.Ready() {
+			return fmt.Errorf("not ready\n%s", d.Log())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // record is one reply: the IDs, in issue order, from one daemon
@@ -313,7 +314,8 @@ type record struct {
 	ids        []uint64
 }
 
-// Load drives NEXTIDS from many connections and keeps every ID.
+// Load drives one kind of request (a Request: NEXTIDS, NEXTBLOCK,
+// NEXTSEQ) from many connections and keeps every value the replies hold.
 type Load struct {
 	mu      sync.Mutex
 	recs    []record
@@ -324,27 +326,74 @@ type Load struct {
 	wg      sync.WaitGroup
 }
 
+// Request is what each connection of a Load sends, again and again.
+type Request struct {
+	// Send sends one request on c and returns the values its reply holds,
+	// in issue order. An error wrapping errMalformed ends the connection
+	// (the daemon broke the protocol); any other is counted and retried.
+	// r is the connection's own random source.
+	Send func(ctx context.Context, c *redis.Client, r *rand.Rand) ([]uint64, error)
+	// ReadTimeout is the client's; a request gets one second more.
+	ReadTimeout time.Duration
+	// AlternateRESP speaks RESP3 on every other connection, RESP2 on the
+	// rest.
+	AlternateRESP bool
+}
+
+// errMalformed marks a reply no client could read.
+var errMalformed = errors.New("malformed reply")
+
 // StartLoad opens perDaemon connections to each daemon, each asking for
-// batch IDs per request until Stop.
+// batch IDs per request (NEXTIDS) until Stop.
 func StartLoad(daemons []*Daemon, perDaemon, batch int) *Load {
+	return startLoad(daemons, perDaemon, 0, nextIDs(batch))
+}
+
+// nextIDs is NEXTIDS batch.
+func nextIDs(batch int) Request {
+	return Request{ReadTimeout: 2 * time.Second, Send: func(ctx context.Context, c *redis.Client, _ *rand.Rand) ([]uint64, error) {
+		v, err := c.Do(ctx, "NEXTIDS", batch).Slice()
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]uint64, len(v))
+		for i, x := range v {
+			n, ok := x.(int64)
+			if !ok || n < 0 {
+				return nil, fmt.Errorf("%w: NEXTIDS reply element %v is not a non-negative integer", errMalformed, x)
+			}
+			ids[i] = uint64(n)
+		}
+		return ids, nil
+	}}
+}
+
+// startLoad opens perDaemon connections to each daemon, numbered from
+// firstConn+1, each sending req until Stop.
+func startLoad(daemons []*Daemon, perDaemon, firstConn int, req Request) *Load {
 	l := &Load{stop: make(chan struct{})}
-	conn := 0
+	conn := firstConn
 	for _, d := range daemons {
 		for range perDaemon {
 			conn++
 			l.wg.Add(1)
-			go l.run(d, conn, batch)
+			go l.run(d, conn, req)
 		}
 	}
 	return l
 }
 
-func (l *Load) run(d *Daemon, conn, batch int) {
+func (l *Load) run(d *Daemon, conn int, req Request) {
 	defer l.wg.Done()
-	c := redis.NewClient(&redis.Options{Addr: d.Addr(), Protocol: 2, PoolSize: 1, MaxRetries: -1,
-		DialTimeout: 500 * time.Millisecond, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
+	proto := 2
+	if req.AlternateRESP {
+		proto += conn % 2
+	}
+	c := redis.NewClient(&redis.Options{Addr: d.Addr(), Protocol: proto, PoolSize: 1, MaxRetries: -1,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: req.ReadTimeout, WriteTimeout: time.Second,
 		DisableIdentity: true})
 	defer c.Close()
+	r := rand.New(rand.NewPCG(uint64(conn), 7))
 	for {
 		select {
 		case <-l.stop:
@@ -356,35 +405,31 @@ func (l *Load) run(d *Daemon, conn, batch int) {
 			continue
 		}
 		inc := d.inc.Load()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		v, err := c.Do(ctx, "NEXTIDS", batch).Slice()
+		ctx, cancel := context.WithTimeout(context.Background(), req.ReadTimeout+time.Second)
+		vals, err := req.Send(ctx, c, r)
 		cancel()
 		if err != nil {
 			l.errs.Add(1)
 			s := fmt.Sprintf("%s: %v", d.Name, err)
 			l.lastErr.Store(&s)
+			if errors.Is(err, errMalformed) {
+				return
+			}
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
 		if d.inc.Load() != inc {
 			inc = 0 // the process may have changed under the request
 		}
-		ids := make([]uint64, len(v))
-		for i, x := range v {
-			n, ok := x.(int64)
-			if !ok || n < 0 {
-				s := fmt.Sprintf("%s: NEXTIDS reply element %v is not a non-negative integer", d.Name, x)
-				l.lastErr.Store(&s)
-				l.errs.Add(1)
-				return
-			}
-			ids[i] = uint64(n)
-		}
-		l.mu.Lock()
-		l.recs = append(l.recs, record{daemon: d.Name, mayCounter: d.mayCounter(), inc: inc, conn: conn, ids: ids})
-		l.mu.Unlock()
-		l.total.Add(int64(len(ids)))
+		l.add(record{daemon: d.Name, mayCounter: d.mayCounter(), inc: inc, conn: conn, ids: vals})
 	}
+}
+
+func (l *Load) add(r record) {
+	l.mu.Lock()
+	l.recs = append(l.recs, r)
+	l.mu.Unlock()
+	l.total.Add(int64(len(r.ids)))
 }
 
 // Stop ends the load and waits for the connections.

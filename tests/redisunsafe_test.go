@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -96,19 +97,14 @@ func unsafeMetric(d *Daemon, check string) (string, error) {
 
 func waitMetric(t *testing.T, ds []*Daemon, check, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, d := range ds {
-		for {
-			v, err := unsafeMetric(d, check)
-			if err == nil && v == want {
-				break
+	poll.UntilNil(t, 10*time.Second, fmt.Sprintf("flaked_redis_unsafe{check=%q} = %s on every daemon", check, want), func() error {
+		for _, d := range ds {
+			if v, err := unsafeMetric(d, check); err != nil || v != want {
+				return fmt.Errorf("%s: flaked_redis_unsafe{check=%q} = %q (%v), want %s", d.Name, check, v, err, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: flaked_redis_unsafe{check=%q} = %q (%v), want %s", d.Name, check, v, err, want)
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }
 
 // grants are what the fleet's scripts wrote that grant IDs: the

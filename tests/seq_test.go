@@ -3,19 +3,19 @@ package tests
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/seq"
 )
@@ -27,96 +27,26 @@ import (
 
 const seqTag = "orders"
 
-// seqRecord is one NEXTSEQ reply: values in order, from one daemon
-// incarnation over one connection.
-type seqRecord struct {
-	daemon string
-	inc    int64 // 0 when a restart raced the request
-	conn   int
-	vals   []int64
-}
-
-// SeqLoad drives NEXTSEQ tag n from many connections and keeps every value.
-type SeqLoad struct {
-	mu      sync.Mutex
-	recs    []seqRecord
-	total   atomic.Int64
-	errs    atomic.Int64
-	lastErr atomic.Pointer[string]
-	stop    chan struct{}
-	wg      sync.WaitGroup
-}
+// SeqLoad drives NEXTSEQ tag n from many connections and keeps every
+// value: a Load whose records hold values instead of IDs.
+type SeqLoad struct{ *Load }
 
 func StartSeqLoad(daemons []*Daemon, perDaemon, n int) *SeqLoad {
-	l := &SeqLoad{stop: make(chan struct{})}
-	conn := 0
-	for _, d := range daemons {
-		for range perDaemon {
-			conn++
-			l.wg.Add(1)
-			go l.run(d, conn, n)
-		}
-	}
-	return l
-}
-
-func (l *SeqLoad) run(d *Daemon, conn, n int) {
-	defer l.wg.Done()
-	c := redis.NewClient(&redis.Options{Addr: d.Addr(), Protocol: 2, PoolSize: 1, MaxRetries: -1,
-		DialTimeout: 500 * time.Millisecond, ReadTimeout: 3 * time.Second, WriteTimeout: time.Second,
-		DisableIdentity: true})
-	defer c.Close()
-	for {
-		select {
-		case <-l.stop:
-			return
-		default:
-		}
-		if d.down.Load() {
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		inc := d.inc.Load()
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-		vals, err := c.Do(ctx, "NEXTSEQ", seqTag, n).Int64Slice()
-		cancel()
-		if err != nil {
-			l.errs.Add(1)
-			s := fmt.Sprintf("%s: %v", d.Name, err)
-			l.lastErr.Store(&s)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if d.inc.Load() != inc {
-			inc = 0
-		}
-		l.mu.Lock()
-		l.recs = append(l.recs, seqRecord{daemon: d.Name, inc: inc, conn: conn, vals: vals})
-		l.mu.Unlock()
-		l.total.Add(int64(len(vals)))
-	}
-}
-
-func (l *SeqLoad) Stop() {
-	close(l.stop)
-	l.wg.Wait()
-}
-
-// WaitFor waits until n more values were collected.
-func (l *SeqLoad) WaitFor(t testing.TB, n int64, within time.Duration, what string) {
-	t.Helper()
-	start := l.total.Load()
-	deadline := time.Now().Add(within)
-	for l.total.Load()-start < n {
-		if time.Now().After(deadline) {
-			msg := ""
-			if p := l.lastErr.Load(); p != nil {
-				msg = "; last error: " + *p
+	return &SeqLoad{startLoad(daemons, perDaemon, 0, Request{ReadTimeout: 3 * time.Second,
+		Send: func(ctx context.Context, c *redis.Client, _ *rand.Rand) ([]uint64, error) {
+			vals, err := c.Do(ctx, "NEXTSEQ", seqTag, n).Int64Slice()
+			if err != nil {
+				return nil, err
 			}
-			t.Fatalf("%s: %d of %d values within %v (%d errors%s)", what, l.total.Load()-start, n, within, l.errs.Load(), msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+			out := make([]uint64, len(vals))
+			for i, v := range vals {
+				if v < 0 {
+					return nil, fmt.Errorf("%w: NEXTSEQ value %d is negative", errMalformed, v)
+				}
+				out[i] = uint64(v)
+			}
+			return out, nil
+		}})}
 }
 
 // Check fails on any value handed out twice and on values that do not
@@ -133,7 +63,8 @@ func (l *SeqLoad) Check(t testing.TB) []int64 {
 	last := map[key]int64{}
 	var all []int64
 	for _, r := range l.recs {
-		for _, v := range r.vals {
+		for _, u := range r.ids {
+			v := int64(u)
 			if r.inc != 0 {
 				k := key{r.conn, r.inc}
 				if v <= last[k] {
@@ -314,7 +245,7 @@ func TestSeq_ReplicaMissedWritesPromoted(t *testing.T) {
 	link := faultproxy.Start(t, master.Addr())
 	replica := redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
 	rc := replica.Client(t)
-	eventually(t, 20*time.Second, "the replica in sync", func() bool {
+	poll.Until(t, 20*time.Second, "the replica in sync", func() bool {
 		info, _ := rc.Info(ctxT(t), "replication").Result()
 		return strings.Contains(info, "master_link_status:up")
 	})
@@ -330,7 +261,7 @@ func TestSeq_ReplicaMissedWritesPromoted(t *testing.T) {
 	}
 	load := StartSeqLoad(ds, connsPerDaemon, 10)
 	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
-	eventually(t, 20*time.Second, "the replica has the tag", func() bool {
+	poll.Until(t, 20*time.Second, "the replica has the tag", func() bool {
 		n, _ := rc.Exists(ctxT(t), "{flaked}:seq:"+seqTag).Result()
 		return n == 1
 	})
@@ -376,7 +307,7 @@ func TestSeq_UnderACLUsers(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{Args: []string{"aclfile " + abs}})
 	redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(srv.Port())}})
 	admin := srv.Client(t)
-	eventually(t, 20*time.Second, "the replica attached", func() bool {
+	poll.Until(t, 20*time.Second, "the replica attached", func() bool {
 		info, _ := admin.Info(ctxT(t), "replication").Result()
 		return strings.Contains(info, "connected_slaves:1")
 	})

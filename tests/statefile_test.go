@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flaked/flaked/internal/poll"
 )
 
 // smallDisk mounts a tmpfs of size bytes for the test (root only: a test
@@ -90,7 +92,7 @@ func TestStateFile_DiskFullOrReadOnly(t *testing.T) {
 	if err := os.Remove(full); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "state_file_error clears once the disk has room", func() bool {
+	poll.Until(t, 10*time.Second, "state_file_error clears once the disk has room", func() bool {
 		return infoField(t, d, "state_file_error") == ""
 	})
 
@@ -126,7 +128,7 @@ func TestStateFile_DiskFullOrReadOnly(t *testing.T) {
 	sl := StartLoad([]*Daemon{s}, connsPerDaemon, batch)
 	sl.WaitFor(t, int64(scale(10_000)), time.Minute, "standalone warm-up")
 	full = fill(t, disk)
-	eventually(t, 15*time.Second, "standalone stops issuing while its state file cannot be written", func() bool {
+	poll.Until(t, 15*time.Second, "standalone stops issuing while its state file cannot be written", func() bool {
 		return !s.Ready()
 	})
 	before := sl.errs.Load()

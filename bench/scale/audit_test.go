@@ -249,6 +249,18 @@ func TestScaleAudit(t *testing.T) {
 		small.heldMB(t), large.heldMB(t), large.heldMB(t)/small.heldMB(t))
 	fmt.Printf("| Redis memory per registered machine ID (lease, owner hash, set member, reservation) | %.0f B | %.0f B | |\n", small.perID, large.perID)
 	fmt.Printf("| Redis memory per event (claim events, then mode events) | %.0f B | %.0f B | |\n", small.perEvent, large.perEvent)
+	// The bounds: each command's wall time grows at most linearly with the
+	// machine IDs (ratio[name] is already large over small per round), and
+	// Redis memory per machine ID stays flat.
+	for _, c := range cmds {
+		name := strings.Join(c, " ")
+		var perID []float64
+		for _, r := range ratio[name] {
+			perID = append(perID, r/10)
+		}
+		checkLinear(t, "wall time of flaked "+name, perID)
+	}
+	checkLinear(t, "Redis memory of the registry", []float64{large.perID / small.perID})
 }
 
 func fmtList(v []float64) string {

@@ -1,8 +1,11 @@
 // Package scale measures how flaked's costs grow with the fleet: each
 // figure at a small and a large size in the same run, rounds alternating
 // between the sizes so a noisy spell on a shared machine hits both, and
-// reported as the ratio of the two. Its tests are benchmarks: they run
-// only with FLAKED_SCALE=1, so go test ./... stays fast.
+// reported as the ratio of the two. Each test also checks its bound: a
+// cost per node (connection, machine ID) at the large size within
+// linearFactor (3x) of the same cost at the small size, the median of the
+// per-round ratios (bounds_test.go), so growth faster than linear fails.
+// They run only with FLAKED_SCALE=1, so go test ./... stays fast.
 //
 //	scripts/bench scale
 //	cd bench && FLAKED_SCALE=1 go test -v -count=1 -timeout 60m -run 'TestScale' ./scale/

@@ -135,4 +135,14 @@ func TestScaleSteady(t *testing.T) {
 		fmt.Printf("| %d | %.0f | %.1f | %.2f%% | %.0f | %.2f%% |\n", n, median(c), median(s), median(cpu)*100,
 			median(c)*k, median(cpu)*k*100)
 	}
+	// The bounds: a live node costs Redis the same at either fleet size
+	// (its renewals and reservations), so commands and CPU per node stay
+	// within linearFactor.
+	var smallC, largeC, smallCPU, largeCPU []float64
+	for i := range min(len(res[100]), len(res[1000])) {
+		smallC, largeC = append(smallC, res[100][i].commands), append(largeC, res[1000][i].commands)
+		smallCPU, largeCPU = append(smallCPU, res[100][i].cpu), append(largeCPU, res[1000][i].cpu)
+	}
+	checkLinear(t, "Redis commands/s of the live nodes", perUnitRatios(smallC, largeC, 100, 1000))
+	checkLinear(t, "Redis CPU of the live nodes", perUnitRatios(smallCPU, largeCPU, 100, 1000))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 )
@@ -80,13 +81,9 @@ func startAuditFleet(t *testing.T) *auditFleet {
 	c.Abandon()
 	f.midC = c.MachineIDs()[0]
 	// Wait for C's lease to run out.
-	deadline := time.Now().Add(10 * time.Second)
-	for rdb.Exists(ctx, "{cli}:lease:"+strconv.Itoa(f.midC)).Val() == 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("abandoned lease still there after 10s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the abandoned lease to run out", func() bool {
+		return rdb.Exists(ctx, "{cli}:lease:"+strconv.Itoa(f.midC)).Val() == 0
+	})
 	return f
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 )
 
 // The default state file's directory follows the host's conventions, in
@@ -82,18 +84,17 @@ func startServe(t *testing.T, args ...string) daemonRun {
 	go func() {
 		d.done <- newApp(io.Discard, d.logs).RunContext(ctx, append([]string{"flaked", "serve", "--log-format", "json"}, args...))
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(d.logs.String(), `"message":"flaked serving"`) {
+	poll.UntilNil(t, 20*time.Second, "flaked serving", func() error {
 		select {
 		case err := <-d.done:
 			t.Fatalf("serve exited at start: %v\n%s", err, d.logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving after 20 s:\n%s", d.logs.String())
+		if !strings.Contains(d.logs.String(), `"message":"flaked serving"`) {
+			return fmt.Errorf("not serving:\n%s", d.logs.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	return d
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -153,15 +154,6 @@ func (c *client) mustBeClosed(t *testing.T, what string) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 func TestForwardBothWays(t *testing.T) {
 	t.Parallel()
 	addr, conns := peer(t)
@@ -181,7 +173,7 @@ func TestForwardBothWays(t *testing.T) {
 	if got, err := c.readLine(5 * time.Second); err != nil || got != "down!\n" {
 		t.Fatalf("client read %q, %v", got, err)
 	}
-	waitFor(t, "the byte counts", func() bool {
+	poll.Until(t, 10*time.Second, "the byte counts", func() bool {
 		st := p.Stats()
 		return st == Stats{Accepted: 1, ToTarget: 3, FromTarget: 6}
 	})
@@ -396,7 +388,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	waitFor(t, "goroutines back to "+strconv.Itoa(before), func() bool {
+	poll.Until(t, 10*time.Second, "goroutines back to "+strconv.Itoa(before), func() bool {
 		return runtime.NumGoroutine() <= before
 	})
 }
@@ -425,9 +417,9 @@ func TestRedis(t *testing.T) {
 		t.Fatal("PING through a cut link succeeded")
 	}
 	p.Heal()
-	waitFor(t, "GET after Heal", func() bool { return get() == "a" })
+	poll.Until(t, 10*time.Second, "GET after Heal", func() bool { return get() == "a" })
 	p.Redirect(b.Addr())
-	waitFor(t, "GET from the new master after Redirect", func() bool { return get() == "b" })
+	poll.Until(t, 10*time.Second, "GET from the new master after Redirect", func() bool { return get() == "b" })
 	if st := p.Stats(); st.ToTarget == 0 || st.FromTarget == 0 || st.Cut < 2 {
 		t.Fatalf("Stats: %+v", st)
 	}

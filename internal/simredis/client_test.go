@@ -53,30 +53,22 @@ func (f clientRun) check(what string, got, want any, err error) {
 
 func (f clientRun) stringKeys() {
 	ctx, rdb := f.ctx, f.rdb
-	pong, err := rdb.Ping(ctx).Result()
-	f.check("PING", pong, "PONG", err)
 	ok, err := rdb.SetNX(ctx, "k", "v", time.Second).Result()
 	f.check("SET NX PX", ok, true, err)
 	ok, err = rdb.SetNX(ctx, "k", "v", time.Second).Result() // nil reply: false, no error
 	f.check("SET NX PX again", ok, false, err)
 	old, err := rdb.SetArgs(ctx, "k", 42, redis.SetArgs{Get: true, KeepTTL: true}).Result()
 	f.check("SET GET KEEPTTL", old, "v", err)
-	ttl, err := rdb.PTTL(ctx, "k").Result()
-	f.check("PTTL", ttl, time.Second, err)
-	ttl, err = rdb.TTL(ctx, "k").Result()
-	f.check("TTL", ttl, time.Second, err)
-	ttl, err = rdb.PTTL(ctx, "missing").Result()
-	f.check("PTTL missing", ttl, time.Duration(-2), err)
+	f.check("expiry kept", f.s.pttl("k"), time.Second, nil)
 	_, err = rdb.Get(ctx, "missing").Result()
 	if !errors.Is(err, redis.Nil) {
 		f.t.Errorf("GET missing: %v, want redis.Nil", err)
 	}
-	n, err := rdb.Incr(ctx, "k").Result()
-	f.check("INCR", n, int64(43), err)
+	got, err := rdb.Get(ctx, "k").Result()
+	f.check("GET", got, "42", err)
 	b, err := rdb.PExpire(ctx, "k", 5*time.Second).Result()
 	f.check("PEXPIRE", b, true, err)
-	typ, err := rdb.Type(ctx, "k").Result()
-	f.check("TYPE", typ, "string", err)
+	f.check("PEXPIRE's expiry", f.s.pttl("k"), 5*time.Second, nil)
 }
 
 func (f clientRun) hashes() {
@@ -87,23 +79,18 @@ func (f clientRun) hashes() {
 	f.check("HGETALL", m, map[string]string{"a": "1", "b": "1", "c": "2.5"}, err)
 	vals, err := rdb.HMGet(ctx, "h", "a", "zz").Result()
 	f.check("HMGET", vals, []any{"1", nil}, err)
-	hk, err := rdb.HKeys(ctx, "h").Result()
-	f.check("HKEYS", hk, []string{"a", "b", "c"}, err)
-	set, err := rdb.HSetNX(ctx, "h", "a", "x").Result()
-	f.check("HSETNX", set, false, err)
-	n, err = rdb.HIncrBy(ctx, "h", "a", 9).Result()
-	f.check("HINCRBY", n, int64(10), err)
+	v, err := rdb.HGet(ctx, "h", "c").Result()
+	f.check("HGET", v, "2.5", err)
+	n, err = rdb.HDel(ctx, "h", "c", "zz").Result()
+	f.check("HDEL", n, int64(1), err)
 }
 
 func (f clientRun) sets() {
 	ctx, rdb := f.ctx, f.rdb
 	rdb.SAdd(ctx, "s", 3, 1, 2)
-	members, err := rdb.SMembers(ctx, "s").Result()
-	f.check("SMEMBERS", members, []string{"3", "1", "2"}, err)
+	f.check("members", f.s.members("s"), []string{"3", "1", "2"}, nil)
 	is, err := rdb.SIsMember(ctx, "s", 2).Result()
 	f.check("SISMEMBER", is, true, err)
-	sm, err := rdb.SMembersMap(ctx, "s").Result()
-	f.check("SMEMBERS map", sm, map[string]struct{}{"1": {}, "2": {}, "3": {}}, err)
 	rm, err := rdb.SRandMemberN(ctx, "s", 5).Result()
 	f.check("SRANDMEMBER 5", len(rm), 3, err)
 }
@@ -112,16 +99,8 @@ func (f clientRun) streams() {
 	ctx, rdb := f.ctx, f.rdb
 	id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "st", MaxLen: 100, Approx: true, Values: []any{"type", "claim", "mid", 7}}).Result()
 	f.check("XADD", id, strconv.FormatInt(f.c.t.UnixMilli(), 10)+"-0", err)
-	msgs, err := rdb.XRange(ctx, "st", "-", "+").Result()
-	f.check("XRANGE", msgs, []redis.XMessage{{ID: id, Values: map[string]any{"type": "claim", "mid": "7"}}}, err)
-	msgs, err = rdb.XRevRangeN(ctx, "st", "+", "-", 1).Result()
-	f.check("XREVRANGE", len(msgs), 1, err)
-	xl, err := rdb.XLen(ctx, "st").Result()
-	f.check("XLEN", xl, int64(1), err)
-	info, err := rdb.XInfoStream(ctx, "st").Result()
-	if err != nil || info.Length != 1 || info.EntriesAdded != 1 || info.LastGeneratedID != id || info.FirstEntry.ID != id {
-		f.t.Errorf("XINFO STREAM = %+v, %v", info, err)
-	}
+	ids, values := f.s.streamEntries("st")
+	f.check("the stream", []any{ids, values}, []any{[]string{id}, []map[string]any{{"type": "claim", "mid": "7"}}}, nil)
 }
 
 func (f clientRun) serverInfo() {
@@ -139,14 +118,7 @@ func (f clientRun) serverInfo() {
 // keyspace runs last: it expects the keys the others wrote.
 func (f clientRun) keyspace() {
 	ctx, rdb := f.ctx, f.rdb
-	keys, err := rdb.Keys(ctx, "*").Result()
-	f.check("KEYS", keys, []string{"h", "k", "s", "st"}, err)
-	var scanned []string
-	it := rdb.Scan(ctx, 0, "*", 1).Iterator()
-	for it.Next(ctx) {
-		scanned = append(scanned, it.Val())
-	}
-	f.check("SCAN", scanned, keys, it.Err())
+	f.check("keys", f.s.liveKeys(), []string{"h", "k", "s", "st"}, nil)
 	n, err := rdb.Del(ctx, "h", "s", "nope").Result()
 	f.check("DEL", n, int64(2), err)
 	n, err = rdb.Exists(ctx, "h", "k").Result()
@@ -171,9 +143,8 @@ func TestClientScripts(t *testing.T) {
 	rdb := s.Client()
 	ctx := context.Background()
 	script := redis.NewScript(lua.Check)
-	exists, err := script.Exists(ctx, rdb).Result()
-	if err != nil || !reflect.DeepEqual(exists, []bool{false}) {
-		t.Fatalf("SCRIPT EXISTS = %v, %v", exists, err)
+	if s.scripts[script.Hash()] != nil {
+		t.Fatal("a new server knows the script")
 	}
 	rdb.Set(ctx, "{ns}:lease:1", "tok", 0)
 	n, err := script.Run(ctx, rdb, []string{"{ns}:machines"}, "{ns}:", "tok", 1).Int()
@@ -188,12 +159,8 @@ func TestClientScripts(t *testing.T) {
 	if n != 0 || s.Stats().ScriptCalls != 2 {
 		t.Errorf("second run: %d, %+v", n, s.Stats())
 	}
-	if exists, _ := script.Exists(ctx, rdb).Result(); !exists[0] {
+	if s.scripts[script.Hash()] == nil {
 		t.Error("EVAL did not cache the script")
-	}
-	sha, err := rdb.ScriptLoad(ctx, "return 1").Result()
-	if err != nil || sha != sha1hex("return 1") {
-		t.Errorf("SCRIPT LOAD = %q, %v", sha, err)
 	}
 }
 
@@ -221,11 +188,11 @@ func TestClientPipelines(t *testing.T) {
 	var after *redis.IntCmd
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Get(ctx, "missing")
-		after = p.Incr(ctx, "n")
+		after = p.HSet(ctx, "n", "f", "v")
 		return nil
 	})
 	if !errors.Is(err, redis.Nil) || after.Val() != 1 {
-		t.Errorf("Pipelined: %v, INCR %v", err, after)
+		t.Errorf("Pipelined: %v, HSET %v", err, after)
 	}
 }
 

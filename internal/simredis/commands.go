@@ -54,6 +54,7 @@ func (s *Server) exec(args []string) any {
 	if len(args) == 0 {
 		return Error("ERR empty command")
 	}
+	record(args)
 	c := lookup(args[0])
 	if c == nil {
 		return unknownCommand(args)
@@ -76,6 +77,7 @@ func (s *Server) exec(args []string) any {
 // errors Redis gives scripts.
 func (s *Server) execFromScript(args []string) any {
 	s.stats.ScriptCommands++
+	record(args)
 	c := lookup(args[0])
 	switch {
 	case c == nil:

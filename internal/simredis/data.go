@@ -76,7 +76,7 @@ func (k kind) String() string {
 	return "none"
 }
 
-// value is what a key holds. Strings are immutable (SET and INCR store a
+// value is what a key holds. Strings are immutable (SET stores a
 // new value); the others are changed in place, so a value shared between
 // two Data (shared) is copied before a write.
 type value struct {

@@ -51,7 +51,6 @@ var (
 	releaseScript = redis.NewScript(lua.Release)
 	checkScript   = redis.NewScript(lua.Check)
 	counterScript = redis.NewScript(lua.Counter)
-	pruneScript   = redis.NewScript(lua.Prune)
 )
 
 func (f fleet) keys() lua.Keys      { return lua.NewKeys(f.ns) }
@@ -140,11 +139,6 @@ func (f fleet) counter(ctx context.Context, rdb redis.Scripter, n int64, minValu
 	keys := []string{f.key("counter"), f.key("layout"), f.key("events"), f.key("meta")}
 	return counterScript.Run(ctx, rdb, keys, n, f.epochUs, f.unitUs, 8, 100, minValue, f.layout, f.maxLen,
 		65535, "host-c", 99, "gen-counter", 0).Result()
-}
-
-func (f fleet) prune(ctx context.Context, rdb redis.Scripter, cutoff int64, ids ...lua.PruneID) (any, error) {
-	keys, argv := lua.PruneArgs{Keys: f.keys(), Cutoff: cutoff, Host: "host-p", PID: 7, IDs: ids}.KeysArgv()
-	return pruneScript.Run(ctx, rdb, keys, argv...).Result()
 }
 
 func toInt(v any) int64 {

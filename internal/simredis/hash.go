@@ -2,7 +2,6 @@ package simredis
 
 import (
 	"slices"
-	"strconv"
 )
 
 // hash is a Redis hash: fields in insertion order (ordered), values
@@ -48,15 +47,8 @@ var hashCommands = []*command{
 	{name: "hget", arity: 3, run: cmdHGet},
 	{name: "hmget", arity: -3, run: cmdHMGet},
 	{name: "hset", arity: -4, run: cmdHSet},
-	{name: "hmset", arity: -4, run: cmdHSet},
-	{name: "hsetnx", arity: 4, run: cmdHSetNX},
 	{name: "hdel", arity: -3, run: cmdHDel},
-	{name: "hgetall", arity: 2, run: func(s *Server, a []string) any { return hashList(s, a[1], true, true) }},
-	{name: "hkeys", arity: 2, run: func(s *Server, a []string) any { return hashList(s, a[1], true, false) }},
-	{name: "hvals", arity: 2, run: func(s *Server, a []string) any { return hashList(s, a[1], false, true) }},
-	{name: "hlen", arity: 2, run: cmdHLen},
-	{name: "hexists", arity: 3, run: cmdHExists},
-	{name: "hincrby", arity: 4, run: cmdHIncrBy},
+	{name: "hgetall", arity: 2, run: cmdHGetAll},
 }
 
 // readHash returns the hash in key (nil when missing) or false on a key of
@@ -119,21 +111,6 @@ func cmdHSet(s *Server, args []string) any {
 	return added
 }
 
-func cmdHSetNX(s *Server, args []string) any {
-	h, ok := s.readHash(args[1])
-	if !ok {
-		return errWrongType
-	}
-	if h != nil {
-		if _, found := h.get(args[2]); found {
-			return int64(0)
-		}
-	}
-	v, _ := s.writable(args[1], kindHash)
-	v.hash.set(args[2], args[3])
-	return int64(1)
-}
-
 func cmdHDel(s *Server, args []string) any {
 	return removeMembers(s, args, kindHash, func(v *value, f string) bool { return v.hash.del(f) },
 		func(v *value) int { return v.hash.fields.len() })
@@ -163,9 +140,9 @@ func removeMembers(s *Server, args []string, k kind, del func(*value, string) bo
 	return n
 }
 
-// hashList is HGETALL (fields and values), HKEYS and HVALS, in field
-// order.
-func hashList(s *Server, key string, fields, vals bool) any {
+// cmdHGetAll is HGETALL: fields and values, in field order.
+func cmdHGetAll(s *Server, args []string) any {
+	key := args[1]
 	h, ok := s.readHash(key)
 	if !ok {
 		return errWrongType
@@ -175,62 +152,7 @@ func hashList(s *Server, key string, fields, vals bool) any {
 		return out
 	}
 	for i, f := range h.fields.items {
-		if fields {
-			out = append(out, f)
-		}
-		if vals {
-			out = append(out, h.vals[i])
-		}
+		out = append(out, f, h.vals[i])
 	}
 	return out
-}
-
-func cmdHLen(s *Server, args []string) any {
-	h, ok := s.readHash(args[1])
-	if !ok {
-		return errWrongType
-	}
-	if h == nil {
-		return int64(0)
-	}
-	return int64(h.fields.len())
-}
-
-func cmdHExists(s *Server, args []string) any {
-	h, ok := s.readHash(args[1])
-	if !ok {
-		return errWrongType
-	}
-	if h != nil {
-		if _, found := h.get(args[2]); found {
-			return int64(1)
-		}
-	}
-	return int64(0)
-}
-
-func cmdHIncrBy(s *Server, args []string) any {
-	n, ok := parseInt(args[3])
-	if !ok {
-		return errNotInt
-	}
-	h, ok := s.readHash(args[1])
-	if !ok {
-		return errWrongType
-	}
-	var cur int64
-	if h != nil {
-		if old, found := h.get(args[2]); found {
-			if cur, ok = parseInt(old); !ok {
-				return Error("ERR hash value is not an integer")
-			}
-		}
-	}
-	if n > 0 && cur > 1<<63-1-n || n < 0 && cur < -1<<63-n {
-		return Error("ERR increment or decrement would overflow")
-	}
-	cur += n
-	v, _ := s.writable(args[1], kindHash)
-	v.hash.set(args[2], strconv.FormatInt(cur, 10))
-	return cur
 }

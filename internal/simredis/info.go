@@ -10,34 +10,8 @@ import (
 const Version = "7.0.15"
 
 var serverCommands = []*command{
-	{name: "ping", arity: -1, run: cmdPing},
-	{name: "echo", arity: 2, run: func(_ *Server, a []string) any { return a[1] }},
 	{name: "time", arity: 1, run: cmdTime},
 	{name: "info", arity: -1, run: cmdInfo},
-	{name: "select", arity: 2, run: cmdSelect},
-	{name: "save", arity: 1, noScript: true, run: func(*Server, []string) any { return statusOK }},
-	{name: "bgsave", arity: -1, noScript: true, run: func(*Server, []string) any { return status("Background saving started") }},
-	// A transaction needs a connection's state, which Do has not: the
-	// client runs TxPipelined itself (client.go).
-	{name: "multi", arity: 1, noScript: true, run: noTransactions},
-	{name: "exec", arity: 1, noScript: true, run: noTransactions},
-	{name: "discard", arity: 1, noScript: true, run: noTransactions},
-	{name: "watch", arity: -2, noScript: true, run: noTransactions},
-	{name: "unwatch", arity: 1, noScript: true, run: noTransactions},
-}
-
-func noTransactions(_ *Server, args []string) any {
-	return Error("ERR simredis: " + strings.ToUpper(args[0]) + " is not supported by Do; the client's TxPipelined runs a transaction")
-}
-
-func cmdPing(_ *Server, args []string) any {
-	switch len(args) {
-	case 1:
-		return status("PONG")
-	case 2:
-		return args[1]
-	}
-	return errArity("ping")
 }
 
 // cmdTime is TIME: seconds and microseconds of the server clock, as bulk
@@ -45,14 +19,6 @@ func cmdPing(_ *Server, args []string) any {
 func cmdTime(s *Server, _ []string) any {
 	us := s.nowTime.UnixMicro()
 	return []any{strconv.FormatInt(us/1_000_000, 10), strconv.FormatInt(us%1_000_000, 10)}
-}
-
-// cmdSelect accepts database 0 only: the simulation has one keyspace.
-func cmdSelect(_ *Server, args []string) any {
-	if args[1] != "0" {
-		return Error("ERR simredis: only database 0 exists")
-	}
-	return statusOK
 }
 
 // infoCache holds the INFO sections that change only with the identity:

@@ -2,11 +2,13 @@ package simredis
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	lua "github.com/yuin/gopher-lua"
 )
 
 // TestScriptReplies checks both conversions: the replies scripts get from
@@ -53,7 +55,7 @@ var scriptCases = []scriptCase{
 	{name: "HMGET nil is false", script: "local r = redis.call('HMGET', KEYS[1], 'a', 'zz'); return {r[1], tostring(r[2])}",
 		args: []string{"1", "h"}, want: []any{"1", "false"}},
 	{name: "nil bulk is false", script: "return redis.call('GET', 'nope') == false", args: []string{"0"}, want: int64(1)},
-	{name: "integer is a number", script: "return redis.call('HLEN', KEYS[1]) + 0.5 > 1", args: []string{"1", "h"}, want: int64(1)},
+	{name: "integer is a number", script: "return redis.call('HSET', KEYS[1], 'x', 'y') + 0.5 > 1", args: []string{"1", "h"}, want: int64(1)},
 	{name: "status is {ok}", script: "local r = redis.call('SET', 'k', 'v'); return type(r) .. r.ok", args: []string{"0"},
 		want: "tableOK"},
 	{name: "pcall returns {err}", script: "local r = redis.pcall('GET', KEYS[1]); return {type(r), r.err}", args: []string{"1", "h"},
@@ -123,16 +125,13 @@ func TestScriptState(t *testing.T) {
 	s.Restart(nil)
 	want(t, s, int64(397), "EVAL", "return math.random(1000)", "0")
 
-	// SCRIPT LOAD, EXISTS, FLUSH; EVAL caches too.
-	sha := do(t, s, "SCRIPT", "LOAD", "return ARGV[1]").(string)
-	if sha != sha1hex("return ARGV[1]") {
-		t.Errorf("SCRIPT LOAD = %q", sha)
-	}
+	// EVAL caches the script for EVALSHA (any case); a restart forgets it.
+	want(t, s, "y", "EVAL", "return ARGV[1]", "0", "y")
+	sha := sha1hex("return ARGV[1]")
 	want(t, s, "x", "EVALSHA", sha, "0", "x")
 	want(t, s, "x", "EVALSHA", strings.ToUpper(sha), "0", "x")
-	do(t, s, "EVAL", "return 2", "0")
-	want(t, s, []any{int64(1), int64(1), int64(0)}, "SCRIPT", "EXISTS", sha, sha1hex("return 2"), sha1hex("nope"))
-	want(t, s, "OK", "SCRIPT", "FLUSH")
+	wantErr(t, s, "NOSCRIPT", "EVALSHA", sha1hex("nope"), "0")
+	s.Restart(nil)
 	wantErr(t, s, "NOSCRIPT", "EVALSHA", sha, "0")
 	wantErr(t, s, "ERR Error compiling script", "EVAL", "return 'x", "0")
 
@@ -154,22 +153,69 @@ func TestFormatNumber(t *testing.T) {
 }
 
 func TestFastMatch(t *testing.T) {
-	for _, c := range []struct{ s, lit, want string }{
-		{"# Server\r\nrun_id:abc123\r\n", "run_id:", "abc123"},
-		{"run_id:\r\nrun_id:x", "run_id:", "x"}, // the first occurrence followed by a word
-		{"aab", "ab", ""},
-		{"nothing", "run_id:", ""},
-		{"k::v", "k:", ""},
-		{"k:::v", "::", "v"},
+	for _, c := range []struct {
+		s, lit string
+		class  byte
+		want   string
+	}{
+		{"# Server\r\nrun_id:abc123\r\n", "run_id:", 'w', "abc123"},
+		{"run_id:\r\nrun_id:x", "run_id:", 'w', "x"}, // the first occurrence followed by a word
+		{"aab", "ab", 'w', ""},
+		{"nothing", "run_id:", 'w', ""},
+		{"k::v", "k:", 'w', ""},
+		{"k:::v", "::", 'w', "v"},
+		{"connected_slaves:12\r\n", "connected_slaves:", 'd', "12"},
+		{"n:x1 n:2", "n:", 'd', "2"},
 	} {
-		got, ok := fastMatch(c.s, c.lit)
+		got, ok := fastMatch(c.s, c.lit, c.class)
 		if got != c.want || ok != (c.want != "") {
-			t.Errorf("fastMatch(%q, %q) = %q, %v; want %q", c.s, c.lit, got, ok, c.want)
+			t.Errorf("fastMatch(%q, %q, %c) = %q, %v; want %q", c.s, c.lit, c.class, got, ok, c.want)
 		}
 	}
-	for p, ok := range map[string]bool{"run_id:(%w+)": true, "(%w+)": false, "a.b(%w+)": false, "x%w(%w+)": false, "a(%d+)": false} {
-		if _, got := literalThenWord(p); got != ok {
-			t.Errorf("literalThenWord(%q) = %v", p, got)
+	for p, ok := range map[string]bool{"run_id:(%w+)": true, "(%w+)": false, "a.b(%w+)": false, "x%w(%w+)": false, "a(%d+)": true, "a(%s+)": false} {
+		if _, _, got := literalThenRun(p); got != ok {
+			t.Errorf("literalThenRun(%q) = %v", p, got)
+		}
+	}
+	for p, want := range map[string][]string{"slave%d+:ip=([^,]*),port=(%d+)": {"slave", ":ip=", ",port="}, "ab*c": {"a", "c"},
+		"%d+%.%d+": {"."}, "x%-?y": {"x", "y"}, "[a]": nil, "(%d+)-(%d+)": nil, "%bxy": nil, "a[b": nil, "state=on(line)": {"state=on", "line"}} {
+		if got := requiredLiterals(p); !reflect.DeepEqual(got, want) {
+			t.Errorf("requiredLiterals(%q) = %q, want %q", p, got, want)
+		}
+	}
+}
+
+// The wrapped string.match and string.gmatch answer what gopher-lua's own
+// do, on the scripts' patterns and on INFO texts with and without what
+// they look for.
+func TestWrappedMatchAgreesWithGopherLua(t *testing.T) {
+	subjects := []string{"", "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1,port=7001,state=online,offset=5,lag=0\r\nslave1:ip=::1,port=7002,state=wait_bgsave\r\nmaster_replid:ab12\r\n",
+		"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n", "maxmemory_policy:allkeys-lru\r\n", "a:b:c", "5,9,11", "1-2,30-40", "run_id:\r\nrun_id:x"}
+	patterns := []string{"run_id:(%w+)", "master_replid:(%w+)", "connected_slaves:(%d+)", "slave%d+:ip=([^,]*),port=(%d+),state=(%w+)",
+		"maxmemory_policy:([%w-]+)", ":(%w+)$", "[^,]+", "(%d+)-(%d+)", "^%d+$", "ab*", "x?y", "role:m%a+", "ip=%d+%.%d+",
+		"a%-b", "lru$", "s?lave", "[%]x]", "%bab", "state=on(line)", ",l-ag", "master[_%-]repl"}
+	plain := lua.NewState()
+	defer plain.Close()
+	e := newEngine(newServer(newClock(), 1))
+	run := func(L *lua.LState, src string) string {
+		t.Helper()
+		if err := L.DoString(src); err != nil {
+			t.Fatal(err)
+		}
+		v := L.Get(-1)
+		L.Pop(1)
+		return v.String()
+	}
+	for _, subj := range subjects {
+		for _, p := range patterns {
+			src := fmt.Sprintf(`local s, p = %q, %q
+				local m = string.match(s, p)
+				local out = tostring(m)
+				for a, b, c in string.gmatch(s, p) do out = out .. "|" .. tostring(a) .. "," .. tostring(b) .. "," .. tostring(c) end
+				return out`, subj, p)
+			if want, got := run(plain, src), run(e.L, src); got != want {
+				t.Errorf("%q on %q: simredis %q, gopher-lua %q", p, subj, got, want)
+			}
 		}
 	}
 }

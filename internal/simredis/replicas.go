@@ -20,9 +20,7 @@ import (
 
 // writeCommands are the commands that change the keyspace: each advances
 // the offset (command.write).
-var writeCommands = []string{"del", "unlink", "pexpire", "expire", "pexpireat", "expireat", "persist", "flushall",
-	"flushdb", "set", "setnx", "incr", "decr", "incrby", "decrby", "hset", "hmset", "hsetnx", "hdel", "hincrby",
-	"sadd", "srem", "xadd", "xtrim", "xdel"}
+var writeCommands = []string{"del", "pexpire", "set", "hset", "hdel", "sadd", "xadd"}
 
 // waitCommand is WAIT, which a script may not call.
 var waitCommand = &command{name: "wait", arity: 3, noScript: true, run: cmdWait}

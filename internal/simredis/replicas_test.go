@@ -24,7 +24,7 @@ func TestWait_CountsReplicasHoldingTheConnectionsLastWrite(t *testing.T) {
 	replica := s.Snapshot() // the replica has b's write
 	s.SetReplicas(replica.Offset())
 	mustDo(&a, "SET", "k1", "v")
-	mustDo(&a, "EVAL", "return redis.call('INCR', KEYS[1])", "1", "n") // a script's write counts too
+	mustDo(&a, "EVAL", "return redis.call('HSET', KEYS[1], 'f', 'v')", "1", "n") // a script's write counts too
 	if got := mustDo(&a, "WAIT", "1", "100"); got != int64(0) {
 		t.Errorf("WAIT on a connection whose write the replica lacks: %v, want 0", got)
 	}

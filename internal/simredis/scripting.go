@@ -12,10 +12,7 @@ import (
 
 var scriptCommands = []*command{
 	{name: "eval", arity: -3, noScript: true, run: cmdEval},
-	{name: "eval_ro", arity: -3, noScript: true, run: cmdEval},
 	{name: "evalsha", arity: -3, noScript: true, run: cmdEvalSha},
-	{name: "evalsha_ro", arity: -3, noScript: true, run: cmdEvalSha},
-	{name: "script", arity: -2, noScript: true, run: cmdScript},
 }
 
 // protos holds every script compiled in this process, by SHA1. Compiling
@@ -114,33 +111,4 @@ func (s *Server) runScript(sha string, p *lua.FunctionProto, args []string) any 
 		s.lua = newEngine(s)
 	}
 	return s.lua.run(sha, p, args[1:1+n], args[1+n:])
-}
-
-// cmdScript is SCRIPT LOAD | EXISTS | FLUSH.
-func cmdScript(s *Server, args []string) any {
-	switch sub := strings.ToUpper(args[1]); {
-	case sub == "LOAD" && len(args) == 3:
-		sha := sha1hex(args[2])
-		p, err := compile(sha, args[2])
-		if err != nil {
-			return err
-		}
-		s.scripts[sha] = p
-		return sha
-	case sub == "EXISTS" && len(args) >= 3:
-		out := make([]any, len(args)-2)
-		for i, sha := range args[2:] {
-			out[i] = int64(0)
-			if s.scripts[strings.ToLower(sha)] != nil {
-				out[i] = int64(1)
-			}
-		}
-		return out
-	case sub == "FLUSH" && len(args) <= 3:
-		clear(s.scripts)
-		return statusOK
-	case sub == "KILL" && len(args) == 2:
-		return Error("NOTBUSY No scripts in execution right now.")
-	}
-	return Error("ERR unknown subcommand or wrong number of arguments for '" + args[1] + "'. Try SCRIPT HELP.")
 }

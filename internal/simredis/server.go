@@ -22,7 +22,7 @@ type Server struct {
 	runID  string
 	replID string
 
-	// scripts is the script cache (SCRIPT LOAD, EVAL): SHA1 -> compiled
+	// scripts is the script cache (EVAL): SHA1 -> compiled
 	// script. The compiled code is shared by every server of the process
 	// (protos); what this map models is which scripts this server knows,
 	// for NOSCRIPT.

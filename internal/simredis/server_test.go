@@ -39,6 +39,14 @@ func want(t *testing.T, s *Server, expect any, args ...string) {
 	}
 }
 
+// wantTTL checks a key's time to live (PTTL's -1 and -2 included).
+func wantTTL(t *testing.T, s *Server, key string, want time.Duration) {
+	t.Helper()
+	if got := s.pttl(key); got != want {
+		t.Errorf("%s expires in %v, want %v", key, got, want)
+	}
+}
+
 // wantErr runs a command and checks its error reply starts with prefix.
 func wantErr(t *testing.T, s *Server, prefix string, args ...string) {
 	t.Helper()
@@ -53,29 +61,29 @@ func TestExpiry(t *testing.T) {
 	c := newClock()
 	s := newServer(c, 1)
 	want(t, s, "OK", "SET", "k", "v", "PX", "100")
-	want(t, s, int64(100), "PTTL", "k")
+	wantTTL(t, s, "k", 100*time.Millisecond)
 	c.advance(100 * time.Millisecond)
 	want(t, s, "v", "GET", "k") // Redis: expired only when now > expiry
-	want(t, s, int64(0), "PTTL", "k")
+	wantTTL(t, s, "k", 0)
 	c.advance(time.Millisecond)
 	want(t, s, nil, "GET", "k")
 	want(t, s, int64(0), "EXISTS", "k")
-	want(t, s, int64(-2), "PTTL", "k")
+	wantTTL(t, s, "k", -2)
 	if n := s.Stats().Keys; n != 0 {
 		t.Errorf("Stats().Keys = %d after expiry, want 0", n)
 	}
 
 	want(t, s, int64(0), "PEXPIRE", "missing", "100")
 	want(t, s, "OK", "SET", "k", "1", "EX", "10")
-	want(t, s, int64(10), "TTL", "k")
-	want(t, s, int64(2), "INCR", "k") // keeps the expiry
-	want(t, s, int64(10000), "PTTL", "k")
+	wantTTL(t, s, "k", 10*time.Second)
+	want(t, s, "1", "SET", "k", "2", "KEEPTTL", "GET") // keeps the expiry
+	wantTTL(t, s, "k", 10*time.Second)
 	want(t, s, "OK", "SET", "k", "2") // drops it
-	want(t, s, int64(-1), "PTTL", "k")
+	wantTTL(t, s, "k", -1)
 	want(t, s, int64(1), "PEXPIRE", "k", "500")
 	want(t, s, int64(0), "PEXPIRE", "k", "100", "GT")
 	want(t, s, int64(1), "PEXPIRE", "k", "100", "LT")
-	want(t, s, int64(100), "PTTL", "k")
+	wantTTL(t, s, "k", 100*time.Millisecond)
 	want(t, s, int64(1), "PEXPIRE", "k", "0") // a time not in the future deletes
 	want(t, s, int64(0), "EXISTS", "k")
 
@@ -84,8 +92,9 @@ func TestExpiry(t *testing.T) {
 	want(t, s, int64(1), "HSET", "h", "f", "v")
 	want(t, s, int64(1), "PEXPIRE", "h", "5")
 	c.advance(6 * time.Millisecond)
-	want(t, s, "none", "TYPE", "h")
-	want(t, s, []any{}, "KEYS", "*")
+	if typ, keys := s.typeOf("h"), s.liveKeys(); typ != "none" || len(keys) != 0 {
+		t.Errorf("an expired key: type %s, keys %v", typ, keys)
+	}
 	want(t, s, int64(1), "HSET", "h", "g", "v") // a new hash, without the old field
 	want(t, s, []any{"g", "v"}, "HGETALL", "h")
 }
@@ -95,9 +104,9 @@ func TestWrongType(t *testing.T) {
 	do(t, s, "HSET", "h", "f", "v")
 	do(t, s, "SET", "s", "v")
 	for _, args := range [][]string{
-		{"GET", "h"}, {"INCR", "h"}, {"HGET", "s", "f"}, {"HSET", "s", "f", "v"}, {"SADD", "h", "m"},
-		{"SMEMBERS", "s"}, {"SRANDMEMBER", "h", "2"}, {"XADD", "h", "*", "f", "v"}, {"XLEN", "s"},
-		{"SET", "h", "v", "GET"},
+		{"GET", "h"}, {"HGET", "s", "f"}, {"HSET", "s", "f", "v"}, {"HMGET", "s", "f"}, {"HDEL", "s", "f"},
+		{"HGETALL", "s"}, {"SADD", "h", "m"}, {"SISMEMBER", "s", "m"}, {"SRANDMEMBER", "h", "2"},
+		{"XADD", "h", "*", "f", "v"}, {"SET", "h", "v", "GET"},
 	} {
 		v, err := s.Do(args)
 		if !redis.HasErrorPrefix(err, "WRONGTYPE") || err.Error() != string(errWrongType) {
@@ -117,10 +126,8 @@ func TestErrors(t *testing.T) {
 	wantErr(t, s, "ERR value is not an integer or out of range", "PEXPIRE", "k", "1.5")
 	wantErr(t, s, "NOSCRIPT No matching script. Please use EVAL.", "EVALSHA", strings.Repeat("0", 40), "0")
 	wantErr(t, s, "ERR Number of keys can't be greater than number of args", "EVAL", "return 1", "2", "k")
-	do(t, s, "SET", "n", "x")
-	wantErr(t, s, "ERR value is not an integer or out of range", "INCRBY", "n", "1")
-	do(t, s, "SET", "n", "9223372036854775807")
-	wantErr(t, s, "ERR increment or decrement would overflow", "INCR", "n")
+	wantErr(t, s, "ERR simredis: XADD takes MAXLEN and the ID * only", "XADD", "x", "1-1", "f", "v")
+	wantErr(t, s, "ERR unknown command 'INCR'", "INCR", "n") // not sent by the simulator: not implemented
 }
 
 func TestStrings(t *testing.T) {
@@ -130,10 +137,7 @@ func TestStrings(t *testing.T) {
 	want(t, s, nil, "SET", "k", "b", "NX")
 	want(t, s, "a", "SET", "k", "b", "GET")
 	want(t, s, "b", "GET", "k")
-	want(t, s, int64(0), "SETNX", "k", "c")
-	want(t, s, int64(5), "INCRBY", "n", "5")
-	want(t, s, int64(3), "DECRBY", "n", "2")
-	want(t, s, []any{"b", nil, "3"}, "MGET", "k", "missing", "n")
+	want(t, s, "OK", "SET", "n", "3")
 	want(t, s, int64(2), "DEL", "k", "n", "missing")
 }
 
@@ -146,10 +150,7 @@ func TestHashes(t *testing.T) {
 	want(t, s, []any{nil, nil}, "HMGET", "missing", "a", "b")
 	want(t, s, int64(2), "HDEL", "h", "a", "zz", "b")
 	want(t, s, []any{"c", "3", "d", "4"}, "HGETALL", "h")
-	want(t, s, int64(2), "HLEN", "h")
-	want(t, s, int64(0), "HSETNX", "h", "c", "x")
-	want(t, s, int64(13), "HINCRBY", "h", "c", "10")
-	want(t, s, "OK", "HMSET", "h", "e", "5")
+	want(t, s, int64(1), "HSET", "h", "e", "5")
 	want(t, s, int64(2), "HDEL", "h", "c", "d")
 	want(t, s, int64(1), "HDEL", "h", "e")
 	want(t, s, int64(0), "EXISTS", "h") // an emptied hash is deleted
@@ -164,7 +165,15 @@ func TestHashes(t *testing.T) {
 	}
 	do(t, s, "HDEL", "big", "C", "Z")
 	fields = slices.DeleteFunc(fields, func(f any) bool { return f == "C" || f == "Z" })
-	want(t, s, fields, "HKEYS", "big")
+	var got []any
+	for i, f := range do(t, s, "HGETALL", "big").([]any) {
+		if i%2 == 0 {
+			got = append(got, f)
+		}
+	}
+	if !reflect.DeepEqual(got, fields) {
+		t.Errorf("fields after deletes: %v, want %v", got, fields)
+	}
 	want(t, s, "Y", "HGET", "big", "Y")
 	want(t, s, nil, "HGET", "big", "Z")
 }
@@ -207,10 +216,11 @@ func TestSRandMember(t *testing.T) {
 	want(t, s, []any{"b", "a", "c"}, "SRANDMEMBER", "s", "8") // all, in set order
 	want(t, s, []any{}, "SRANDMEMBER", "missing", "8")
 	want(t, s, nil, "SRANDMEMBER", "missing")
-	want(t, s, int64(1), "SREM", "s", "a")
-	want(t, s, []any{"b", "c"}, "SMEMBERS", "s")
 	want(t, s, int64(1), "SISMEMBER", "s", "c")
-	want(t, s, int64(2), "SCARD", "s")
+	want(t, s, int64(0), "SISMEMBER", "s", "d")
+	if m := s.members("s"); !reflect.DeepEqual(m, []string{"b", "a", "c"}) {
+		t.Errorf("members %v", m)
+	}
 }
 
 func TestStreams(t *testing.T) {
@@ -223,66 +233,20 @@ func TestStreams(t *testing.T) {
 	want(t, s, itoa(ms)+"-2", "XADD", "st", "*", "c", "3") // nor does it go back
 	c.advance(2 * time.Second)
 	want(t, s, itoa(ms+1000)+"-0", "XADD", "st", "MAXLEN", "=", "3", "*", "d", "4")
-	want(t, s, int64(3), "XLEN", "st")
-	want(t, s, []any{[]any{itoa(ms) + "-1", []any{"b", "2"}}}, "XRANGE", "st", "-", "+", "COUNT", "1")
-	want(t, s, []any{[]any{itoa(ms+1000) + "-0", []any{"d", "4"}}, []any{itoa(ms) + "-2", []any{"c", "3"}}},
-		"XREVRANGE", "st", "+", "-", "COUNT", "2")
-	want(t, s, []any{[]any{itoa(ms) + "-2", []any{"c", "3"}}}, "XRANGE", "st", "("+itoa(ms)+"-1", itoa(ms))
-	wantErr(t, s, "ERR The ID specified in XADD is equal or smaller", "XADD", "st", itoa(ms)+"-5", "x", "y")
+	ids, vals := s.streamEntries("st")
+	if !reflect.DeepEqual(ids, []string{itoa(ms) + "-1", itoa(ms) + "-2", itoa(ms+1000) + "-0"}) || vals[0]["b"] != "2" {
+		t.Errorf("after MAXLEN = 3: %v %v", ids, vals)
+	}
 
 	for range 250 {
 		do(t, s, "XADD", "big", "MAXLEN", "~", "100", "*", "f", "v")
 	}
-	if n := do(t, s, "XLEN", "big").(int64); n < 100 || n >= 200 {
-		t.Errorf("XLEN after MAXLEN ~ 100 = %d, want 100..199", n)
-	}
-	info := do(t, s, "XINFO", "STREAM", "big").([]any)
-	if info[10] != "entries-added" || info[11] != int64(250) {
-		t.Errorf("XINFO STREAM = %v, want entries-added 250", info)
+	if ids, _ := s.streamEntries("big"); len(ids) < 100 || len(ids) >= 200 {
+		t.Errorf("%d entries after MAXLEN ~ 100, want 100..199", len(ids))
 	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-func TestKeysScan(t *testing.T) {
-	s := newServer(newClock(), 1)
-	for _, k := range []string{"{ns}:lease:3", "{ns}:lease:1", "{ns}:owner:1", "other", "{ns}:lease:12"} {
-		do(t, s, "SET", k, "v")
-	}
-	want(t, s, []any{"{ns}:lease:1", "{ns}:lease:12", "{ns}:lease:3"}, "KEYS", "{ns}:lease:*")
-	var all []any
-	for cursor := "0"; ; {
-		r := do(t, s, "SCAN", cursor, "MATCH", "{ns}:*", "COUNT", "2").([]any)
-		all = append(all, r[1].([]any)...)
-		if cursor = r[0].(string); cursor == "0" {
-			break
-		}
-	}
-	want(t, s, all, "KEYS", "{ns}:*")
-	if len(all) != 4 {
-		t.Errorf("SCAN found %v", all)
-	}
-	want(t, s, int64(5), "DBSIZE")
-	want(t, s, "string", "TYPE", "other")
-	want(t, s, "OK", "FLUSHALL")
-	want(t, s, int64(0), "DBSIZE")
-}
-
-func TestGlob(t *testing.T) {
-	for _, c := range []struct {
-		p, s string
-		ok   bool
-	}{
-		{"*", "", true}, {"a*", "abc", true}, {"a*c", "abbbc", true}, {"a*c", "abcd", false},
-		{"?b", "ab", true}, {"?b", "b", false}, {"[abc]x", "bx", true}, {"[^abc]x", "bx", false},
-		{"[a-c]", "b", true}, {"[c-a]", "b", true}, {"\\*", "*", true}, {"\\*", "a", false},
-		{"{ns}:lease:*", "{ns}:lease:7", true}, {"h[\\]]", "h]", true},
-	} {
-		if got := globMatch(c.p, c.s); got != c.ok {
-			t.Errorf("globMatch(%q, %q) = %v", c.p, c.s, got)
-		}
-	}
-}
 
 func TestSnapshotIsolation(t *testing.T) {
 	c := newClock()
@@ -297,7 +261,6 @@ func TestSnapshotIsolation(t *testing.T) {
 	do(t, s, "SET", "str", "new")
 	do(t, s, "HSET", "h", "f", "new", "g", "new")
 	do(t, s, "SADD", "set", "b")
-	do(t, s, "SREM", "set", "a")
 	do(t, s, "XADD", "st", "*", "f", "new")
 	do(t, s, "DEL", "st")
 	do(t, s, "SET", "extra", "x")
@@ -305,10 +268,14 @@ func TestSnapshotIsolation(t *testing.T) {
 	check := func(r *Server) {
 		t.Helper()
 		want(t, r, "old", "GET", "str")
-		want(t, r, int64(60000), "PTTL", "str") // absolute expiry kept
+		wantTTL(t, r, "str", time.Minute) // absolute expiry kept
 		want(t, r, []any{"f", "old"}, "HGETALL", "h")
-		want(t, r, []any{"a"}, "SMEMBERS", "set")
-		want(t, r, int64(1), "XLEN", "st")
+		if m := r.members("set"); !reflect.DeepEqual(m, []string{"a"}) {
+			t.Errorf("set members %v", m)
+		}
+		if ids, _ := r.streamEntries("st"); len(ids) != 1 {
+			t.Errorf("stream entries %v", ids)
+		}
 		want(t, r, int64(0), "EXISTS", "extra")
 	}
 	r := newServer(c, 2)
@@ -351,7 +318,8 @@ func TestIdentity(t *testing.T) {
 		t.Errorf("INFO server:\n%s", server)
 	}
 
-	sha := do(t, s, "SCRIPT", "LOAD", "return 1").(string)
+	do(t, s, "EVAL", "return 1", "0")
+	sha := sha1hex("return 1")
 	do(t, s, "SET", "k", "v")
 	s.Promote(nil)
 	if s.RunID() != run || s.ReplID() == repl {
@@ -363,14 +331,14 @@ func TestIdentity(t *testing.T) {
 		t.Errorf("INFO after Promote shows the old replid:\n%s", info)
 	}
 
-	do(t, s, "SCRIPT", "LOAD", "return 1")
+	do(t, s, "EVAL", "return 1", "0")
 	repl = s.ReplID()
 	s.Restart(nil)
 	if s.RunID() == run || s.ReplID() == repl {
 		t.Error("Restart kept the identity")
 	}
 	want(t, s, int64(0), "EXISTS", "k")
-	want(t, s, []any{int64(0)}, "SCRIPT", "EXISTS", sha)
+	wantErr(t, s, "NOSCRIPT", "EVALSHA", sha, "0")
 
 	// The same seed gives the same identities.
 	if a, b := newServer(newClock(), 9), newServer(newClock(), 9); a.RunID() != b.RunID() {

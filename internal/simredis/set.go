@@ -2,11 +2,7 @@ package simredis
 
 var setCommands = []*command{
 	{name: "sadd", arity: -3, run: cmdSAdd},
-	{name: "srem", arity: -3, run: cmdSRem},
-	{name: "smembers", arity: 2, run: cmdSMembers},
-	{name: "scard", arity: 2, run: cmdSCard},
 	{name: "sismember", arity: 3, run: cmdSIsMember},
-	{name: "smismember", arity: -3, run: cmdSMIsMember},
 	{name: "srandmember", arity: -2, run: cmdSRandMember},
 }
 
@@ -35,41 +31,6 @@ func cmdSAdd(s *Server, args []string) any {
 	return n
 }
 
-func cmdSRem(s *Server, args []string) any {
-	return removeMembers(s, args, kindSet, func(v *value, m string) bool {
-		i := v.set.find(m)
-		if i >= 0 {
-			v.set.remove(i)
-		}
-		return i >= 0
-	}, func(v *value) int { return v.set.len() })
-}
-
-func cmdSMembers(s *Server, args []string) any {
-	set, ok := s.readSet(args[1])
-	if !ok {
-		return errWrongType
-	}
-	out := []any{}
-	if set != nil {
-		for _, m := range set.items {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func cmdSCard(s *Server, args []string) any {
-	set, ok := s.readSet(args[1])
-	if !ok {
-		return errWrongType
-	}
-	if set == nil {
-		return int64(0)
-	}
-	return int64(set.len())
-}
-
 func cmdSIsMember(s *Server, args []string) any {
 	set, ok := s.readSet(args[1])
 	if !ok {
@@ -79,21 +40,6 @@ func cmdSIsMember(s *Server, args []string) any {
 		return int64(1)
 	}
 	return int64(0)
-}
-
-func cmdSMIsMember(s *Server, args []string) any {
-	set, ok := s.readSet(args[1])
-	if !ok {
-		return errWrongType
-	}
-	out := make([]any, len(args)-2)
-	for i, m := range args[2:] {
-		out[i] = int64(0)
-		if set != nil && set.find(m) >= 0 {
-			out[i] = int64(1)
-		}
-	}
-	return out
 }
 
 // cmdSRandMember is SRANDMEMBER key [count]. A positive count draws
