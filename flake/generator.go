@@ -577,7 +577,9 @@ func (g *Generator) Close() int64 {
 func (g *Generator) Closed() bool { return g.closed.Load() }
 
 // LastTick is an upper bound of the ticks of all IDs issued so far (Floor
-// when none was). After Close it is final.
+// when none was). After Close it never rises: it may still fall when a
+// caller that lost to Close takes back an add it could not issue (undo),
+// so every value read after Close bounds every ID issued.
 func (g *Generator) LastTick() int64 {
 	return max(min(g.tickOf(g.state.Load()), g.granted.Load()), g.floor)
 }

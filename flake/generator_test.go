@@ -424,8 +424,10 @@ func TestClose_StopsIssuing_LastTickBoundsEveryID(t *testing.T) {
 		if !g.Closed() {
 			t.Fatal("Closed() is false after Close")
 		}
-		if again := g.Close(); again != last {
-			t.Fatalf("a second Close reported last tick %d, the first %d", again, last)
+		// A second Close may read lower (an add taken back after the
+		// first read), never higher: the first already bounded every ID.
+		if again := g.Close(); again > last || again < maxT {
+			t.Fatalf("a second Close reported last tick %d, the first %d, highest issued %d", again, last, maxT)
 		}
 	}
 }
