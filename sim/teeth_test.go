@@ -9,7 +9,7 @@ import (
 )
 
 // teethSeeds bounds the seeds the simulator may need to find each bug
-// (reassert-after-loss, the narrowest, is found by seed 6237).
+// (renew-across-loss, the narrowest, is found by seed 6237).
 const teethSeeds = 7000
 
 // TestTeeth brings back each bug the design exists to prevent and shows

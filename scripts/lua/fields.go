@@ -61,7 +61,6 @@ const (
 	EventReclaim        = "reclaim"  // the lease of this node's previous process (its state file's token)
 	EventTakeover       = "takeover" // an ID whose owner never released it (crashed, or paused past its lease)
 	EventRelease        = "release"
-	EventReassert       = "reassert"
 	EventRenewFail      = "renew_fail"
 	EventClone          = "clone"
 	EventFenced         = "fenced"
