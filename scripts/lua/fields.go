@@ -111,7 +111,8 @@ const (
 	FieldGeneration         = "generation"
 	FieldLossMs             = "loss_ms"
 	FieldTick               = "tick"
-	FieldValue              = "value"
+	FieldValueTick          = "value_tick" // counter_init: the value the counter starts after
+	FieldValueSeq           = "value_seq"
 	FieldPreviousGeneration = "previous_generation" // Go only: coord's dataloss event of a claim
 	FieldSkewMs             = "skew_ms"             // Go only: coord's clock_skew event
 	FieldMaxSkewMs          = "max_skew_ms"         // Go only: coord's clock_skew event
