@@ -7,46 +7,23 @@
 --   3 tick length (us), 4 bits of sequence (1..30), 5 lead (ticks, >= 0),
 --   6 min tick, 7 min seq: the caller's floor, a counter value the
 --      segment must not start below (0, 0 for none);
---   8 the caller's canonical layout: a fleet layout that differs is
---      refused (counter IDs of another layout could equal flake IDs), a
---      missing one is set;
---   9 events maxlen, 10 counter machine ID, 11 host, 12 pid: a counter
---      (re)created from its floor writes a counter_init event;
---   13 generation to create {ns}:meta with, when it is missing,
---   14 layout settle (ms): when this call stores the fleet layout, nothing
---      is handed out for this long (see renew.lua: an owner from before a
---      loss may restore another layout meanwhile),
---   15 identity ("info", or the operator's opt-in "none": guard.lua).
+--   8 the caller's canonical layout (another fleet layout is refused, a
+--      missing one is set), 9 events maxlen, 10 counter machine ID,
+--   11 host, 12 pid, 13 generation to create {ns}:meta with,
+--   14 layout settle (ms), 15 identity ("info" or "none": guard.lua).
 --
--- The lead is fleet-wide: the first counter stores it in {ns}:meta; no
--- value runs more than the smaller of it and ours ahead of TIME, and after
--- a loss values start above the larger, so a counter configured with
--- another lead cannot repeat what one with a longer lead handed out.
+-- The key holds the last value handed out as tick and seq (value = tick
+-- << bits | seq; Go composes it). Values start above the stored one, T - 1
+-- (T: the tick of Redis TIME), the caller's floor, and after a loss or
+-- with the key missing loss_ms + skew + lead; none past T + lead (then
+-- AHEAD). The lead is fleet-wide ({ns}:meta). A key in the old format (a
+-- decimal string) is replaced as if missing: T + lead is above every value
+-- it handed out, and an old node fails on the hash (WRONGTYPE). Why:
+-- docs/design.md, Why the scripts are safe.
 --
--- A counter value v stands for (tick = v >> bits, seq = v & mask); the ID is
--- v << machine bits | counter machine ID. The key is a hash holding the
--- last value handed out as its fields tick and seq (each exact in Lua's
--- doubles; Go composes the 64-bit values).
---
--- Floors: the value is raised to at least max(stored, T << bits - 1,
--- min value - 1), T being the tick of Redis TIME. When the key is missing
--- (first use, or Redis lost its data) the floor is (T + lead + 1) << bits - 1
--- instead: a counter that ran up to lead ticks ahead before the loss never
--- repeats. A key that is present may be older than what was handed out
--- (Redis lost a suffix of its writes: guard.lua): it is floored the same
--- way from the moment the loss was noticed, loss_ms in {ns}:meta. No value with a tick above T + lead is handed out: the segment is
--- cut there, and when nothing is left the reply is AHEAD (the caller waits a
--- tick; a missing key is still created at its floor, so one tick suffices).
---
--- The key was once a string, one decimal. Found so, it is replaced as if
--- missing: the floor T + lead is above every value it handed out (none ran
--- past its own T + lead, and T only grows), and a node still running the
--- old script fails on the hash (WRONGTYPE) instead of counting on.
---
--- Returns {"OK", first tick, first seq, last tick, last seq (both
--- inclusive), T, replicas that must acknowledge the segment before it is
--- used, replicas listed now (replicas.lua)} or {"AHEAD", T, tick of the next value} or {"SETTLE", T, tick
--- when the layout has settled}.
+-- Returns {"OK", first tick, first seq, last tick, last seq (inclusive),
+-- T, replicas needed, replicas listed} | {"AHEAD", T, tick of the next
+-- value} | {"SETTLE", T, tick when the layout has settled}.
 local n, epochUs, unitUs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local bits, lead = tonumber(ARGV[4]), tonumber(ARGV[5])
 local P = 2 ^ bits

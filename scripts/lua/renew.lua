@@ -12,46 +12,18 @@
 --   horizon this owner knew at its claim, 20 identity ("info", or the
 --   operator's opt-in "none": guard.lua), 21.. machine IDs.
 --
--- No reservation reaches past Redis TIME + the fleet's horizon ({ns}:meta,
--- fixed when it is made): that is what lets a claim after a loss start at
--- loss + horizon whatever each node was configured with. While a layout
--- stored by a claim after a loss settles, an owner from before restores
--- its own (longer) fleet horizon too, and the settling claim starts above
--- it (Registry.Claim).
+-- Extends the leases held by the token and raises the reservation, never
+-- past Redis TIME + the fleet's horizon. A missing lease is lost
+-- ("expired"), never re-asserted; nothing is extended when the loss ID
+-- changed since the owner's last renewal ("loss"). After a total loss the
+-- owner restores {ns}:meta and the layout; while a layout stored after a
+-- loss settles, an owner from before it restores its own (layout.lua).
+-- Why: docs/design.md, Why the scripts are safe.
 --
--- A lease found missing (expired while the owner was paused) is lost
--- ("expired"), never re-asserted: the node claims again with its preferred
--- ID, and claim.lua floors that at the reservation, which covers whatever
--- another owner issued meanwhile. The reservation is raised, never
--- lowered, and only while holding the lease.
---
--- Nothing is extended or re-asserted if this Redis may have lost writes
--- since our last renewal (guard.lua's loss ID changed): a claim by another
--- owner may be among them, also one that took our live lease over (a
--- process started from a copy of our state file) and issued above our
--- reservation; the failover gave the lease back to us, and the reservation
--- read here proves nothing. The lease is lost instead ("loss"), and the
--- node claims again, above the loss floor (found by the simulator).
--- Writes from before the loss are not at risk: a takeover starts above
--- the reservation it took over.
---
--- After Redis lost its data, the owners that renew their leases also
--- restore the fleet's layout and {ns}:meta (with their generation), so a
--- node with another layout is still refused. A claim that stored the
--- layout itself on an empty registry (claim.lua) leaves it unsettled for a
--- while, and the claimer issues nothing until it settles: an owner from
--- before the loss with another layout overrides it then. After that a
--- layout other than ours loses the lease.
---
--- Returns {"OK", reservation, data loss ("" | "created":
--- {ns}:meta was gone | "server": Redis restarted or failed over), Redis
--- time (ms), loss ID, replicas that must acknowledge the renewal before it
--- is used, replicas listed now (replicas.lua)} or
--- {"LOST", id, reason, holder, kind ("fenced": the holder started from a
--- copy of our state file; "layout": the fleet runs another layout; "loss":
--- Redis may have lost writes since our last renewal; "expired": the lease
--- is gone; or ""),
--- holder host, holder pid}.
+-- Returns {"OK", reservation, data loss ("" | "created" | "server"),
+-- Redis time (ms), loss ID, replicas needed, replicas listed} or {"LOST",
+-- id, reason, holder, kind ("expired" | "fenced": taken over by a copy of
+-- our state file | "layout" | "loss" | ""), holder host, holder pid}.
 local prefix, token = ARGV[1], ARGV[2]
 local want, held, ttl, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local mode, host, pid, addr, version = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
