@@ -62,7 +62,8 @@ end
 local reach, lossLead = math.min(lead, fleetLead), math.max(lead, fleetLead)
 
 local stored = redis.pcall('HMGET', KEYS[1], 'tick', 'seq')
-if stored.err then -- the old format: a string
+-- A WRONGTYPE error: the old format, a decimal string.
+if stored.err then
   redis.call('DEL', KEYS[1])
   stored = {false}
 end
