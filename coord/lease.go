@@ -34,8 +34,8 @@ type Lease struct {
 	Clone  string
 	lastOK int64 // Redis ms of the last successful claim or renewal
 	// lossID is guard.lua's name of the last possible data loss, as of the
-	// last successful claim or renewal: a lease missing under another one
-	// is not re-asserted (renew.lua).
+	// last successful claim or renewal: under another one the lease is
+	// not extended (renew.lua).
 	lossID string
 	nodeID string // the state file's node ID, or ""
 	// horizon is the fleet's (ticks): the longer of ours and {ns}:meta's
