@@ -21,8 +21,6 @@ func (e Event) detailText(s *Snapshot) string {
 	case lua.EventRelease:
 		b.tick(lua.FieldLast, "last tick ")
 		b.tick(lua.FieldReserved, "reservation was ")
-	case lua.EventReassert:
-		b.tick(lua.FieldReserved, "reservation ")
 	case lua.EventMode:
 		b.mode()
 	case lua.EventClone:

@@ -15,7 +15,7 @@ import (
 // Event is one entry of the {ns}:events stream. The scripts and nodes
 // write: claim, reclaim, takeover (floor, prev_host, prev_pid, prev_addr,
 // prev_token, mode, fenced, node, loss_floor), release (last, reserved),
-// reassert (reserved), renew_fail (reason, ...), mode (from, to, reason,
+// renew_fail (reason, ...), mode (from, to, reason,
 // at_ms), clone (holder, node, holder_host, holder_pid, detail), fenced
 // (holder, holder_host, holder_pid, detail), layout_restored (layout,
 // refused, detail), dataloss (server, previous_server, detail: no machine

@@ -56,7 +56,7 @@ func readAll(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*Sn
 // the registry's own keys. It returns the IDs left to read.
 func readFirst(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*Snapshot, []string, error) {
 	// Every script that adds a machine ID to the registry writes an event
-	// naming it in the same call (claim, reassert). The events added
+	// naming it in the same call (claim). The events added
 	// since this mark name every ID registered after the listing began.
 	mark, err := lastEntry(ctx, c, k)
 	if err != nil {

@@ -274,7 +274,7 @@ func machineRow(s *Snapshot, r *Record, problems []problem) Machine {
 	// Claim times the owner data lacks (missing or pruned) come from the
 	// events.
 	for _, e := range s.eventsOf(r.MachineID) {
-		if !e.isClaim() && e.Type != lua.EventReassert {
+		if !e.isClaim() {
 			continue
 		}
 		t := e.Time

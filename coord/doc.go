@@ -43,7 +43,7 @@
 //     max(reservation, loss_ms + 1 s + Horizon, the state file's
 //     reservation) (1 s: a new master's clock may be that far behind the
 //     old one's), counter segments start after loss_ms + 1 s + their lead,
-//     and a renewal extends or re-asserts nothing across such a change (a
+//     and a renewal extends nothing across such a change (a
 //     claim lost with the data may have been someone else's, also a
 //     takeover of this very lease by a copy of the node): the node claims
 //     again, issuing meanwhile only under what it had been granted before
@@ -60,8 +60,9 @@
 //     share its node ID; claim.lua and audit verify name them.
 //   - Processes paused for any time, connections delayed, cut or
 //     redirected: an owner issues only below what Redis granted it, grants
-//     come only with the lease, and a lease that expired is re-asserted only
-//     while nobody else raised its reservation and Redis lost nothing.
+//     come only with the lease, and a lease that expired is lost: the node
+//     claims its ID again, above the reservation whoever used it since
+//     raised.
 //   - Misconfigured nodes: another layout is refused while {ns}:layout is
 //     stored; after Redis lost it, owners that renew restore it, and a claim
 //     that stored a layout itself issues nothing until LayoutSettle has

@@ -34,8 +34,8 @@ type Lease struct {
 	Clone  string
 	lastOK int64 // Redis ms of the last successful claim or renewal
 	// lossID is guard.lua's name of the last possible data loss, as of the
-	// last successful claim or renewal: a lease missing under another one
-	// is not re-asserted (renew.lua).
+	// last successful claim or renewal: under another one the lease is
+	// not extended (renew.lua).
 	lossID string
 	nodeID string // the state file's node ID, or ""
 	// horizon is the fleet's (ticks): the longer of ours and {ns}:meta's
@@ -53,10 +53,10 @@ type Lease struct {
 	lostErr  error
 	onLost   func()
 
-	renews, renewFails, reasserts atomic.Uint64
-	lastRenew                     atomic.Int64 // unix ms of the last successful renewal
-	lastErr                       atomic.Pointer[error]
-	stateErr                      atomic.Pointer[error] // the last state-file write, when it failed
+	renews, renewFails atomic.Uint64
+	lastRenew          atomic.Int64 // unix ms of the last successful renewal
+	lastErr            atomic.Pointer[error]
+	stateErr           atomic.Pointer[error] // the last state-file write, when it failed
 
 	keep *flake.Ticker // KeepAlive's renewals
 }
@@ -102,11 +102,11 @@ func (l *Lease) SetMode(mode string) {
 
 // LeaseStats is a snapshot for metrics and INFO.
 type LeaseStats struct {
-	Renews, RenewErrors, Reasserts uint64
-	LastRenew                      time.Time
-	LastError                      error
-	Lost                           bool
-	Granted                        int64
+	Renews, RenewErrors uint64
+	LastRenew           time.Time
+	LastError           error
+	Lost                bool
+	Granted             int64
 	// StateErr is why the state file could not be written, while it
 	// cannot (disk full, read-only): IDs go on from Redis's reservations.
 	StateErr error
@@ -117,7 +117,6 @@ func (l *Lease) Stats() LeaseStats {
 	s := LeaseStats{
 		Renews:      l.renews.Load(),
 		RenewErrors: l.renewFails.Load(),
-		Reasserts:   l.reasserts.Load(),
 		Lost:        l.lost.Load(),
 		Granted:     l.granted.Load(),
 	}
@@ -268,11 +267,10 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 		return 0, err
 	}
 	got := toInt64(v[1])
-	l.reasserts.Add(uint64(toInt64(v[2])))
-	if how := fmt.Sprint(v[3]); how != "" {
+	if how := fmt.Sprint(v[2]); how != "" {
 		l.DataLoss = true
 	}
-	l.lastOK, l.lossID = toInt64(v[4]), fmt.Sprint(v[5])
+	l.lastOK, l.lossID = toInt64(v[3]), fmt.Sprint(v[4])
 	l.renews.Add(1)
 	l.lastRenew.Store(r.opts.Clock.Now().UnixMilli())
 	l.lastErr.Store(nil)

@@ -170,7 +170,7 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		if i == 0 {
 			lease.lossID = res.lossID
 		} else if res.lossID != lease.lossID {
-			lease.lossID = "changed during the claim" // matches no loss ID: never re-asserted
+			lease.lossID = "changed during the claim" // matches no loss ID: never extended
 		}
 		settle = max(settle, res.settle)
 		lease.horizon = max(lease.horizon, res.horizon, r.horizonTicks())

@@ -19,7 +19,7 @@ import (
 // acknowledge them (scripts/lua/replicas.lua), the list of replicas after it.
 const (
 	claimNeedAt = 11
-	renewNeedAt = 6
+	renewNeedAt = 5
 )
 
 // Limits of Options.ReplicaWait.

@@ -1,7 +1,6 @@
 package fallback_test
 
 import (
-	"math/big"
 	"testing"
 	"time"
 
@@ -41,12 +40,12 @@ func TestCounter_Capacity_IsCounterIDsPerSecond(t *testing.T) {
 			if res[0] != "OK" {
 				return n
 			}
-			first, _ := new(big.Int).SetString(res[1].(string), 10)
-			last, _ := new(big.Int).SetString(res[2].(string), 10)
-			if id := last.Uint64()<<l.BitsMachineID | uint64(l.CounterMachineID()); id >= 1<<53 {
+			first := uint64(res[1].(int64))<<l.BitsSequence | uint64(res[2].(int64))
+			last := uint64(res[3].(int64))<<l.BitsSequence | uint64(res[4].(int64))
+			if id := last<<l.BitsMachineID | uint64(l.CounterMachineID()); id >= 1<<53 {
 				t.Fatalf("counter ID %d >= 2^53", id)
 			}
-			n += new(big.Int).Sub(last, first).Int64() + 1
+			n += int64(last-first) + 1
 		}
 	}
 	// A new counter starts after the loss floor (a missing {ns}:meta is a

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,7 +36,7 @@ var counterScript = redis.NewScript(lua.Counter)
 
 // counterNeedAt is where counter.lua's segment reply carries the count of
 // replicas that must acknowledge it (scripts/lua/replicas.lua).
-const counterNeedAt = 4
+const counterNeedAt = 6
 
 // ErrNotReplicated is wrapped by the error of a segment the replicas did
 // not acknowledge within Options.ReplicaWait: it is not used (its values
@@ -424,7 +423,8 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		c.mu.Unlock()
 		start := c.opts.Clock.Monotonic()
 		a := c.args
-		a.Size, a.MinValue, a.Generation = size, minValue, newGeneration(c.opts.Rand)
+		a.Size, a.Generation = size, newGeneration(c.opts.Rand)
+		a.MinTick, a.MinSeq = int64(minValue>>c.seqBits), int64(minValue&(1<<c.seqBits-1))
 		if c.known.Load() {
 			a.LayoutSettleMs = 0
 		}
@@ -442,9 +442,9 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 			}
 			return nil, 0, fmt.Errorf("counter.lua on %s: %w", c.keys.Counter, err)
 		}
-		if len(res) >= 4 && res[0] == "OK" {
-			first, err1 := parseValue(res[1])
-			last, err2 := parseValue(res[2])
+		if len(res) >= 6 && res[0] == "OK" {
+			first, err1 := c.composeValue(res[1], res[2])
+			last, err2 := c.composeValue(res[3], res[4])
 			if err := errors.Join(err1, err2); err != nil || last < first {
 				return nil, 0, fmt.Errorf("counter.lua on %s: bad reply %v: %v", c.keys.Counter, res, err)
 			}
@@ -488,12 +488,17 @@ func (c *Counter) waitTicks(n int64) bool {
 	return flake.Sleep(c.ctx, c.opts.Clock, time.Duration(max(n, 1))*c.opts.Layout.TimeUnit) == nil
 }
 
-func parseValue(v any) (uint64, error) {
-	s, ok := v.(string)
-	if !ok {
-		return 0, fmt.Errorf("value %v is not a string", v)
+// composeValue is the counter value of counter.lua's (tick, seq) pair.
+func (c *Counter) composeValue(tick, seq any) (uint64, error) {
+	t, ok1 := tick.(int64)
+	s, ok2 := seq.(int64)
+	if !ok1 || !ok2 || t < 0 || s < 0 || s >= 1<<c.seqBits {
+		return 0, fmt.Errorf("(tick %v, seq %v) is not a counter value of %v", tick, seq, c.opts.Layout)
 	}
-	return strconv.ParseUint(s, 10, 64)
+	if t > c.opts.Layout.MaxTick() {
+		return 0, fmt.Errorf("tick %d is past the last tick of the layout %v (%d)", t, c.opts.Layout, c.opts.Layout.MaxTick())
+	}
+	return uint64(t)<<c.seqBits | uint64(s), nil
 }
 
 // SetFloor makes sure no ID at or below minID is handed out from now on,

@@ -34,8 +34,7 @@ func benchCounter(b *testing.B, maxSegment int) *fallback.Counter {
 		b.Fatal(err)
 	}
 	rdb := benchRedis(b)
-	v := uint64(l.Tick(time.Now())) << l.BitsSequence
-	if err := rdb.Set(context.Background(), "{flaked}:counter", v, 0).Err(); err != nil {
+	if err := rdb.HSet(context.Background(), "{flaked}:counter", "tick", l.Tick(time.Now()), "seq", 0).Err(); err != nil {
 		b.Fatal(err)
 	}
 	c := newCounter(b, rdb, fallback.Options{Layout: l, MaxLead: time.Hour, MaxSegment: maxSegment})

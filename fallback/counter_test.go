@@ -25,6 +25,30 @@ import (
 
 const key = "{flaked}:counter"
 
+// setCounter stores counter value v as counter.lua keeps it: a hash of
+// its tick and sequence under a layout of bits sequence bits.
+func setCounter(ctx context.Context, t testing.TB, rdb redis.UniversalClient, bits int, v uint64) {
+	t.Helper()
+	if err := rdb.HSet(ctx, key, "tick", v>>bits, "seq", v&(1<<bits-1)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getCounter is the counter value the key holds.
+func getCounter(ctx context.Context, t testing.TB, rdb redis.UniversalClient, bits int) uint64 {
+	t.Helper()
+	m, err := rdb.HMGet(ctx, key, "tick", "seq").Result()
+	if err != nil || m[0] == nil || m[1] == nil {
+		t.Fatalf("%s: %v, %v", key, m, err)
+	}
+	tick, err1 := strconv.ParseUint(m[0].(string), 10, 64)
+	seq, err2 := strconv.ParseUint(m[1].(string), 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("%s: %v", key, m)
+	}
+	return tick<<bits | seq
+}
+
 // TestMain drops go-redis's log lines (failed dials while Redis is down on
 // purpose); failures are reported by the tests themselves.
 func TestMain(m *testing.M) {
@@ -231,10 +255,7 @@ func TestCounter_RedisRestartWithoutPersistence_NoDuplicates(t *testing.T) {
 	for i, c := range counters {
 		fetched[i] = c.Stats().SegmentsFetched
 	}
-	high, err := srv.Client(t).Get(ctx, key).Uint64()
-	if err != nil {
-		t.Fatal(err)
-	}
+	high := getCounter(ctx, t, srv.Client(t), l.BitsSequence)
 	ahead := int64(high>>l.BitsSequence) - redisTick(t, srv.Client(t), l)
 	if lead := int64(fallback.DefaultMaxLead / l.TimeUnit); ahead < 1 || ahead > lead+1 {
 		t.Errorf("before the restart the counter was %d ticks ahead of Redis TIME, want 1..%d", ahead, lead+1)
@@ -292,9 +313,7 @@ func TestCounter_FlooredToRedisTime(t *testing.T) {
 
 		// A stale counter (far behind Redis TIME) is raised to the current
 		// tick, not past the lead.
-		if err := rdb.Set(ctx, key, "1000", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+		setCounter(ctx, t, rdb, l.BitsSequence, 1000)
 		if err := redistest.ForgetLoss(ctx, rdb, "flaked"); err != nil {
 			t.Fatal(err)
 		}
@@ -353,9 +372,7 @@ func TestCounter_SetFloor(t *testing.T) {
 		}
 
 		// Before the first fetch: the floor goes to Redis as the min value.
-		if err := rdb.Set(ctx, key, "1000", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+		setCounter(ctx, t, rdb, l.BitsSequence, 1000)
 		if err := redistest.ForgetLoss(ctx, rdb, "flaked"); err != nil {
 			t.Fatal(err)
 		}
@@ -612,9 +629,7 @@ func TestCounter_LargeValues_RoundTrip(t *testing.T) {
 				// TIME however slow the test runs.
 				tick := l.Tick(time.Now()) + int64(fallback.DefaultMaxLead/l.TimeUnit)/2
 				v0 := uint64(tick)<<l.BitsSequence | uint64(l.MaxSequence()-2)
-				if err := rdb.Set(ctx, key, strconv.FormatUint(v0, 10), 0).Err(); err != nil {
-					t.Fatal(err)
-				}
+				setCounter(ctx, t, rdb, l.BitsSequence, v0)
 				if err := redistest.ForgetLoss(ctx, rdb, "flaked"); err != nil {
 					t.Fatal(err)
 				}
@@ -638,9 +653,8 @@ func TestCounter_LargeValues_RoundTrip(t *testing.T) {
 				}
 				// The key holds the last value handed out: the end of this
 				// segment or, once the prefetch ran, of the next one.
-				if got, err := rdb.Get(ctx, key).Result(); err != nil ||
-					(got != strconv.FormatUint(v0+8, 10) && got != strconv.FormatUint(v0+16, 10)) {
-					t.Fatalf("%s holds %q (%v), want %d or %d", key, got, err, v0+8, v0+16)
+				if got := getCounter(ctx, t, rdb, l.BitsSequence); got != v0+8 && got != v0+16 {
+					t.Fatalf("%s holds %d, want %d or %d", key, got, v0+8, v0+16)
 				}
 				// An odd floor far into the tick comes back exactly.
 				floorV := v0 + 1000 + 12345
@@ -666,21 +680,22 @@ func log2(v uint64) float64 {
 	return n
 }
 
-// counter.lua does exact integer arithmetic on values past 2^53: random
-// values over many layouts round-trip through parse, add and format.
+// counter.lua keeps values past 2^53 exact as (tick, seq) pairs: random
+// values over many layouts round-trip through the key, the floor and the
+// reply.
 func TestCounterScript_ExactValues(t *testing.T) {
 	script := redis.NewScript(lua.Counter)
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := idtest.Context(t, 20*time.Second)
 		rng := rand.New(rand.NewPCG(1, 2))
 		keys := []string{key, "{flaked}:layout", "{flaked}:events", "{flaked}:meta"}
-		run := func(n int64, epochUs, bits, lead int64, minValue string) *redis.Cmd {
-			return script.Run(ctx, rdb, keys, n, epochUs, 1000, bits, lead, minValue,
+		run := func(n int64, epochUs, bits, lead int64, minValue uint64) *redis.Cmd {
+			return script.Run(ctx, rdb, keys, n, epochUs, 1000, bits, lead, minValue>>bits, minValue&(1<<bits-1),
 				fmt.Sprintf("test-%d", bits), 1000, 1<<bits-1, "h", 1, "g", 0)
 		}
 		// The first run creates {ns}:meta, recording a possible loss now;
 		// moved back, so only the arithmetic is tested here.
-		if err := run(1, 0, 8, 0, "0").Err(); err != nil {
+		if err := run(1, 0, 8, 0, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if err := rdb.HSet(ctx, "{flaked}:meta", "loss_ms", 0).Err(); err != nil {
@@ -710,19 +725,18 @@ func TestCounterScript_ExactValues(t *testing.T) {
 					minValue = v + 1 + rng.Uint64N(lead/2<<bits)
 					wantFirst = minValue
 				}
-				if err := rdb.Set(ctx, key, strconv.FormatUint(v, 10), 0).Err(); err != nil {
-					t.Fatal(err)
-				}
-				res, err := run(n, epochUs, int64(bits), lead, strconv.FormatUint(minValue, 10)).Slice()
+				setCounter(ctx, t, rdb, bits, v)
+				res, err := run(n, epochUs, int64(bits), lead, minValue).Slice()
 				if err != nil {
 					t.Fatal(err)
 				}
 				wantLast := wantFirst + uint64(n) - 1
-				if len(res) != 6 || res[0] != "OK" || res[1] != strconv.FormatUint(wantFirst, 10) || res[2] != strconv.FormatUint(wantLast, 10) {
+				pair := func(a, b any) uint64 { return uint64(a.(int64))<<bits | uint64(b.(int64)) }
+				if len(res) != 8 || res[0] != "OK" || pair(res[1], res[2]) != wantFirst || pair(res[3], res[4]) != wantLast {
 					t.Fatalf("bits %d, stored %d, n %d, min %d: got %v, want first %d last %d", bits, v, n, minValue, res, wantFirst, wantLast)
 				}
-				if got, _ := rdb.Get(ctx, key).Result(); got != res[2] {
-					t.Fatalf("bits %d: key holds %s, want %s", bits, got, res[2])
+				if got := getCounter(ctx, t, rdb, bits); got != wantLast {
+					t.Fatalf("bits %d: key holds %d, want %d", bits, got, wantLast)
 				}
 			}
 		}
@@ -730,10 +744,10 @@ func TestCounterScript_ExactValues(t *testing.T) {
 		if err := rdb.Del(ctx, "{flaked}:layout").Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := rdb.Set(ctx, key, "12x", 0).Err(); err != nil {
+		if err := rdb.HSet(ctx, key, "tick", "12x", "seq", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := run(1, 0, 8, 0, "0").Result(); err == nil || !strings.Contains(err.Error(), "not a counter value") {
+		if _, err := run(1, 0, 8, 0, 0).Result(); err == nil || !strings.Contains(err.Error(), "not a counter value") {
 			t.Fatalf("garbage counter: %v", err)
 		}
 	})

@@ -32,10 +32,7 @@ func TestGuard_CounterRolledBack_NewCounterAboveEveryEarlierID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		older, err := rdb.Get(ctx, key).Result() // the key after the first segment
-		if err != nil {
-			t.Fatal(err)
-		}
+		older := getCounter(ctx, t, rdb, l.BitsSequence) // the key after the first segment
 		highest := first
 		for range 500 { // many segments past the one the key goes back to
 			id, err := c1.NextID(ctx)
@@ -44,19 +41,14 @@ func TestGuard_CounterRolledBack_NewCounterAboveEveryEarlierID(t *testing.T) {
 			}
 			highest = max(highest, id)
 		}
-		granted, err := rdb.Get(ctx, key).Uint64() // the last value Redis handed out
-		if err != nil {
-			t.Fatal(err)
-		}
+		granted := getCounter(ctx, t, rdb, l.BitsSequence) // the last value Redis handed out
 		c1.Close()
 		if value(l, highest) > granted {
 			t.Fatalf("issued value %d above the key %d", value(l, highest), granted)
 		}
 		// Redis loses the later writes: the key is back at its older value,
 		// and the server {flaked}:meta names is not this one.
-		if err := rdb.Set(ctx, key, older, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+		setCounter(ctx, t, rdb, l.BitsSequence, older)
 		if err := rdb.HSet(ctx, "{flaked}:meta", "server", "someoneelse").Err(); err != nil {
 			t.Fatal(err)
 		}

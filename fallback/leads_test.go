@@ -26,7 +26,7 @@ func TestGuard_CounterMixedLeads_NoRepeat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		older, _ := rdb.Get(ctx, key).Result()
+		older := getCounter(ctx, t, rdb, l.BitsSequence)
 		highest := first
 		for range 500 {
 			id, err := bigLead.NextID(ctx)
@@ -36,7 +36,7 @@ func TestGuard_CounterMixedLeads_NoRepeat(t *testing.T) {
 			highest = max(highest, id)
 		}
 		bigLead.Close()
-		rdb.Set(ctx, key, older, 0)
+		setCounter(ctx, t, rdb, l.BitsSequence, older)
 		rdb.HSet(ctx, "{flaked}:meta", "server", "someoneelse")
 		def := newCounter(t, rdb, fallback.Options{}) // default lead 1 s
 		id, err := def.NextID(ctx)

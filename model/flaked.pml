@@ -410,6 +410,10 @@ end:
           xfl = MAX(resv[ws*M+xm], LF(ws));
 #endif
           if :: xm == sfmid[p] -> xfl = MAX(xfl, sffloor[p]) :: else -> skip fi;
+#ifdef BUG_reclaim_below_reservation
+          /* the preferred ID floored at the state file and the loss only */
+          if :: xm == sfmid[p] -> xfl = MAX(LF(ws), sffloor[p]) :: else -> skip fi;
+#endif
           if
           :: lay[ws] == 0 -> storeLayout(ws, play[p], mlid[ws])
           :: else -> skip
@@ -439,7 +443,7 @@ end:
   :: atomic { up[p] && pmid[p] != 0 && CANWRITE(p) && IDLE(p) ->
        ws = pconn[p]; xm = pmid[p] - 1; xok = 1;
        guard(ws, pgen[p]);
-#ifndef BUG_reassert_without_layout
+#ifndef BUG_renew_without_layout
        layoutWindow(ws, mlid[ws], 0);
        if
        :: lay[ws] == 0 -> lay[ws] = play[p]
@@ -455,14 +459,16 @@ end:
        :: else -> skip
        fi;
 #endif
+       /* a lease gone (expired while the owner paused) is lost, never
+        * re-asserted: the node claims again with its preferred ID */
        if
-       :: xok && lease[ws*M+xm] == 0 && resv[ws*M+xm] > presv[p] ->
-          xok = 0; printf("EV RENEW %d %d LOST moved\n", p, ws)
+       :: xok && lease[ws*M+xm] == 0 ->
+          xok = 0; printf("EV RENEW %d %d LOST expired\n", p, ws)
        :: xok && lease[ws*M+xm] != 0 && lease[ws*M+xm] != ptok[p] ->
           xok = 0; printf("EV RENEW %d %d LOST held\n", p, ws)
        :: else -> skip
        fi;
-#ifndef BUG_reassert_after_loss
+#ifndef BUG_renew_across_loss
        if
        :: xok && mlid[ws] != plid[p] -> xok = 0; printf("EV RENEW %d %d LOST loss\n", p, ws)
        :: else -> skip

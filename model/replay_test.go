@@ -232,7 +232,8 @@ func (r *replay) run(out []byte) int {
 			if f[2] == "-2" {
 				r.do(s, "DEL", r.keys.Counter)
 			} else {
-				r.do(s, "SET", r.keys.Counter, f[2])
+				v := n(2) // tick * SEQ + seq, one sequence bit (counter.lua keeps the pair)
+				r.do(s, "HSET", r.keys.Counter, "tick", strconv.FormatInt(v>>1, 10), "seq", strconv.FormatInt(v&1, 10))
 			}
 			if f[3] == "0" {
 				r.do(s, "DEL", r.keys.Meta)
@@ -310,7 +311,7 @@ func (r *replay) renew(f []string) {
 	}
 	if got == "LOST" {
 		kind := str(res[4])
-		want := map[string][]string{"loss": {"loss"}, "layout": {"layout"}, "moved": {""}, "held": {"", "fenced"}}[f[4]]
+		want := map[string][]string{"loss": {"loss"}, "layout": {"layout"}, "expired": {"expired"}, "held": {"", "fenced"}}[f[4]]
 		ok := false
 		for _, k := range want {
 			ok = ok || k == kind
@@ -349,7 +350,7 @@ func (r *replay) counter(f []string) {
 	minv := atoi(r.t, f[3])
 	keys, argv := lua.CounterArgs{
 		Keys: r.keys, Size: segment, EpochUs: 0, TickUs: tickUs, SeqBits: 1, Lead: lead,
-		MinValue: uint64(max(minv, 0)), Layout: layoutName(f[4]), EventsMaxLen: 100, CounterID: counterID,
+		MinTick: max(minv, 0) >> 1, MinSeq: max(minv, 0) & 1, Layout: layoutName(f[4]), EventsMaxLen: 100, CounterID: counterID,
 		Host: "h", PID: 1, Generation: r.gen(),
 	}.KeysArgv()
 	res := r.eval(s, lua.Counter, keys, argv)
@@ -358,9 +359,10 @@ func (r *replay) counter(f []string) {
 		r.fail("counter: the script says %v, the model %s", res, strings.Join(f[5:], " "))
 	}
 	if got == "OK" {
-		if str(res[1]) != f[6] || str(res[2]) != f[7] {
-			r.fail("counter: the script handed out %v..%v, the model %s..%s", res[1], res[2], f[6], f[7])
+		first, last := num(res[1])<<1|num(res[2]), num(res[3])<<1|num(res[4]) // one sequence bit
+		if strconv.FormatInt(first, 10) != f[6] || strconv.FormatInt(last, 10) != f[7] {
+			r.fail("counter: the script handed out %v..%v, the model %s..%s", first, last, f[6], f[7])
 		}
-		p.counterLast = num(res[2])
+		p.counterLast = last
 	}
 }

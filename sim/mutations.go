@@ -37,9 +37,14 @@ var Mutations = []Mutation{
 	{Name: "loss-floor-ignored", Script: &lua.Claim,
 		Edits: []Edit{{"local lossFloor = tickOf(lossMs + redisSkewMs, epochUs, unitUs) + math.max(horizon, metaHorizon)", "local lossFloor = -1"}},
 		Bug:   "a claim trusts a reservation that a failover or restart rolled back"},
-	{Name: "reassert-after-loss", Script: &lua.Renew,
-		Edits: []Edit{reassertAfterLoss},
-		Bug:   "a displaced node re-asserts a lease that went missing across a data loss, at a stale floor"},
+	{Name: "renew-across-loss", Script: &lua.Renew,
+		Edits: []Edit{renewAcrossLoss},
+		Bug:   "a renewal extends a lease across a possible data loss, which may have lost a takeover by a process that issued above the reservation"},
+	// A lease that expired is never re-asserted: its owner claims it again
+	// through the preferred-ID path, whose floor is the reservation.
+	{Name: "reclaim-below-reservation", Script: &lua.Claim,
+		Edits: []Edit{{"  local r = redis.call('HGET', KEYS[4], id)", "  local r = id ~= preferred and redis.call('HGET', KEYS[4], id)"}},
+		Bug:   "a node claiming its preferred ID again floors it at its own state file, not at the reservation another owner raised meanwhile"},
 	{Name: "issue-past-reservation", Switch: "IssuePastReservation",
 		Bug: "the generator issues ticks it has not reserved"},
 	{Name: "release-below-used", Switch: "ReleaseBelowUsed",
@@ -57,8 +62,8 @@ var Mutations = []Mutation{
 	// hold it.
 	{Name: "split-brain-no-wait", Switch: "ReplicaWaitOff",
 		Bug: "a grant is used without WAIT confirming it on the fleet's replicas: an old master cut off from them keeps granting while the replica promoted in its place grants too"},
-	// Since a lease missing across a loss is never re-asserted (the loss
-	// ID), renewals restoring the layout are a second line of defence: it
+	// Since a lease is never extended across a loss (the loss ID),
+	// renewals restoring the layout are a second line of defence: it
 	// shows with the first one off too.
 	// INFO refused (NOPERM) or renamed: guard.lua used to read the error
 	// as an empty identity, one that never changes, so a failover while
@@ -74,9 +79,9 @@ var Mutations = []Mutation{
 	{Name: "allkeys-allowed", Scripts: guarded,
 		Edits: []Edit{{"if policy == 'allkeys' then", "if false then"}, {"local evicted = m[5] and", "local evicted = false and"}},
 		Bug:   "scripts write under maxmemory-policy allkeys-*, and reservations evicted under the same server are not read as a loss"},
-	{Name: "reassert-without-layout", Script: &lua.Renew, Stray: true,
-		Edits: []Edit{reassertAfterLoss, {"local stored = redis.call('GET', KEYS[5])", "local stored = layout"}},
-		Bug:   "leases are re-asserted after a total loss without restoring (or checking) the fleet's layout, so a node with another layout joins the owners from before"},
+	{Name: "renew-without-layout", Script: &lua.Renew, Stray: true,
+		Edits: []Edit{renewAcrossLoss, {"local stored = redis.call('GET', KEYS[5])", "local stored = layout"}},
+		Bug:   "leases are renewed across a loss without restoring (or checking) the fleet's layout, so a node with another layout joins the owners from before"},
 }
 
 // guarded are the scripts that start with guard.lua.
@@ -88,7 +93,7 @@ const infoCall = "redis.pcall('INFO', 'server', 'replication', 'memory')"
 // Edit is one substitution in a script.
 type Edit struct{ Old, New string }
 
-var reassertAfterLoss = Edit{"if lossID ~= knownLoss then", "if false then"}
+var renewAcrossLoss = Edit{"if lossID ~= knownLoss then", "if false then"}
 
 // findMutation returns the mutation called name.
 func FindMutation(name string) (Mutation, error) {

@@ -9,8 +9,8 @@ import (
 )
 
 // teethSeeds bounds the seeds the simulator may need to find each bug
-// (reassert-after-loss, the narrowest, is found by seed 5137; allkeys-allowed by
-// 2875, through the evict-vs-claim pattern).
+// (renew-across-loss, the narrowest, within about 6,300; allkeys-allowed by
+// about 2,900, through the evict-vs-claim pattern).
 const teethSeeds = 7000
 
 // TestTeeth brings back each bug the design exists to prevent and shows

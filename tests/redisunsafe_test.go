@@ -115,7 +115,7 @@ func grants(t *testing.T, rdb *redis.Client) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctr, _ := rdb.Get(ctxT(t), "{flaked}:counter").Result()
+	ctr, _ := rdb.HGetAll(ctxT(t), "{flaked}:counter").Result()
 	return fmt.Sprint(res, " counter ", ctr)
 }
 

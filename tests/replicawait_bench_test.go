@@ -69,7 +69,7 @@ func BenchmarkReplicaWait_Grant(b *testing.B) {
 				if err := redistest.ForgetLoss(ctx, rdb, coord.DefaultNamespace); err != nil {
 					b.Fatal(err)
 				}
-				if err := rdb.Set(ctx, lua.NewKeys(coord.DefaultNamespace).Counter, "0", 0).Err(); err != nil {
+				if err := rdb.HSet(ctx, lua.NewKeys(coord.DefaultNamespace).Counter, "tick", 0, "seq", 0).Err(); err != nil {
 					b.Fatal(err)
 				}
 				lease := claimRetry(b, reg)
@@ -91,7 +91,7 @@ func BenchmarkReplicaWait_Grant(b *testing.B) {
 						_, err = lease.Reserve(ctx, l.Tick(time.Now())+200)
 					case "segment":
 						var v []any
-						if v, _, err = segWait.Run(ctx, rdb, counter, keys, argv, 4, replwait.DefaultTimeout, nil); err == nil && v[0] != "OK" {
+						if v, _, err = segWait.Run(ctx, rdb, counter, keys, argv, 6, replwait.DefaultTimeout, nil); err == nil && v[0] != "OK" {
 							err = fmt.Errorf("counter.lua: %v", v)
 						}
 					}

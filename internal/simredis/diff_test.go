@@ -436,14 +436,14 @@ func (r *diffRun) counterSegments(g fleet) {
 		}
 	}
 	r.step("counter: a new counter starts a lead ahead", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
-		return g.counter(ctx, rdb, 64, "0")
+		return g.counter(ctx, rdb, 64, "0", "0")
 	})
 	time.Sleep(30 * time.Millisecond) // a tick or more: the counter is within its lead again
-	r.step("counter segment", func(rdb *redis.Client, _ map[string]*lease) (any, error) { return g.counter(ctx, rdb, 64, "0") })
+	r.step("counter segment", func(rdb *redis.Client, _ map[string]*lease) (any, error) { return g.counter(ctx, rdb, 64, "0", "0") })
 	r.step("counter segment above a floor", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
-		return g.counter(ctx, rdb, 10, "99999999999999")
+		return g.counter(ctx, rdb, 10, "390624999999", "255")
 	})
-	r.step("counter: bad floor", func(rdb *redis.Client, _ map[string]*lease) (any, error) { return g.counter(ctx, rdb, 10, "x") })
+	r.step("counter: bad floor", func(rdb *redis.Client, _ map[string]*lease) (any, error) { return g.counter(ctx, rdb, 10, "x", "0") })
 }
 
 // layoutSettling: a claim that stores the layout holds the counter.
@@ -452,7 +452,7 @@ func (r *diffRun) layoutSettling(h fleet) {
 		return h.claim(r.ctx, rdb, claimReq{token: tokA, preferred: "1", localFloor: -1, cands: []int{1}})
 	})
 	r.step("counter while the layout settles", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
-		return h.counter(r.ctx, rdb, 10, "0")
+		return h.counter(r.ctx, rdb, 10, "0", "0")
 	})
 }
 

@@ -135,9 +135,10 @@ func (f fleet) check(ctx context.Context, rdb redis.Scripter, l *lease) (any, er
 	return checkScript.Run(ctx, rdb, keys, argv...).Result()
 }
 
-func (f fleet) counter(ctx context.Context, rdb redis.Scripter, n int64, minValue string) (any, error) {
+// counter runs counter.lua with the floor (minTick, minSeq).
+func (f fleet) counter(ctx context.Context, rdb redis.Scripter, n int64, minTick, minSeq string) (any, error) {
 	keys := []string{f.key("counter"), f.key("layout"), f.key("events"), f.key("meta")}
-	return counterScript.Run(ctx, rdb, keys, n, f.epochUs, f.unitUs, 8, 100, minValue, f.layout, f.maxLen,
+	return counterScript.Run(ctx, rdb, keys, n, f.epochUs, f.unitUs, 8, 100, minTick, minSeq, f.layout, f.maxLen,
 		65535, "host-c", 99, "gen-counter", 0).Result()
 }
 

@@ -2,8 +2,7 @@
 --
 -- KEYS[1] {ns}:layout   KEYS[2] {ns}:meta   KEYS[3] {ns}:machines
 -- KEYS[4] {ns}:reserved KEYS[5] {ns}:events
--- ARGV: 1 key prefix "{ns}:", 2 owner token (new for every lease, never
---   read from disk: it is the lease's fencing identity), 3 canonical
+-- ARGV: 1 key prefix "{ns}:", 2 owner token (new for every lease), 3 canonical
 --   layout, 4 generation to create the registry with, 5 horizon (ticks),
 --   6 the claimer's clock (tick), 7 lease ttl (ms), 8 events maxlen,
 --   9 preferred ID ("" for none), 10 local floor of the preferred ID,
@@ -13,35 +12,16 @@
 --   14 counter machine ID (never leased), 15 host, 16 pid, 17 addr,
 --   18 version, 19 mode, 20 IDs to skip (comma separated: the ones this
 --   owner already claimed in the same call),
---   21 the token of the claimer's state file ("" for none): a lease still
---      held by it belongs to this node's previous process and is taken
---      over, which fences that process if it is in fact alive (a copied
---      state file): its next renewal finds another token,
---   22 the state file's node ID ("" for none), 23 layout settle (ms): a
---      claim that stores the fleet layout marks it unsettled for this long
---      (renew.lua), 24 lowest machine ID, 25 highest machine ID that may
---      be leased (the claimer's region: a registry of one region never
---      leases another's, whatever its set holds), 26 identity ("info",
---      or the operator's opt-in "none": guard.lua), 27.. candidate IDs.
--- Every lease and owner key shares the {ns} hash tag with KEYS, so the
--- script runs unchanged on Redis Cluster.
---
--- The floor of an ID (the last tick its new owner must not use) is the
--- highest of: its reservation, the loss floor (guard.lua: the last time
--- this Redis may have lost writes, plus the Redis clocks' skew, plus the
--- horizon), and for the
--- preferred ID the state file's reservation.
---
--- Returns {"OK", id, floor, generation, event, created, clone, Redis time
--- (ms), settle} (clone: "" or "host pid" of a live process holding the
--- preferred ID under the same node ID: two processes started from copies
--- of one state file; settle: until when (ms) the layout is unsettled, the
--- claimer issuing nothing before, or 0; the fleet's horizon; the loss ID
--- of guard.lua; the replicas that must acknowledge the claim before it is
--- used and the replicas listed now, replicas.lua) |
--- {"LAYOUT", stored layout} | {"NONE", lowest floor seen or -1}.
--- The cost is bounded by the candidates passed plus 8 random members of
--- the registry: it never scans the machine-ID space.
+--   21 the token of the claimer's state file ("" for none: a lease it
+--      holds is taken over), 22 the state file's node ID ("" for none),
+--   23 layout settle (ms), 24 lowest machine ID, 25 highest machine ID
+--      that may be leased (the claimer's region), 26 identity ("info" or
+--      "none": guard.lua), 27.. candidate IDs.
+-- Returns {"OK", id, floor, generation, event, created, clone ("" or
+-- "host pid" of a live process holding the preferred ID under the same
+-- node ID), Redis time (ms), settle (ms, or 0), fleet horizon, loss ID,
+-- replicas needed, replicas listed} | {"LAYOUT", stored} | {"NONE", lowest
+-- floor seen or -1}. The floor: docs/design.md, Why the scripts are safe.
 local prefix, token, layout = ARGV[1], ARGV[2], ARGV[3]
 local horizon, now, ttl, maxlen = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local preferred, localFloor, maxWait = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11])
@@ -65,9 +45,7 @@ if stored and stored ~= layout then
   event('layout_mismatch', '', 'layout', layout, 'stored', stored)
   return {'LAYOUT', stored}
 end
--- The fleet's horizon is fixed when {ns}:meta is made (renew.lua caps
--- every grant at Redis TIME + it), so a loss of later writes cannot hide a
--- longer reach; a claimer whose own is longer waits for that.
+-- The fleet's horizon is fixed when {ns}:meta is made.
 local metaHorizon = tonumber(redis.call('HGET', KEYS[2], 'horizon') or -1)
 if metaHorizon < 0 then
   redis.call('HSET', KEYS[2], 'horizon', horizon)

@@ -1,7 +1,5 @@
 package lua
 
-import "strconv"
-
 // CounterArgs are what one call of counter.lua (Counter) is given, in the
 // order of its header comment (see ClaimArgs).
 type CounterArgs struct {
@@ -11,7 +9,8 @@ type CounterArgs struct {
 	TickUs         float64 `argv:"tick length (us)"`
 	SeqBits        int     `argv:"bits of sequence"`
 	Lead           int64   `argv:"lead (ticks"`
-	MinValue       uint64  `argv:"min value"` // sent in decimal: values reach 2^62
+	MinTick        int64   `argv:"min tick"` // the floor value >> SeqBits
+	MinSeq         int64   `argv:"min seq"`  // the floor value's sequence bits
 	Layout         string  `argv:"the caller's canonical layout"`
 	EventsMaxLen   int64   `argv:"events maxlen"`
 	CounterID      int     `argv:"counter machine ID"`
@@ -27,7 +26,7 @@ func (a CounterArgs) KeysArgv() ([]string, []any) {
 	k := a.Keys
 	keys := []string{k.Counter, k.Layout, k.Events, k.Meta}
 	argv := []any{
-		a.Size, a.EpochUs, a.TickUs, a.SeqBits, a.Lead, strconv.FormatUint(a.MinValue, 10),
+		a.Size, a.EpochUs, a.TickUs, a.SeqBits, a.Lead, a.MinTick, a.MinSeq,
 		a.Layout, a.EventsMaxLen, a.CounterID, a.Host, a.PID, a.Generation,
 		a.LayoutSettleMs, identityArg(a.Identity),
 	}

@@ -61,7 +61,6 @@ const (
 	EventReclaim        = "reclaim"  // the lease of this node's previous process (its state file's token)
 	EventTakeover       = "takeover" // an ID whose owner never released it (crashed, or paused past its lease)
 	EventRelease        = "release"
-	EventReassert       = "reassert"
 	EventRenewFail      = "renew_fail"
 	EventClone          = "clone"
 	EventFenced         = "fenced"
@@ -112,7 +111,8 @@ const (
 	FieldGeneration         = "generation"
 	FieldLossMs             = "loss_ms"
 	FieldTick               = "tick"
-	FieldValue              = "value"
+	FieldValueTick          = "value_tick" // counter_init: the value the counter starts after
+	FieldValueSeq           = "value_seq"
 	FieldPreviousGeneration = "previous_generation" // Go only: coord's dataloss event of a claim
 	FieldSkewMs             = "skew_ms"             // Go only: coord's clock_skew event
 	FieldMaxSkewMs          = "max_skew_ms"         // Go only: coord's clock_skew event

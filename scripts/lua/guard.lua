@@ -1,49 +1,15 @@
 -- guard.lua: the start of every script that writes the registry or the
--- counter (claim, renew, release, counter). lua.go puts it in front of
--- each of them, so the check runs in the same atomic call as the write.
---
--- Redis can lose acknowledged writes and not know it: a replica promoted
--- before it received the last writes, a restart from an RDB snapshot or an
--- AOF written with appendfsync everysec, a restored backup. {ns}:meta
--- survives all of these, so its presence proves nothing. What changes
--- every time is the server's identity: a restart gives a new run_id, a
--- promotion a new master_replid. {ns}:meta records the identity it was
--- last written under; a script that runs under another one (or finds
--- {ns}:meta gone) records the moment in loss_ms. Every tick any node was
--- granted before that moment is at most loss_ms + the fleet's horizon,
--- and every counter value at most loss_ms + the counter's lead, so claims
--- start after the first and counter segments after the second (claim.lua,
--- counter.lua) however old the reservations and the counter read here
--- are. The cost is a wait of about one horizon for claims right after a
--- restart or failover, also a clean one: Redis cannot tell them apart.
---
--- Fail closed. The identity and the eviction policy come from one call,
--- INFO server replication memory (Redis 7 takes several sections: about
--- 10 us of server time, against 11.5 for three calls). A server that
--- refuses it (ACL: Redis checks a rule +info|<section> against the first
--- section only, so +info or +info|server passes), does not know INFO
--- (rename-command) or shows no run_id or master_replid refuses the write
--- with an error naming the cause and the fix: reading '' there would turn
--- the detection off in silence. So does a maxmemory-policy allkeys-*: it
--- may evict {ns}:meta, reservations and the layout, whatever maxmemory
--- says now (it can be set live). volatile-* evicts only keys with a TTL,
--- the leases, and an evicted lease reads as an expired one: its ID is
--- taken over above its reservation. The errors start "UNSAFE <check>:"
--- (lua.UnsafeCheck reads them). The scripts' identity argument "none" is
--- an operator's opt-in for servers that truly hide INFO: no INFO is read,
--- the identity is '' and neither a restart, a failover nor the eviction
--- policy is seen (the standalone node's embedded store sets it: nobody
--- else writes there).
+-- counter; lua.go puts it in front, so the check runs in the same atomic
+-- call as the write. It notices that Redis may have lost acknowledged
+-- writes (a new run_id or master_replid) and refuses to write when it
+-- cannot tell (docs/design.md, Why the scripts are safe). Refusals start
+-- "UNSAFE <check>:" (lua.UnsafeCheck reads them).
 
--- redisSkewMs is how far apart the clocks of the Redis servers of one
--- deployment (a master and the replicas that may replace it) are assumed
--- to be at most. Floors after a loss start this much later: a new master
--- whose clock is behind the old one's reads an earlier loss_ms than the
--- TIME the old one granted by (found by the simulator). Go reads it as
--- lua.RedisSkew (lua.go).
+-- redisSkewMs: how far apart the clocks of one deployment's Redis
+-- servers may be; floors after a loss add it. Go: lua.RedisSkew.
 local redisSkewMs = 1000
 
--- nowMs is Redis TIME in milliseconds, as a decimal string and a number.
+-- redisNow is Redis TIME in ms (text and number) and in us.
 local function redisNow()
   local t = redis.call('TIME')
   local ms = math.floor(tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000)
@@ -58,14 +24,8 @@ end
 local optOut = ' (or, for a server that truly hides INFO, start the node with --redis-identity=none,'
   .. ' which turns off the detection of Redis losing writes and this check)'
 
--- serverInfo reads INFO server replication memory and returns this
--- server's identity (run_id:master_replid: its process and replication
--- history) and the INFO text, or ends the script (see the top). identity
--- is the scripts' identity argument: "none" reads nothing and returns ''.
--- guardInfo is the INFO text serverInfo read ('' before it, or with
--- identity none), for what the scripts after the guard read from INFO
--- (infoField): one INFO call per script, and nothing a narrowed ACL
--- rule would refuse in a second call.
+-- guardInfo is the INFO text serverInfo read ('' with identity none):
+-- one INFO call per script, which a narrowed ACL rule would refuse twice.
 local guardInfo = ''
 
 -- infoField is one field of the INFO text the guard read, or nil.
@@ -104,20 +64,14 @@ local function serverInfo(identity)
   return run .. ':' .. repl, info
 end
 
--- listedReplicas is how many replicas this server lists now (0 when INFO
--- cannot tell): where the fleet's replicas high-water mark starts when
--- {ns}:meta is made (replicas.lua).
+-- listedReplicas: the replicas listed now, where {ns}:meta's mark starts.
 local function listedReplicas()
   return tonumber(infoField('connected_slaves') or '0') or 0
 end
 
--- replicasAfterChange is the replicas high-water mark once this server
--- took the registry over from the one named previous (run_id:replid): a
--- replica promoted in its place (master_replid2, the history it was
--- following, is previous's replid) leaves the replicas the grants must
--- reach, the others stay until they follow this one or an operator lowers
--- the mark; after a restart (or anything else) the mark stays, so a
--- restarted master cut off from its replicas grants nothing (replicas.lua).
+-- replicasAfterChange: the mark once this server took the registry over
+-- from previous (run_id:replid): one less for a replica promoted in its
+-- place, the same after a restart (replicas.lua).
 local function replicasAfterChange(meta, previous)
   local mark = tonumber(redis.call('HGET', meta, 'replicas') or '0') or 0
   local prevRepl = previous and string.match(previous, ':(%w+)$')
@@ -127,26 +81,11 @@ local function replicasAfterChange(meta, previous)
   return math.max(listedReplicas(), mark)
 end
 
--- guard checks {ns}:meta against this server. meta, events: keys; gen:
--- the generation to create {ns}:meta with when it is missing; created: its
--- other fields then (a flat list); ev: the writer's event fields;
--- identity: the scripts' identity argument (serverInfo).
--- Returns generation, loss_ms (number), how ('' | 'created' | 'server'),
--- loss_id. loss_id names the last possible loss (this server's identity
--- and the time): an owner that saw another one at its last renewal knows
--- Redis may have lost writes since, whatever the clocks of the two
--- servers say (renew.lua).
---
--- A key the registry keeps without a TTL can still go while the identity
--- stays: evicted while the policy was allkeys-* (the scripts refuse to
--- write then, but Redis evicts regardless), or deleted by hand. {ns}:meta
--- gone reads as a total loss ('created'); the reservations, {ns}:reserved,
--- gone while {ns}:meta says a claim wrote them ('reserved', claim.lua)
--- reads as a loss at this moment, like an identity change: every tick
--- granted before is at most now + the horizon, so claims start above the
--- loss floor and no renewal extends across it. Other keys need no check:
--- the counter floors a missing key at TIME + lead, owners restore a
--- missing layout, leases are expected to expire.
+-- guard checks {ns}:meta against this server; gen and created: what to
+-- make {ns}:meta with when it is missing; ev: the writer's event fields.
+-- Returns generation, loss_ms, how ('' | 'created' | 'server'), loss_id
+-- (this server and the time of the last possible loss). {ns}:reserved
+-- gone while {ns}:meta says a claim wrote it counts as a loss.
 local function guard(meta, events, maxlen, gen, created, ev, identity)
   local nowText, nowMs = redisNow()
   local id = serverInfo(identity)

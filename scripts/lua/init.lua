@@ -8,20 +8,12 @@
 --   8 identity (guard.lua's serverInfo: the server's identity is read,
 --   and an unsafe server refused, as by every writing script).
 --
--- A registry made by a node's first claim (or counter call) cannot tell a
--- new fleet from a Redis that lost everything, so it gets both guards of
--- the second case: the loss floor (its first IDs wait about a horizon)
--- and the layout's settle window. An operator who knows the fleet is new
--- says so by running this, as etcd's --initial-cluster-state new does:
--- {ns}:meta is written with this server's identity and no possible loss
--- (loss_ms 0), and the layout stored without a window, so the first claim
--- and the first counter segment start at once. From then on guard.lua
--- watches this server as for any registry: a restart or failover records
--- a loss as usual.
---
--- Refused when {ns}:meta or {ns}:layout exists: the fleet (or what is left
--- of it after a loss) has issued IDs, and only the floors keep them apart.
--- Returns {"OK", generation, identity} or {"EXISTS", key, detail}.
+-- An operator who knows the fleet is new says so (as etcd's
+-- --initial-cluster-state new): {ns}:meta is written with this server's
+-- identity and no possible loss (loss_ms 0), the layout without a settle
+-- window, so the first claim starts at once. Refused when {ns}:meta or
+-- {ns}:layout exists. Returns {"OK", generation, identity} or {"EXISTS",
+-- key, detail}.
 local nowText, _, nowUs = redisNow()
 local meta = redis.call('HMGET', KEYS[1], 'generation', 'created_ms')
 if meta[1] then

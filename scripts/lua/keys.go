@@ -37,7 +37,7 @@ type Keys struct {
 	Meta      string // "{ns}:meta": the registry's hash (Meta* fields)
 	Machines  string // "{ns}:machines": every machine ID ever registered
 	Reserved  string // "{ns}:reserved": machine ID -> highest tick its owners may use
-	Counter   string // "{ns}:counter": the last counter-mode value handed out
+	Counter   string // "{ns}:counter": the last counter-mode value handed out (hash: tick, seq)
 	Events    string // "{ns}:events": the audit stream (Event* types, Field* fields)
 	// LeasePrefix and OwnerPrefix are the per-ID keys without their
 	// machine ID, "{ns}:lease:" and "{ns}:owner:": what a SCAN for them

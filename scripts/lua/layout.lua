@@ -1,26 +1,12 @@
--- layout.lua: the window in which a newly stored fleet layout may still be
--- overridden. lua.go puts it after guard.lua in front of claim, renew and
--- counter.
---
--- A claim or a counter call that finds no layout (the fleet's first start,
--- or Redis lost everything) stores its own, and the layout is unsettled for
--- a while: an owner from before a loss, with leases in the old layout,
--- restores that one at its next renewal (renew.lua), and the newcomer
--- issues nothing until the window closes. {ns}:meta records the window:
---   layout_settle_ms  until when (Redis ms) it is open;
---   layout_loss_id    the loss ID (guard.lua) the layout was stored under;
---   layout_settle_id  the loss ID the window was last opened under.
--- The fields go when the window closes in the server life it was opened
--- in (the first script after it), or when an owner overrides the layout.
---
--- Redis may then lose writes again, back to a copy made while the window
--- was open (a failover, a restart from a snapshot, an old backup): the
--- restored layout may be one an owner already overrode, and the node
--- that stored it was refused. So a window that a loss interrupted opens
--- again, from the first claim or counter call that sees it: owners that
--- held their leases through the first window (their last renewal was
--- under layout_loss_id: they overrode it) restore their layout once more,
--- and a claim meanwhile waits (found by the simulator).
+-- layout.lua: the window in which a layout stored by a claim or counter
+-- call on an empty registry (a new fleet, or Redis lost everything) may
+-- still be overridden by an owner from before a loss (renew.lua); the
+-- newcomer issues nothing until it closes. {ns}:meta records it:
+-- layout_settle_ms (until when), layout_loss_id (the loss ID it was stored
+-- under), layout_settle_id (the loss ID it was last opened under). A loss
+-- that interrupts the window opens it again, and owners that held their
+-- leases through it restore their layout once more (found by the
+-- simulator).
 
 -- storeLayout stores layout as the fleet's in an empty registry and opens
 -- its window for settleMs.

@@ -1,11 +1,9 @@
--- probe.lua: what guard.lua sees on this server, for flaked doctor and
--- flaked serve's checks. It runs guard.lua's own reading of INFO from a
--- script, as the writing scripts do: ACL rules and rename-command apply
--- there as they do to them. It writes nothing.
+-- probe.lua: guard.lua's reading of INFO, from a script as the writing
+-- scripts do it (ACL rules and rename-command apply), writing nothing:
+-- flaked doctor and flaked serve's checks.
 --
 -- KEYS: none (on Redis Cluster it is sent to each master).
 -- ARGV: none.
---
 -- Returns {"OK", identity, INFO text} or {"UNSAFE", the refusal a writing
 -- script would return}.
 local ok, id, info = pcall(serverInfo, 'info')

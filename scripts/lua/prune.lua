@@ -4,27 +4,11 @@
 -- ARGV: 1 key prefix "{ns}:", 2 cutoff tick: only an ID whose reservation
 --   is below it is forgotten, 3 host, 4 pid (of the pruning process),
 --   5.. pairs: machine ID, the owner token the audit read ("" for none).
--- Lease and owner keys share the {ns} hash tag with KEYS, so the script
--- runs unchanged on Redis Cluster (as the registry's own scripts do).
---
--- Each ID is checked again here, atomically, because a node may have
--- claimed it since the audit read the registry: it is left alone when its
--- lease key exists, when its reservation is missing or not below the
--- cutoff, or when its owner token changed. Otherwise it leaves
--- {ns}:machines, {ns}:owner:<id> is deleted, and a prune event records
--- what was forgotten.
---
--- The reservation is never touched. It is the high-water mark the other
--- scripts rely on for uniqueness: claim.lua starts the next owner after
--- it, and renew.lua lets an owner whose lease expired re-assert it only if
--- nobody raised it meanwhile. Without it a claim would start after
--- registry creation + horizon, which may be below ticks already issued,
--- and a former owner paused past its lease could resume inside ticks its
--- successor used. It costs one hash field per machine ID ever used.
---
--- The event is added without MAXLEN: trimming is the fleet's setting, and
--- the next node event trims the stream to it.
---
+-- Each ID is checked again atomically (a node may have claimed it since
+-- the audit read the registry): it is left alone when its lease exists,
+-- its reservation is missing or not below the cutoff, or its owner token
+-- changed. The reservation is never touched: the next owner starts above
+-- it. The event is added without MAXLEN (the next node event trims).
 -- Returns a flat list: machine ID, outcome ("pruned", "live", "recent",
 -- "changed"), for each pair.
 local prefix, cutoff, host, pid = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]

@@ -8,11 +8,9 @@
 --   12.. machine IDs.
 --
 -- While we hold the lease, the reservation is set to the exact last tick
--- used, lower than what was reserved ahead, so a clean restart (ours or
--- anyone's) starts at once. This is the only place a reservation goes
--- down, and it is safe: only the lease holder could have used those ticks,
--- and it has stopped. An ID whose lease we no longer hold keeps the higher
--- of the two.
+-- used, so a clean restart starts at once: the only place a reservation
+-- goes down (only the holder could have used those ticks, and it has
+-- stopped). An ID whose lease is no longer ours keeps the higher of the two.
 -- Returns the number of leases released.
 local prefix, token, last, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local host, pid, addr = ARGV[5], ARGV[6], ARGV[7]

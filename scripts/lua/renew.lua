@@ -12,45 +12,18 @@
 --   horizon this owner knew at its claim, 20 identity ("info", or the
 --   operator's opt-in "none": guard.lua), 21.. machine IDs.
 --
--- No reservation reaches past Redis TIME + the fleet's horizon ({ns}:meta,
--- fixed when it is made): that is what lets a claim after a loss start at
--- loss + horizon whatever each node was configured with. While a layout
--- stored by a claim after a loss settles, an owner from before restores
--- its own (longer) fleet horizon too, and the settling claim starts above
--- it (Registry.Claim).
+-- Extends the leases held by the token and raises the reservation, never
+-- past Redis TIME + the fleet's horizon. A missing lease is lost
+-- ("expired"), never re-asserted; nothing is extended when the loss ID
+-- changed since the owner's last renewal ("loss"). After a total loss the
+-- owner restores {ns}:meta and the layout; while a layout stored after a
+-- loss settles, an owner from before it restores its own (layout.lua).
+-- Why: docs/design.md, Why the scripts are safe.
 --
--- For each ID: when the lease holds our token it is extended; when the
--- lease is gone (expired while we were paused) it is re-asserted, but only
--- if nobody raised the reservation past ours in the meantime (which would
--- mean someone else used the ID). The reservation is raised, never
--- lowered, and only while holding the lease.
---
--- Nothing is extended or re-asserted if this Redis may have lost writes
--- since our last renewal (guard.lua's loss ID changed): a claim by another
--- owner may be among them, also one that took our live lease over (a
--- process started from a copy of our state file) and issued above our
--- reservation; the failover gave the lease back to us, and the reservation
--- read here proves nothing. The lease is lost instead ("loss"), and the
--- node claims again, above the loss floor (found by the simulator).
--- Writes from before the loss are not at risk: a takeover starts above
--- the reservation it took over.
---
--- After Redis lost its data, the owners that re-assert their leases also
--- restore the fleet's layout and {ns}:meta (with their generation), so a
--- node with another layout is still refused. A claim that stored the
--- layout itself on an empty registry (claim.lua) leaves it unsettled for a
--- while, and the claimer issues nothing until it settles: an owner from
--- before the loss with another layout overrides it then. After that a
--- layout other than ours loses the lease.
---
--- Returns {"OK", reservation, reasserted count, data loss ("" | "created":
--- {ns}:meta was gone | "server": Redis restarted or failed over), Redis
--- time (ms), loss ID, replicas that must acknowledge the renewal before it
--- is used, replicas listed now (replicas.lua)} or
--- {"LOST", id, reason, holder, kind ("fenced": the holder started from a
--- copy of our state file; "layout": the fleet runs another layout; "loss":
--- Redis may have lost writes since our last renewal; or ""),
--- holder host, holder pid}.
+-- Returns {"OK", reservation, data loss ("" | "created" | "server"),
+-- Redis time (ms), loss ID, replicas needed, replicas listed} or {"LOST",
+-- id, reason, holder, kind ("expired" | "fenced": taken over by a copy of
+-- our state file | "layout" | "loss" | ""), holder host, holder pid}.
 local prefix, token = ARGV[1], ARGV[2]
 local want, held, ttl, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local mode, host, pid, addr, version = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
@@ -111,17 +84,12 @@ end
 local cap = math.floor((nowUs - epochUs) / unitUs) + metaHorizon
 
 -- Check every ID first, so a lost one changes nothing.
-local missing = {}
 for i = first, #ARGV do
   local id = ARGV[i]
   local holder = redis.call('GET', prefix .. 'lease:' .. id)
   if not holder then
-    local r = tonumber(redis.call('HGET', KEYS[1], id) or -1)
-    if r > held then
-      event('renew_fail', id, 'reason', 'reservation moved', 'reserved', r, 'held', held)
-      return {'LOST', id, 'lease expired and reservation ' .. r .. ' moved past ours ' .. held, '', '', '', ''}
-    end
-    missing[id] = true
+    event('renew_fail', id, 'reason', 'expired', 'held', held)
+    return {'LOST', id, 'lease expired: claiming again above its reservation', '', 'expired', '', ''}
   elseif holder ~= token then
     local o = redis.call('HMGET', prefix .. 'owner:' .. id, 'from_token', 'host', 'pid')
     if o[1] == token then
@@ -139,31 +107,17 @@ if lossID ~= knownLoss then
   return {'LOST', ARGV[first], 'Redis may have lost writes since the last renewal (restart or failover): claiming again above the loss floor', '', 'loss', '', ''}
 end
 
-local reasserted = 0
 local granted = nil
 for i = first, #ARGV do
   local id = ARGV[i]
-  local lease = prefix .. 'lease:' .. id
   local owner = prefix .. 'owner:' .. id
-  if missing[id] then
-    redis.call('SET', lease, token, 'PX', ttl)
-    redis.call('SADD', KEYS[3], id)
+  redis.call('PEXPIRE', prefix .. 'lease:' .. id, ttl)
+  if redis.call('EXISTS', owner) == 0 then
+    -- The owner data went away under a live lease (deleted by hand, or
+    -- lost with a Redis failover): write it whole, not a partial hash.
     redis.call('HSET', owner, 'host', host, 'pid', pid, 'addr', addr, 'version', version,
-      'token', token, 'state', 'live', 'claimed', nowText, 'node', node)
-    if not redis.call('HGET', owner, 'first_claim') then
-      redis.call('HSET', owner, 'first_claim', nowText, 'started', nowText)
-    end
-    event('reassert', id, 'reserved', math.max(held, want))
-    reasserted = reasserted + 1
-  else
-    redis.call('PEXPIRE', lease, ttl)
-    if redis.call('EXISTS', owner) == 0 then
-      -- The owner data went away under a live lease (deleted by hand, or
-      -- lost with a Redis failover): write it whole, not a partial hash.
-      redis.call('HSET', owner, 'host', host, 'pid', pid, 'addr', addr, 'version', version,
-        'token', token, 'state', 'live', 'claimed', nowText, 'first_claim', nowText, 'started', nowText,
-        'node', node)
-    end
+      'token', token, 'state', 'live', 'claimed', nowText, 'first_claim', nowText, 'started', nowText,
+      'node', node)
   end
   local r = tonumber(redis.call('HGET', KEYS[1], id) or -1)
   local nr = math.max(r, held, math.min(want, cap))
@@ -172,4 +126,4 @@ for i = first, #ARGV do
   if granted == nil or nr < granted then granted = nr end
 end
 local need, listed = replicasNeeded(KEYS[4])
-return {'OK', granted, reasserted, how, nowText, lossID, need, listed}
+return {'OK', granted, how, nowText, lossID, need, listed}

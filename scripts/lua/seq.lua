@@ -15,48 +15,13 @@
 --   19 generation to create {ns}:meta with, 20 identity (guard.lua).
 --
 -- The tag's hash is {ns}:seq:<tag>; {ns}:seqs lists the tags. Values are
--- integers below 2^53 (exact in Lua's doubles, and in JavaScript), each
--- field written with %d.
---
--- Dense in normal operation: a node takes a segment of `step` values and
--- gives back what it did not use on a clean stop (giveback). The give-back
--- is a compare-and-set: it lowers `high` only when `high` is still the
--- last value of our segment and no loss happened since (loss_id), so a
--- segment granted to anyone after ours is never handed out again. A rest
--- that cannot go back that way goes into the tag's free list (at most
--- freeMax ranges), which later grants take from first, to a caller whose
--- floor is below the range (so each process still sees its values
--- increase); what fits nowhere is counted as lost.
---
--- Uniqueness after Redis lost writes (the hard part). The tag's values
--- carry no time, so a copy of the tag from before the loss cannot tell how
--- far it went on. Each tag therefore has a bounded issue rate, kept as a
--- token bucket in its hash: tokens refill at `rate` per second up to
--- `burst`, a grant of k values above `high` takes k tokens, a give-back
--- returns them. So high + tokens grows by at most rate × elapsed time
--- from any state of the hash: every value granted after a copy (high_S,
--- tokens_S, at_S) is at most high_S + tokens_S + rate × (t - at_S). The
--- hash records the loss_id of {ns}:meta it was written under; when
--- guard.lua has recorded a loss since (another loss_id), the tag jumps to
--- that bound taken at loss_ms + the Redis clocks' skew (every grant
--- before the loss happened before it on the old master's clock), its free
--- list is dropped (ranges in it may have been granted after the copy),
--- and the jump is an event (seq_jump) and counted in `lost`; it leaves
--- no tokens, so the bound from the same copy keeps holding after it. A tag
--- created with a max jump fails closed instead when the bound is further:
--- it is blocked, with the reason, until an operator runs
--- `flaked seq restore <tag> --above N` with N from the business's own
--- records. A tag missing from Redis while a caller knows it was granted
--- values (floor > 0) fails closed the same way (Redis lost everything:
--- nothing bounds what others were granted). Processes re-assert their own
--- floor at every call.
---
--- Split brain (two masters granting at once: an old master cut off from
--- Sentinel but not from some nodes) is outside the rate bound. A grant is
--- used only after WAIT on the same connection reports as many replicas as
--- the reply's last item names (seq.go), so every replica that can be
--- promoted holds every grant used; an old master cut off from them cannot
--- get its grants acknowledged.
+-- integers below 2^53, written with %d. Dense in normal operation: a
+-- clean stop gives back what it did not use (a compare-and-set on high,
+-- else the free list, else counted lost). After a loss (another loss_id)
+-- a tag jumps to its rate bound, high + tokens + rate x elapsed since
+-- at_ms, taken at loss_ms + skew, or is blocked when that passes its max
+-- jump (until flaked seq restore); a missing tag with a caller's floor
+-- fails closed the same way. Why: docs/design.md, Why the scripts are safe.
 --
 -- Returns {'OK', first, last, loss id, step, replicas needed} (next),
 -- {'RATE', ms to wait}, {'MAX', max}, {'BLOCKED', reason},
