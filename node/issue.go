@@ -91,17 +91,35 @@ func (n *Node) again(ctx context.Context, s *source, err error) bool {
 		return true
 	}
 	if errors.Is(err, flake.ErrClosed) || errors.Is(err, fallback.ErrClosed) {
-		n.mu.Lock() // wait out the switch that closed s
-		n.mu.Unlock()
-		return n.src.Load() != s
+		return n.awaitSwitch(ctx, s)
 	}
 	if n.opts.Mode != ModeAuto || s.gen == nil || ctx.Err() != nil {
 		return false
 	}
-	n.mu.Lock()
+	// A check already running (it may be waiting on Redis) is not waited
+	// for: the caller's wait stays bounded by ctx (IDWait).
+	if !n.mu.TryLock() {
+		return false
+	}
 	if n.src.Load() == s && !n.closed {
 		n.checkLocked(ctx)
 	}
 	n.mu.Unlock()
 	return n.src.Load() != s
+}
+
+// awaitSwitch waits out the switch that closed s, while ctx allows: a
+// switch may be claiming through a slow Redis, and no caller waits on it
+// past its own bound.
+func (n *Node) awaitSwitch(ctx context.Context, s *source) bool {
+	for n.src.Load() == s {
+		if n.mu.TryLock() {
+			n.mu.Unlock()
+			return n.src.Load() != s
+		}
+		if flake.Sleep(ctx, n.opts.Clock, retryPause) != nil {
+			return false
+		}
+	}
+	return true
 }
