@@ -93,15 +93,12 @@ const noIdentity = true
 
 // DefaultTimeout is the dial, read and write timeout of clients made by
 // NewClient unless the URL sets them (dial_timeout, read_timeout,
-// write_timeout). Reservations and counter segments are fetched in the
-// background, never inside a request (whose wait --id-wait bounds), so a
-// reply may take longer than a request waits: 2 s lets a Redis answering
-// in 1.5 s still extend reservations (asked further ahead while round
-// trips are long, flake/reserve.go) and hand out segments, while a Redis
-// that does not answer at all is still noticed within a lease's renewal
-// period (--lease-ttl/3). go-redis's own defaults (5 s dial, 3 s read)
-// would notice it only after the reservation had run out.
-const DefaultTimeout = 2 * time.Second
+// write_timeout): go-redis's own defaults (5 s dial, 3 s read) are longer
+// than a reservation lasts (1 s ahead and 1 s of lead by default), so a
+// Redis that does not answer would be noticed only after the generator had
+// run out; with 1 s the failure is known while reserved ticks are left, so
+// auto mode can fall back and /readyz can say so in time.
+const DefaultTimeout = time.Second
 
 func timeoutDefaults(q url.Values, dial, read, write *time.Duration) {
 	for _, d := range []struct {

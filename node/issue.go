@@ -85,7 +85,8 @@ func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 // retried once the switch is done. In auto mode a flake source that cannot
 // issue (reservation refused, clock behind) is checked at once, so the
 // caller gets a counter-mode ID rather than the error when falling back is
-// right.
+// right: in the monitor with IDWait (the caller retries meanwhile), in
+// the caller's goroutine without.
 func (n *Node) again(ctx context.Context, s *source, err error) bool {
 	if n.src.Load() != s {
 		return true
@@ -96,8 +97,16 @@ func (n *Node) again(ctx context.Context, s *source, err error) bool {
 	if n.opts.Mode != ModeAuto || s.gen == nil || ctx.Err() != nil {
 		return false
 	}
+	if n.opts.IDWait > 0 {
+		// The check may wait on Redis (a claim, the clock guard), which
+		// ctx does not cut short: it runs now in the monitor, and the
+		// caller, retrying while IDWait lasts, takes the new source when
+		// it is there. Its wait stays bounded by IDWait.
+		n.kick()
+		return false
+	}
 	// A check already running (it may be waiting on Redis) is not waited
-	// for: the caller's wait stays bounded by ctx (IDWait).
+	// for.
 	if !n.mu.TryLock() {
 		return false
 	}
