@@ -125,6 +125,16 @@ func newBlocker(c *Client) *blocker {
 // nextID hands out the next ID of the current block: one atomic add in
 // the common case.
 func (p *blocker) nextID(ctx context.Context) (uint64, error) {
+	b := p.cur.Load()
+	if i := b.next.Add(1) - 1; i < b.n {
+		if i == b.refillAt {
+			p.wake()
+		}
+		return b.id(i), nil
+	}
+	// The slow path, waiting at most Options.Wait in all.
+	ctx, cancel := p.c.bound(ctx)
+	defer cancel()
 	for {
 		b := p.cur.Load()
 		i := b.next.Add(1) - 1

@@ -188,6 +188,8 @@ func (c *Client) do(ctx context.Context, op string, fn func(context.Context, *re
 	if c.closed.Load() {
 		return fmt.Errorf("flaked client: %s: %w", op, ErrClosed)
 	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	first := c.pick()
 	err := c.try(ctx, first, fn)
 	if err == nil {
@@ -208,6 +210,12 @@ func (c *Client) do(ctx context.Context, op string, fn func(context.Context, *re
 		return err
 	}
 	return &Error{Op: op, Attempts: attempts}
+}
+
+// bound caps ctx at Options.Wait from now: the longest one call may
+// take, retries and failover included.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.opts.Wait)
 }
 
 // stopped returns the error that ends a request early: the client was

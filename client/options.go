@@ -18,6 +18,10 @@ const (
 	DefaultMaxBatch    = 10_000 // the daemon's default max-batch
 	DefaultMaxAge      = time.Second
 	DefaultDownFor     = time.Second
+	// DefaultWait is Options.Wait: no call waits more than a second for
+	// an ID (issue 28). The daemons' --id-wait (900ms) is shorter, so a
+	// daemon's reply naming why it has no ID arrives within it.
+	DefaultWait = time.Second
 )
 
 // Bounds of Options and arguments.
@@ -88,6 +92,12 @@ type Options struct {
 	// older ones are dropped unused, so IDs handed out stay close to real
 	// time: 1ms..1h, default 1s. Only with Prefetch.
 	MaxAge time.Duration
+	// Wait bounds one call as a whole (NextID, NextIDs, NextSeq,
+	// NextSeqs), every retry and failover included, when the caller's
+	// context ends later: 1ms..1h, default 1s. Past it the call fails with
+	// what each daemon tried answered (an *Error with the context's
+	// error).
+	Wait time.Duration
 	// DownFor is how long a daemon that failed is tried only after the
 	// others: 1ms..1h, default 1s. It is never skipped: when every daemon
 	// is down, all are still tried.
@@ -146,6 +156,7 @@ func (o Options) withDefaults() (Options, error) {
 	dur(&o.ReadTimeout, DefaultReadTimeout, "ReadTimeout")
 	dur(&o.WriteTimeout, o.ReadTimeout, "WriteTimeout")
 	dur(&o.DownFor, DefaultDownFor, "DownFor")
+	dur(&o.Wait, DefaultWait, "Wait")
 
 	if o.PoolSize < 0 || o.PoolSize > MaxPoolSize {
 		bad("PoolSize %d, valid range is 1..%d (0 means go-redis's default)", o.PoolSize, MaxPoolSize)

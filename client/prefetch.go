@@ -63,6 +63,12 @@ func (p *prefetcher) next(ctx context.Context) (uint64, error) {
 	if p.c.closed.Load() {
 		return 0, fmt.Errorf("flaked client: NEXTID: %w", ErrClosed)
 	}
+	var cancel context.CancelFunc // the wait's bound (Options.Wait), set when the caller first waits
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	p.mu.Lock()
 	for {
 		p.expire()
@@ -85,6 +91,9 @@ func (p *prefetcher) next(ctx context.Context) (uint64, error) {
 		p.waits.Add(1)
 		ready := p.ready
 		p.mu.Unlock()
+		if cancel == nil {
+			ctx, cancel = p.c.bound(ctx)
+		}
 		select {
 		case <-ready:
 		case <-ctx.Done():

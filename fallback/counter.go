@@ -43,8 +43,14 @@ const counterNeedAt = 6
 // are a gap in the counter), and the fetch is retried.
 var ErrNotReplicated = replwait.ErrNotReplicated
 
-// segmentTarget is how long a segment should last at the observed rate.
-const segmentTarget = 1500 * time.Millisecond
+// segmentTarget is how long a segment should last at the observed rate:
+// with the prefetch starting at 20% left, a node holds 2-10 s of IDs, so a
+// Redis that is slow or paused for that long does not stop it (issue 28).
+// A buffered value's tick is its segment's fetch time, never later than
+// Redis TIME + MaxLead then, so a loss of Redis (which restarts the
+// counter past that) leaves the buffer unique; at rates where 10 s of IDs
+// would run past the lead, MaxSegment caps the size first.
+const segmentTarget = 10 * time.Second
 
 // segment is a run of consecutive counter values [first, first+n). Values
 // are taken with one atomic add on next; indices >= n are spent.

@@ -20,6 +20,6 @@
 //
 // NextID takes one atomic add on the current segment; when 20% of it is
 // left, one background goroutine fetches the next (sized to last about
-// 1.5 s at the observed rate), so in steady state NextID never waits on
+// 10 s at the observed rate), so in steady state NextID never waits on
 // Redis. Close cancels that fetch and waits for it.
 package fallback

@@ -41,7 +41,7 @@ type Options struct {
 	// MinSegment and MaxSegment bound how many values one trip to Redis
 	// fetches: 1 <= MinSegment <= MaxSegment <= SegmentLimit; defaults 64
 	// and 65536. Within them the size follows the observed rate, so that a
-	// segment lasts about 1.5 s.
+	// segment lasts about 10 s.
 	MinSegment int
 	MaxSegment int
 	// MaxLead bounds how far ahead of Redis TIME the counter may run when

@@ -80,7 +80,9 @@ type Settings struct {
 	Reserve func(ctx context.Context, upTo int64) (granted int64, err error)
 	// ReserveAhead is how far ahead of the clock each Reserve asks for:
 	// >= one TimeUnit, 0 means 2 s. A new grant is requested when less
-	// than half of it is left.
+	// than half of it is left, or less than a few recent Reserve round
+	// trips; while Reserve is slow each asks up to MaxLead further
+	// (reserve.go).
 	ReserveAhead time.Duration
 
 	// Clock is the source of time; nil means SystemClock().
@@ -123,7 +125,8 @@ type Generator struct {
 	lastErr  error
 	sem      chan struct{} // one Reserve at a time
 	fetching atomic.Bool
-	prefetch *Task // the latest background Reserve
+	prefetch *reservation // the latest background Reserve
+	rtt      atomic.Int64 // smoothed duration of a Reserve call, ns (reserve.go)
 	ctx      context.Context
 	cancel   context.CancelFunc
 
@@ -381,7 +384,7 @@ func (g *Generator) slow(ctx context.Context) error {
 				g.layout.TickTime(g.layout.MaxTick()).Format(time.RFC3339))
 		}
 		if need > g.granted.Load() {
-			if err := g.reserveUpTo(ctx, need, max(need, now)+g.ahead); err != nil {
+			if err := g.reserveWait(ctx, need, g.want(max(need, now), now)); err != nil {
 				return err
 			}
 			continue
@@ -485,72 +488,6 @@ func (g *Generator) onTick() {
 	g.mu.Unlock()
 }
 
-// maybePrefetch extends the grant in the background when less than half of
-// ReserveAhead is left, so NextID rarely waits on Reserve.
-func (g *Generator) maybePrefetch() {
-	if g.reserve == nil {
-		return
-	}
-	front := max(g.now.Load(), g.tickOf(g.state.Load()))
-	if g.granted.Load()-front > g.ahead/2 || !g.fetching.CompareAndSwap(false, true) {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed.Load() {
-		g.fetching.Store(false)
-		return
-	}
-	g.prefetch = Go(g.clock, func() {
-		defer g.fetching.Store(false)
-		// Any progress will do: need is one past the current grant.
-		_ = g.reserveUpTo(g.ctx, g.granted.Load()+1, front+g.ahead)
-	})
-}
-
-// reserveUpTo asks Reserve for ticks up to want and fails unless at least
-// need is granted. One call at a time; a caller that finds the grant already
-// extended by another returns at once.
-func (g *Generator) reserveUpTo(ctx context.Context, need, want int64) error {
-	select {
-	case g.sem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for tick %d: %w", ErrReserve, need, ctx.Err())
-	}
-	defer func() { <-g.sem }()
-	if g.granted.Load() >= need {
-		return nil
-	}
-	if g.closed.Load() {
-		return ErrClosed
-	}
-	g.reserves.Add(1)
-	got, err := g.reserve(ctx, want)
-	if err == nil && got < need {
-		err = fmt.Errorf("granted up to tick %d, need %d", got, need)
-	}
-	if err != nil {
-		g.reserveErrs.Add(1)
-		err = fmt.Errorf("%w: tick %d (%s): %w", ErrReserve, need,
-			g.layout.TickTime(need).Format(time.RFC3339Nano), err)
-		g.mu.Lock()
-		g.lastErr = err
-		g.mu.Unlock()
-		return err
-	}
-	for {
-		cur := g.granted.Load()
-		if got <= cur || g.granted.CompareAndSwap(cur, got) {
-			break
-		}
-	}
-	g.mu.Lock()
-	g.lastErr = nil
-	g.mu.Unlock()
-	g.updateLimit()
-	return nil
-}
-
 // Close stops issuing IDs and the background work, and returns the highest
 // tick any issued ID can have (Floor when none was issued): what a clean
 // shutdown records so the next owner of these machine IDs starts after it.
@@ -568,7 +505,7 @@ func (g *Generator) Close() int64 {
 	prefetch := g.prefetch
 	g.mu.Unlock()
 	if prefetch != nil {
-		prefetch.Stop()
+		prefetch.task.Stop()
 	}
 	return g.LastTick()
 }

@@ -23,7 +23,10 @@ import (
 // Defaults of Options.
 const (
 	DefaultMaxBatch = 10000
-	DefaultTimeout  = 5 * time.Second
+	// DefaultTimeout bounds one request's wait for IDs or values: no
+	// client waits more than a second (the node's IDWait, 900 ms under
+	// flaked serve, ends it first with the reason).
+	DefaultTimeout = time.Second
 	// fleetCacheFor is how long the status page reuses one read of the
 	// registry: a page reloaded in a loop costs Redis one audit read
 	// every few seconds, not one per load.

@@ -37,8 +37,13 @@ func (n *Node) TryNextBlock(count int64) (flake.Block, bool) {
 }
 
 // NextBlock returns up to n IDs as one block from the current mode's
-// source, waiting out mode switches as NextID does.
+// source, waiting out mode switches and, up to IDWait, a source that
+// cannot issue, as NextID does.
 func (n *Node) NextBlock(ctx context.Context, count int64) (flake.Block, error) {
+	parent := ctx
+	ctx, cancel := n.waitContext(ctx)
+	defer cancel()
+	waited := false
 	for {
 		s := n.src.Load()
 		var b flake.Block
@@ -54,8 +59,8 @@ func (n *Node) NextBlock(ctx context.Context, count int64) (flake.Block, error) 
 		if err == nil {
 			return b, nil
 		}
-		if !n.again(ctx, s, err) {
-			return flake.Block{}, err
+		if !n.againOrWait(ctx, s, err, &waited) {
+			return flake.Block{}, n.waitError(parent, err)
 		}
 	}
 }

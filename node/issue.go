@@ -85,23 +85,50 @@ func (n *Node) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 // retried once the switch is done. In auto mode a flake source that cannot
 // issue (reservation refused, clock behind) is checked at once, so the
 // caller gets a counter-mode ID rather than the error when falling back is
-// right.
+// right: in the monitor with IDWait (the caller retries meanwhile), in
+// the caller's goroutine without.
 func (n *Node) again(ctx context.Context, s *source, err error) bool {
 	if n.src.Load() != s {
 		return true
 	}
 	if errors.Is(err, flake.ErrClosed) || errors.Is(err, fallback.ErrClosed) {
-		n.mu.Lock() // wait out the switch that closed s
-		n.mu.Unlock()
-		return n.src.Load() != s
+		return n.awaitSwitch(ctx, s)
 	}
 	if n.opts.Mode != ModeAuto || s.gen == nil || ctx.Err() != nil {
 		return false
 	}
-	n.mu.Lock()
+	if n.opts.IDWait > 0 {
+		// The check may wait on Redis (a claim, the clock guard), which
+		// ctx does not cut short: it runs now in the monitor, and the
+		// caller, retrying while IDWait lasts, takes the new source when
+		// it is there. Its wait stays bounded by IDWait.
+		n.kick()
+		return false
+	}
+	// A check already running (it may be waiting on Redis) is not waited
+	// for.
+	if !n.mu.TryLock() {
+		return false
+	}
 	if n.src.Load() == s && !n.closed {
 		n.checkLocked(ctx)
 	}
 	n.mu.Unlock()
 	return n.src.Load() != s
+}
+
+// awaitSwitch waits out the switch that closed s, while ctx allows: a
+// switch may be claiming through a slow Redis, and no caller waits on it
+// past its own bound.
+func (n *Node) awaitSwitch(ctx context.Context, s *source) bool {
+	for n.src.Load() == s {
+		if n.mu.TryLock() {
+			n.mu.Unlock()
+			return n.src.Load() != s
+		}
+		if flake.Sleep(ctx, n.opts.Clock, retryPause) != nil {
+			return false
+		}
+	}
+	return true
 }

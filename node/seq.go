@@ -51,6 +51,8 @@ func (n *Node) NextSeq(ctx context.Context, tag string, dst []int64) (int, error
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := n.waitContext(ctx) // a segment in flight is waited for up to IDWait
+	defer cancel()
 	return s.NextN(ctx, tag, dst)
 }
 

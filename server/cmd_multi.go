@@ -1,6 +1,9 @@
 package server
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Transactions: MULTI, then requests that are queued (+QUEUED), then EXEC
 // runs them in order and answers an array of their replies, or DISCARD
@@ -128,6 +131,14 @@ func cmdExec(c *conn, _ [][]byte) {
 		c.endTx()
 		c.writeError("EXECABORT Transaction discarded because of previous errors.")
 		return
+	}
+	if c.s.opts.ExecWait > 0 && t.wait {
+		ctx, cancel := context.WithTimeout(c.s.ctx, c.s.opts.ExecWait)
+		c.execCtx = ctx
+		defer func() {
+			cancel()
+			c.execCtx = nil
+		}()
 	}
 	// Still in MULTI while they run, as in Redis (CLIENT INFO shows it).
 	c.writeArray(len(t.cmds))

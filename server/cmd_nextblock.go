@@ -47,7 +47,7 @@ func cmdNextBlock(c *conn, args [][]byte) {
 			return
 		}
 		var err error
-		if b, err = bg.NextBlock(s.ctx, n); err != nil {
+		if b, err = bg.NextBlock(c.waitCtx(), n); err != nil {
 			c.generatorError(err)
 			return
 		}

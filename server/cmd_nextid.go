@@ -16,7 +16,7 @@ func cmdNextID(c *conn, args [][]byte) {
 		if !c.wait() { // in an event loop: a goroutine asks again
 			return
 		}
-		id, err := s.gen.NextID(s.ctx)
+		id, err := s.gen.NextID(c.waitCtx())
 		if err != nil {
 			c.generatorError(err)
 			return

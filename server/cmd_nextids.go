@@ -29,7 +29,7 @@ func cmdNextIDs(c *conn, args [][]byte) {
 		if !c.wait() { // in an event loop: a goroutine asks again
 			return
 		}
-		if _, err := s.gen.NextIDs(s.ctx, ids); err != nil {
+		if _, err := s.gen.NextIDs(c.waitCtx(), ids); err != nil {
 			c.generatorError(err)
 			return
 		}

@@ -63,7 +63,7 @@ func cmdNextSeq(c *conn, args [][]byte) {
 		if !c.wait() { // in an event loop: a goroutine asks again
 			return
 		}
-		if _, err := sq.NextSeq(s.ctx, string(args[1]), vals); err != nil {
+		if _, err := sq.NextSeq(c.waitCtx(), string(args[1]), vals); err != nil {
 			s.stats.nextIDErrors.Add(1)
 			s.warn.Warn().Err(err).Str("tag", string(args[1])).Msg("no sequence value handed out")
 			c.writeError("ERR no sequence value: " + err.Error())

@@ -42,14 +42,15 @@ type conn struct {
 	born  time.Time
 	p     *reqParser
 
-	out    []byte    // replies not yet written
-	mark   int       // len(out) before the running command; a panic cuts back to it
-	ids    []uint64  // NEXTIDS buffer
-	one    [1]uint64 // NEXTID's
-	authed bool
-	quit   bool         // close once out is flushed
-	resp3  bool         // HELLO 3 switched the connection to RESP3 (reply.go)
-	tx     *transaction // between MULTI and EXEC/DISCARD (cmd_multi.go)
+	out     []byte    // replies not yet written
+	mark    int       // len(out) before the running command; a panic cuts back to it
+	ids     []uint64  // NEXTIDS buffer
+	one     [1]uint64 // NEXTID's
+	authed  bool
+	quit    bool            // close once out is flushed
+	resp3   bool            // HELLO 3 switched the connection to RESP3 (reply.go)
+	tx      *transaction    // between MULTI and EXEC/DISCARD (cmd_multi.go)
+	execCtx context.Context // while EXEC runs with Options.ExecWait: the bound of its waits
 	// caching is set by CLIENT CACHING until the next command
 	// (cmd_client_tracking.go).
 	caching bool
@@ -286,4 +287,13 @@ func (c *conn) protoVersion() int {
 		return 3
 	}
 	return 2
+}
+
+// waitCtx is what a request's wait for IDs is bounded by: the server's
+// context, or inside EXEC the transaction's (Options.ExecWait).
+func (c *conn) waitCtx() context.Context {
+	if c.execCtx != nil {
+		return c.execCtx
+	}
+	return c.s.ctx
 }

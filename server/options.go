@@ -64,6 +64,11 @@ type Options struct {
 	// does not read it, and a TLS handshake: >= 0, 0 means never (TLS
 	// handshakes then get 10 s).
 	IdleTimeout time.Duration
+	// ExecWait bounds the waits for IDs of one MULTI/EXEC as a whole, so
+	// a transaction of k requests does not wait k times each one's bound:
+	// past it the requests left answer errors. >= 0, 0 means none beyond
+	// each request's own; flaked serve sets it to --id-wait.
+	ExecWait time.Duration
 	// RequirePass, when not empty, is the password of the "default" user:
 	// until AUTH (or HELLO ... AUTH) gives it, every command but AUTH,
 	// HELLO and QUIT is answered "-NOAUTH Authentication required.".
@@ -117,6 +122,9 @@ func (o Options) withDefaults() (Options, error) {
 		o.Loops = DefaultLoops()
 	case o.Loops < -1 || o.Loops > MaxLoops:
 		err = errors.Join(err, fmt.Errorf("%w: Loops %d, valid range is 1..%d (0 means %d here, -1 means none)", ErrInvalidOptions, o.Loops, MaxLoops, DefaultLoops()))
+	}
+	if o.ExecWait < 0 {
+		err = errors.Join(err, fmt.Errorf("%w: ExecWait %v, must be >= 0 (0 means none)", ErrInvalidOptions, o.ExecWait))
 	}
 	if o.IdleTimeout < 0 {
 		err = errors.Join(err, fmt.Errorf("%w: IdleTimeout %v, must be >= 0 (0 means none)", ErrInvalidOptions, o.IdleTimeout))

@@ -132,7 +132,7 @@ func TestStateFile_DiskFullOrReadOnly(t *testing.T) {
 		return !s.Ready()
 	})
 	before := sl.errs.Load()
-	time.Sleep(3 * time.Second) // past --id-wait (2 s): a request the node cannot serve fails then
+	time.Sleep(3 * time.Second) // past --id-wait (900 ms): a request the node cannot serve fails then
 	if sl.errs.Load() == before {
 		t.Error("standalone with a full disk: no request failed; it issued past what its state file records")
 	}

@@ -21,11 +21,13 @@ const (
 	maxIdleTimeout     = 24 * time.Hour
 	minShutdownTimeout = time.Second
 	maxShutdownTimeout = 10 * time.Minute
-	// defaultIDWait is --id-wait: long enough to cover a claim again or a
-	// reservation from a Redis that restarts, below go-redis's 3 s read
-	// timeout, so a client sees the daemon's error rather than its own
-	// timeout.
-	defaultIDWait = 2 * time.Second
+	// defaultIDWait is --id-wait: the longest a request for an ID waits
+	// (issue 28: no client waits more than a second through any fault).
+	// Every wait inside a request (a reservation or counter segment in
+	// flight, a mode switch) is bounded by it; it is a little under the Go
+	// client's 1 s bound (client.DefaultWait), so the daemon's error
+	// naming the cause reaches the client before the client gives up.
+	defaultIDWait = 900 * time.Millisecond
 )
 
 func serveFlags() []cli.Flag {
@@ -44,7 +46,7 @@ func serveFlags() []cli.Flag {
 		durationFlag("max-wait", 0, 0, coord.MaxMaxWait,
 			"how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode; 0: the data-loss horizon + 2s, about 5s, where the horizon is max-lead + 1s reserve-ahead + max-skew + a tick)"),
 		durationFlag("id-wait", defaultIDWait, 0, node.MaxIDWait,
-			"how long a NEXTID/NEXTIDS waits for an ID while the node cannot issue (claiming again, Redis slow or restarting) before it answers an error saying what the node waits for and until when; keep it below the clients' read timeout (go-redis: 3s)"),
+			"the longest a NEXTID/NEXTIDS/NEXTBLOCK (and the HTTP API) waits for an ID while the node cannot issue (claiming again, Redis slow or restarting) before it answers an error saying what the node waits for and until when; keep it below the clients' read timeout (go-redis: 3s)"),
 		durationFlag("max-skew", coord.DefaultMaxSkew, coord.MinMaxSkew, coord.MaxMaxSkew,
 			"largest difference of the local clock from Redis TIME"),
 		durationFlag("replica-wait", coord.DefaultReplicaWait, coord.MinReplicaWait, coord.MaxReplicaWait,

@@ -111,7 +111,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 	o.server = server.Options{
 		MaxConns: c.Int("max-clients"), MaxBatch: c.Int("max-batch"), MaxLine: c.Int("max-line"),
 		MaxBulk: c.Int("max-bulk"), MaxArgs: c.Int("max-args"), IdleTimeout: c.Duration("idle-timeout"),
-		RequirePass: c.String("requirepass"), TLSConfig: tlsConfig, Logger: log, Version: version,
+		RequirePass: c.String("requirepass"), ExecWait: c.Duration("id-wait"), TLSConfig: tlsConfig, Logger: log, Version: version,
 		Loops: c.Int("io-loops"),
 	}
 	return o, nil
