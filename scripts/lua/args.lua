@@ -9,8 +9,6 @@ end
 
 local function list(s)
   local out = {}
-  if s and s ~= '' then
-    for x in string.gmatch(s .. ',', '([^,]*),') do out[#out + 1] = x end
-  end
+  for x in string.gmatch(s ~= '' and s and s .. ',' or '', '([^,]*),') do out[#out + 1] = x end
   return out
 end

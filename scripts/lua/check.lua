@@ -2,8 +2,7 @@
 -- held by this token.
 --
 -- KEYS[1] {ns}:machines routes the call to the namespace's slot.
--- ARGV (name = value; args.lua): prefix = key prefix; token; ids =
---   machine IDs.
+-- ARGV (name = value; args.lua): prefix = key prefix; token; ids.
 local A = args()
 for _, id in ipairs(list(A.ids)) do
   if redis.call('GET', A.prefix .. 'lease:' .. id) ~= A.token then

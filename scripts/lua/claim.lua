@@ -90,8 +90,7 @@ for _, id in ipairs(cands) do
       local o = redis.call('HMGET', prefix .. 'owner:' .. id, 'node', 'host', 'pid')
       if o[1] == node then
         clone = (o[2] or '') .. ' ' .. (o[3] or '')
-        event('clone', id, 'holder', holder, 'node', node, 'holder_host', o[2] or '', 'holder_pid', o[3] or '',
-          'detail', 'a live process holds this machine ID under the same state-file node ID: two processes run from copies of one state file')
+        event('clone', id, 'holder', holder, 'node', node, 'holder_host', o[2] or '', 'holder_pid', o[3] or '')
       end
     end
   end

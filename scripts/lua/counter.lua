@@ -3,12 +3,12 @@
 --
 -- KEYS[1] {ns}:counter, KEYS[2] {ns}:layout, KEYS[3] {ns}:events,
 -- KEYS[4] {ns}:meta
--- ARGV (name = value; args.lua): n = the segment size (1..2^24); epochUs
---   = epoch (us since the Unix epoch); tickUs = tick length (us); bits =
---   bits of sequence (1..30); lead = ticks, >= 0; minTick, minSeq = the
---   caller's floor, a counter value the segment must not start below (0,
---   0 for none); layout = the caller's canonical layout (another fleet
---   layout is refused, a missing one is set); maxlen = events maxlen;
+-- ARGV (name = value; args.lua): n = the segment size (1..2^24); epochUs,
+--   tickUs = epoch and tick length (us); bits = bits of sequence (1..30);
+--   lead = ticks, >= 0; minTick, minSeq = the caller's floor, a counter
+--   value the segment must not start below (0, 0 for none); layout = the
+--   caller's canonical layout (another fleet layout is refused, a missing
+--   one is set); maxlen = events maxlen;
 --   counterID = counter machine ID; host, pid = the caller's; generation =
 --   to create {ns}:meta with; settleMs = layout settle (ms); identity =
 --   "info" or "none" (guard.lua).
@@ -24,7 +24,8 @@
 --
 -- Returns {"OK", first tick, first seq, last tick, last seq (inclusive),
 -- T, replicas needed, replicas listed} | {"AHEAD", T, tick of the next
--- value} | {"SETTLE", T, tick when the layout has settled}.
+-- value} | {"SETTLE", T, tick when the layout has settled} | {"LAYOUT",
+-- the fleet's layout}.
 local A = args()
 local n, epochUs, unitUs = tonumber(A.n), tonumber(A.epochUs), tonumber(A.tickUs)
 local bits, lead, maxlen = tonumber(A.bits), tonumber(A.lead), A.maxlen
@@ -46,7 +47,7 @@ end
 
 local fleet = redis.call('GET', KEYS[2])
 if fleet and fleet ~= A.layout then
-  return redis.error_reply('ERR counter.lua: layout ' .. A.layout .. ' differs from the fleet layout ' .. fleet)
+  return {'LAYOUT', fleet}
 end
 local nowMs, settleMs = math.floor(nowUs / 1000), tonumber(A.settleMs)
 if not fleet then

@@ -4,10 +4,8 @@
 --
 -- KEYS[1] {ns}:meta KEYS[2] {ns}:layout KEYS[3] {ns}:events
 -- ARGV (name = value; args.lua): generation; layout = canonical layout;
---   epochUs = epoch (us since the Unix epoch); tickUs = tick length (us);
---   maxlen = events maxlen; host, pid = the caller's; identity = as for
---   guard.lua's serverInfo (the server's identity is read, and an unsafe
---   server refused, as by every writing script).
+--   epochUs, tickUs = epoch and tick length (us); maxlen = events maxlen;
+--   host, pid = the caller's; identity = as for every writing script.
 --
 -- An operator who knows the fleet is new says so (as etcd's
 -- --initial-cluster-state new): {ns}:meta is written with this server's

@@ -1,10 +1,9 @@
 -- prune.lua: forget machine IDs nobody uses any more (flaked audit prune).
 --
 -- KEYS[1] {ns}:machines  KEYS[2] {ns}:reserved  KEYS[3] {ns}:events
--- ARGV (name = value; args.lua): prefix = key prefix "{ns}:"; cutoff =
---   cutoff tick: only an ID whose reservation is below it is forgotten;
---   host, pid = of the pruning process; ids = "machine ID:owner token the
---   audit read" items ("" token for none).
+-- ARGV (name = value; args.lua): prefix = key prefix; cutoff = only an ID
+--   whose reservation is below this tick is forgotten; host, pid = of the
+--   pruning process; ids = "machine ID:owner token the audit read" items.
 -- Each ID is checked again atomically (a node may have claimed it since
 -- the audit read the registry): it is left alone when its lease exists,
 -- its reservation is missing or not below the cutoff, or its owner token

@@ -4,8 +4,7 @@
 -- KEYS[1] {ns}:reserved KEYS[2] {ns}:events KEYS[3] {ns}:meta
 -- ARGV (name = value; args.lua): prefix = key prefix; token; last = last
 --   tick used; maxlen = events maxlen; host, pid, addr = the owner's;
---   generation; epochUs = epoch (us); tickUs = tick length (us); identity =
---   "info", or the operator's opt-in "none" (guard.lua); ids = machine IDs.
+--   generation; epochUs, tickUs = epoch and tick length (us); identity; ids.
 --
 -- While we hold the lease, the reservation is set to the exact last tick
 -- used, so a clean restart starts at once: the only place a reservation

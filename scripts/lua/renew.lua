@@ -8,11 +8,10 @@
 --   (tick); ttl = lease ttl (ms); maxlen = events maxlen; mode, host, pid,
 --   addr, version = the owner's; layout = canonical layout; generation =
 --   the registry generation the lease was claimed in; horizon = ticks;
---   epochUs = epoch (us); tickUs = tick length (us); node = node ID;
---   lossID = the loss ID (guard.lua) this owner saw at its last claim or
---   renewal; fleetHorizon = the fleet horizon this owner knew at its claim;
---   identity = "info", or the operator's opt-in "none" (guard.lua); ids =
---   machine IDs.
+--   epochUs, tickUs = epoch and tick length (us); node = node ID; lossID =
+--   the loss ID (guard.lua) this owner saw at its last claim or renewal;
+--   fleetHorizon = the fleet horizon this owner knew at its claim;
+--   identity = "info" or "none" (guard.lua); ids = machine IDs.
 --
 -- Extends the leases held by the token and raises the reservation, never
 -- past Redis TIME + the fleet's horizon. A missing lease is lost
@@ -24,8 +23,9 @@
 --
 -- Returns {"OK", reservation, data loss ("" | "created" | "server"),
 -- Redis time (ms), loss ID, replicas needed, replicas listed} or {"LOST",
--- id, reason, holder, kind ("expired" | "fenced": taken over by a copy of
--- our state file | "layout" | "loss" | ""), holder host, holder pid}.
+-- id, the stored layout (kind "layout") or "", holder, kind ("expired" |
+-- "fenced": taken over by a copy of our state file | "layout" | "loss" |
+-- "held"), holder host, holder pid}; lua.LostText words each kind.
 local A = args()
 local prefix, token, ttl, maxlen = A.prefix, A.token, A.ttl, A.maxlen
 local want, held, knownHorizon = tonumber(A.want), tonumber(A.held), tonumber(A.fleetHorizon)
@@ -45,7 +45,7 @@ local gen, lossMs, how, lossID = guard(KEYS[4], KEYS[2], maxlen, generation,
   {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', horizon}, who, A.identity)
 if how == 'created' then
   event('dataloss', ids[1], 'generation', generation,
-    'detail', 'registry metadata missing at renewal: Redis lost its data; meta and layout restored by this owner')
+    'detail', 'meta-missing')
 end
 local stored = redis.call('GET', KEYS[5])
 local settle, storedUnder, current = layoutWindow(KEYS[4], lossID, nowNum, 0)
@@ -71,7 +71,7 @@ elseif stored ~= layout then
     event('layout_restored', ids[1], 'layout', layout, 'refused', stored, 'detail', detail)
   else
     event('renew_fail', ids[1], 'reason', 'layout', 'layout', layout, 'stored', stored)
-    return {'LOST', ids[1], 'the fleet layout is ' .. stored .. ', this owner runs ' .. layout, '', 'layout', '', ''}
+    return {'LOST', ids[1], stored, '', 'layout', '', ''}
   end
 end
 local metaHorizon = tonumber(redis.call('HGET', KEYS[4], 'horizon') or -1)
@@ -90,22 +90,20 @@ for _, id in ipairs(ids) do
   local holder = redis.call('GET', prefix .. 'lease:' .. id)
   if not holder then
     event('renew_fail', id, 'reason', 'expired', 'held', held)
-    return {'LOST', id, 'lease expired: claiming again above its reservation', '', 'expired', '', ''}
+    return {'LOST', id, '', '', 'expired', '', ''}
   elseif holder ~= token then
     local o = redis.call('HMGET', prefix .. 'owner:' .. id, 'from_token', 'host', 'pid')
     if o[1] == token then
-      event('fenced', id, 'holder', holder, 'holder_host', o[2] or '', 'holder_pid', o[3] or '',
-        'detail', 'taken over by a process that started from a copy of this owner\'s state file')
-      return {'LOST', id, 'taken over by ' .. (o[2] or '?') .. ' pid ' .. (o[3] or '?') ..
-        ', which started from a copy of this node\'s state file', holder, 'fenced', o[2] or '', o[3] or ''}
+      event('fenced', id, 'holder', holder, 'holder_host', o[2] or '', 'holder_pid', o[3] or '')
+      return {'LOST', id, '', holder, 'fenced', o[2] or '', o[3] or ''}
     end
-    event('renew_fail', id, 'reason', 'lease held by another owner', 'holder', holder)
-    return {'LOST', id, 'lease held by another owner', holder, '', '', ''}
+    event('renew_fail', id, 'reason', 'held', 'holder', holder)
+    return {'LOST', id, '', holder, 'held', '', ''}
   end
 end
 if lossID ~= knownLoss then
-  event('renew_fail', ids[1], 'reason', 'possible data loss since the last renewal', 'loss_ms', lossMs, 'held', held)
-  return {'LOST', ids[1], 'Redis may have lost writes since the last renewal (restart or failover): claiming again above the loss floor', '', 'loss', '', ''}
+  event('renew_fail', ids[1], 'reason', 'loss', 'loss_ms', lossMs, 'held', held)
+  return {'LOST', ids[1], '', '', 'loss', '', ''}
 end
 
 local granted = nil

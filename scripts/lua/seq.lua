@@ -25,8 +25,9 @@
 -- fails closed the same way. Why: docs/design.md, Why the scripts are safe.
 --
 -- Returns {'OK', first, last, loss id, step, replicas needed} (next),
--- {'RATE', ms to wait}, {'MAX', max}, {'BLOCKED', reason},
--- {'LOST', detail}, {'UNKNOWN'}; {'OK', n given back, 'high'|'free'|'lost'}
+-- {'RATE', ms to wait}, {'MAX', max}, {'BLOCKED', reason ("jump <loss id>
+-- <jump> <high> <max jump>", also the tag's blocked field)}, {'LOST', the
+-- caller's floor}, {'UNKNOWN'} (lua.SeqBlockedText, SeqLostText word them); {'OK', n given back, 'high'|'free'|'lost'}
 -- (giveback); {'OK'} or {'GONE'} (check); {'OK', high} (create, restore),
 -- {'EXISTS'} (create), {'WAIT', ms, loss_ms} (restore too early).
 -- segmentTTLMs: a node hands out a segment's values only this long after
@@ -136,12 +137,8 @@ local floor = tonumber(A.floor) or 0
 
 if not r then
   if floor > 0 or redis.call('SISMEMBER', KEYS[1], tag) == 1 then
-    local detail = 'tag ' .. tag .. ' is missing from Redis (Redis lost its data?) but was granted values before'
-    if floor > 0 then detail = detail .. ' (this process up to ' .. I(floor) .. ')' end
-    detail = detail .. ': nothing bounds what other nodes were granted; run `flaked seq restore ' .. tag
-      .. ' --above N` with N at or above the last value your records hold'
-    event('seq_lost', 'value', I(floor), 'detail', detail)
-    return {'LOST', detail}
+    event('seq_lost', 'value', I(floor))
+    return {'LOST', I(floor)}
   end
   return {'UNKNOWN'}
 end
@@ -233,9 +230,7 @@ if r.loss_id ~= lossID then
   local jump = bound - high
   local mj = num(r.max_jump)
   if mj > 0 and jump > mj then
-    local reason = 'Redis lost writes (loss ' .. lossID .. '): the rate bound puts tag ' .. tag
-      .. ' up to ' .. I(jump) .. ' values above its copy (' .. I(high) .. '), more than its max jump '
-      .. I(mj) .. '; run `flaked seq restore ' .. tag .. ' --above N` with N at or above the last value your records hold'
+    local reason = table.concat({'jump', lossID, I(jump), I(high), I(mj)}, ' ')
     redis.call('HSET', key, 'blocked', reason)
     event('seq_blocked', 'value', I(high), 'detail', reason)
     return {'BLOCKED', reason}
@@ -245,7 +240,7 @@ if r.loss_id ~= lossID then
   bound = math.min(bound, LIMIT)
   lost = lost + math.max(0, bound - high) + freeCount(free)
   event('seq_jump', 'value', I(bound), 'previous', I(high), 'loss_id', lossID,
-    'detail', 'Redis lost writes: the tag continues above every value it can have granted (rate bound)')
+    'detail', 'rate bound')
   high = math.max(high, bound)
   free = {}
   jumps = jumps + 1
