@@ -135,6 +135,9 @@ func (b *detail) layoutRestored() {
 
 // dataLoss is the detail of a data-loss event.
 func (b *detail) dataLoss() {
+	if d, ok := b.d[lua.FieldDetail]; ok {
+		b.d[lua.FieldDetail] = lua.DataLossText(d)
+	}
 	b.take(lua.FieldDetail, "")
 	if v, ok := b.d[lua.FieldServer]; ok {
 		b.add(fmt.Sprintf("server %s, was %s", orDash(shortServer(v)), orDash(shortServer(b.d[lua.FieldPreviousServer]))))
@@ -146,6 +149,9 @@ func (b *detail) dataLoss() {
 
 // renewFail is the detail of a refused renewal.
 func (b *detail) renewFail() {
+	if r, ok := b.d[lua.FieldReason]; ok {
+		b.d[lua.FieldReason] = lua.RenewFailReason(r)
+	}
 	b.take(lua.FieldReason, "reason: ")
 	if l, st := b.d[lua.FieldLayout], b.d[lua.FieldStored]; l != "" || st != "" {
 		b.add(fmt.Sprintf("this owner runs %s, the fleet's is %s", orDash(l), orDash(st)))

@@ -40,6 +40,7 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 	}.KeysArgv()
 	v, err := initScript.Run(ctx, rdb, keys, argv...).Slice()
 	if err != nil {
+		err = lua.Explain(err)
 		return "", fmt.Errorf("init registry %q: %w", o.Namespace, err)
 	}
 	if len(v) == 3 && v[0] == "EXISTS" {

@@ -252,15 +252,17 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	if v[0] == "LOST" {
 		l.renewFails.Add(1)
 		var err error
-		switch v[4] {
-		case "layout":
-			err = fmt.Errorf("%w: %w: %v; start it with the fleet's layout flags", ErrLeaseLost, ErrLayoutMismatch, v[2])
-		case "fenced":
+		kind := fmt.Sprint(v[4])
+		text := lua.LostText(kind, fmt.Sprint(v[2]), lay.String())
+		switch kind {
+		case lua.LostLayout:
+			err = fmt.Errorf("%w: %w: %s; start it with the fleet's layout flags", ErrLeaseLost, ErrLayoutMismatch, text)
+		case lua.LostFenced:
 			err = fmt.Errorf("%w: %w: machine ID %v taken over by %v pid %v", ErrLeaseLost, ErrFenced, v[1], v[5], v[6])
-		case "loss":
-			err = fmt.Errorf("%w: %w: machine ID %v: %v", ErrLeaseLost, ErrPossibleLoss, v[1], v[2])
+		case lua.LostLoss:
+			err = fmt.Errorf("%w: %w: machine ID %v: %s", ErrLeaseLost, ErrPossibleLoss, v[1], text)
 		default:
-			err = fmt.Errorf("%w: machine ID %v: %v", ErrLeaseLost, v[1], v[2])
+			err = fmt.Errorf("%w: machine ID %v: %s", ErrLeaseLost, v[1], text)
 		}
 		l.lastErr.Store(&err)
 		l.markLost(err)
@@ -352,7 +354,7 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 		Generation: cmp.Or(l.generation, newToken(r.opts.Rand)), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
 		Identity: r.opts.RedisIdentity, MachineIDs: l.ids,
 	}.KeysArgv()
-	err := releaseScript.Run(ctx, r.rdb, keys, argv...).Err()
+	err := lua.Explain(releaseScript.Run(ctx, r.rdb, keys, argv...).Err())
 	if err != nil {
 		err = fmt.Errorf("release machine IDs %v: %w", l.ids, err)
 	}

@@ -80,6 +80,7 @@ func (s *server) probe(ctx context.Context) {
 		s.info, _ = v[2].(string)
 	case len(v) == 2 && v[0] == "UNSAFE":
 		s.refuse, _ = v[1].(string)
+		s.refuse = lua.ExplainRefusal(s.refuse)
 	}
 }
 

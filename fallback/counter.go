@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -441,12 +440,11 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 			if c.ctx.Err() != nil {
 				return nil, 0, ErrClosed
 			}
-			// counter.lua's refusal of another layout (its error text; a
-			// script error has no code of its own to test).
-			if strings.Contains(err.Error(), "differs from the fleet layout") {
-				return nil, 0, fmt.Errorf("counter.lua on %s: %w: %w", c.keys.Counter, ErrLayoutMismatch, err)
-			}
 			return nil, 0, fmt.Errorf("counter.lua on %s: %w", c.keys.Counter, err)
+		}
+		if len(res) == 2 && res[0] == "LAYOUT" {
+			return nil, 0, fmt.Errorf("counter.lua on %s: %w: layout %s differs from the fleet layout %v",
+				c.keys.Counter, ErrLayoutMismatch, a.Layout, res[1])
 		}
 		if len(res) >= 6 && res[0] == "OK" {
 			first, err1 := c.composeValue(res[1], res[2])

@@ -688,10 +688,12 @@ func TestCounterScript_ExactValues(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := idtest.Context(t, 20*time.Second)
 		rng := rand.New(rand.NewPCG(1, 2))
-		keys := []string{key, "{flaked}:layout", "{flaked}:events", "{flaked}:meta"}
 		run := func(n int64, epochUs, bits, lead int64, minValue uint64) *redis.Cmd {
-			return script.Run(ctx, rdb, keys, n, epochUs, 1000, bits, lead, minValue>>bits, minValue&(1<<bits-1),
-				fmt.Sprintf("test-%d", bits), 1000, 1<<bits-1, "h", 1, "g", 0)
+			keys, argv := lua.CounterArgs{Keys: lua.NewKeys("flaked"), Size: n, EpochUs: epochUs, TickUs: 1000,
+				SeqBits: int(bits), Lead: lead, MinTick: int64(minValue >> bits), MinSeq: int64(minValue & (1<<bits - 1)),
+				Layout: fmt.Sprintf("test-%d", bits), EventsMaxLen: 1000, CounterID: 1<<bits - 1, Host: "h", PID: 1,
+				Generation: "g"}.KeysArgv()
+			return script.Run(ctx, rdb, keys, argv...)
 		}
 		// The first run creates {ns}:meta, recording a possible loss now;
 		// moved back, so only the arithmetic is tested here.

@@ -311,7 +311,7 @@ func (r *replay) renew(f []string) {
 	}
 	if got == "LOST" {
 		kind := str(res[4])
-		want := map[string][]string{"loss": {"loss"}, "layout": {"layout"}, "expired": {"expired"}, "held": {"", "fenced"}}[f[4]]
+		want := map[string][]string{"loss": {"loss"}, "layout": {"layout"}, "expired": {"expired"}, "held": {"held", "fenced"}}[f[4]]
 		ok := false
 		for _, k := range want {
 			ok = ok || k == kind

@@ -28,6 +28,7 @@ func (s *Sequences) Create(ctx context.Context, name string, opts TagOptions) er
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
+		err = lua.Explain(err)
 		return fmt.Errorf("%w: creating tag %s: %w", ErrUnavailable, name, err)
 	}
 	if res[0] == "EXISTS" {
@@ -61,6 +62,7 @@ func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts 
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
+		err = lua.Explain(err)
 		return 0, fmt.Errorf("%w: restoring tag %s: %w", ErrUnavailable, name, err)
 	}
 	if res[0] == "WAIT" {
@@ -124,7 +126,10 @@ func Info(ctx context.Context, rdb redis.UniversalClient, namespace, name string
 		n(lua.SeqFieldMax), n(lua.SeqFieldRate), n(lua.SeqFieldBurst), n(lua.SeqFieldMaxJump)
 	ti.High, ti.GivenBack, ti.Lost, ti.Jumps, ti.Grants = n(lua.SeqFieldHigh), n(lua.SeqFieldGivenBack),
 		n(lua.SeqFieldLost), n(lua.SeqFieldJumps), n(lua.SeqFieldGrants)
-	ti.Free, ti.Blocked = h[lua.SeqFieldFree], h[lua.SeqFieldBlocked]
+	ti.Free = h[lua.SeqFieldFree]
+	if b := h[lua.SeqFieldBlocked]; b != "" {
+		ti.Blocked = lua.SeqBlockedText(name, b)
+	}
 	var a, b int64
 	for rest := ti.Free; rest != ""; {
 		var part string

@@ -438,8 +438,10 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 			}
 		case "MAX":
 			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s handed out its maximum %s", ErrMaxReached, name, arg(1))}
-		case "BLOCKED", "LOST":
-			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, arg(1))}
+		case "BLOCKED":
+			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, lua.SeqBlockedText(name, arg(1)))}
+		case "LOST":
+			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, lua.SeqLostText(name, arg(1)))}
 		case "UNKNOWN":
 			return nil, 0, &fetchError{fmt.Errorf("%w %s in namespace %s: create it with `flaked seq create %s`", ErrUnknownTag, name, s.opts.Namespace, name)}
 		default:
@@ -467,6 +469,7 @@ func (s *Sequences) renew(ctx context.Context, t *tag, seg *segment) error {
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
+		err = lua.Explain(err)
 		return fmt.Errorf("%w: tag %s: checking a segment older than %v: %w", ErrUnavailable, t.name, SegmentTTL, err)
 	}
 	if len(res) > 0 && res[0] == "OK" {
@@ -535,6 +538,7 @@ func (s *Sequences) giveBack(ctx context.Context, name string, seg *segment, fro
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
+		err = lua.Explain(err)
 		return fmt.Errorf("tag %s: giving back %d-%d: %w", name, a.FirstUnused, a.LastGranted, err)
 	}
 	if len(res) == 3 {

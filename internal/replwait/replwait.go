@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/scripts/lua"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -130,7 +131,7 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 			if cc, ok := rdb.(*redis.ClusterClient); ok && isRedirect(err) {
 				cc.ReloadState(ctx) // the slot moved: the next call goes to its new master
 			}
-			return nil, Result{}, err
+			return nil, Result{}, lua.Explain(err) // a guard.lua refusal written out
 		}
 		if len(v) == 0 || v[0] != "OK" || len(v) <= needAt+1 {
 			return v, Result{}, nil

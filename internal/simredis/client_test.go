@@ -147,7 +147,8 @@ func TestClientScripts(t *testing.T) {
 		t.Fatal("a new server knows the script")
 	}
 	rdb.Set(ctx, "{ns}:lease:1", "tok", 0)
-	n, err := script.Run(ctx, rdb, []string{"{ns}:machines"}, "{ns}:", "tok", 1).Int()
+	keys, argv := lua.CheckArgs{Keys: lua.NewKeys("ns"), Token: "tok", MachineIDs: []int{1}}.KeysArgv()
+	n, err := script.Run(ctx, rdb, keys, argv...).Int()
 	if err != nil || n != 1 {
 		t.Fatalf("check.lua = %d, %v", n, err)
 	}
@@ -155,7 +156,8 @@ func TestClientScripts(t *testing.T) {
 	if st.ScriptCalls != 1 || st.ScriptCommands != 1 {
 		t.Errorf("after EVALSHA (NOSCRIPT) then EVAL: %+v", st)
 	}
-	n, _ = script.Run(ctx, rdb, []string{"{ns}:machines"}, "{ns}:", "other", 1).Int()
+	keys, argv = lua.CheckArgs{Keys: lua.NewKeys("ns"), Token: "other", MachineIDs: []int{1}}.KeysArgv()
+	n, _ = script.Run(ctx, rdb, keys, argv...).Int()
 	if n != 0 || s.Stats().ScriptCalls != 2 {
 		t.Errorf("second run: %d, %+v", n, s.Stats())
 	}

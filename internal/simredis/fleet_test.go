@@ -138,8 +138,11 @@ func (f fleet) check(ctx context.Context, rdb redis.Scripter, l *lease) (any, er
 // counter runs counter.lua with the floor (minTick, minSeq).
 func (f fleet) counter(ctx context.Context, rdb redis.Scripter, n int64, minTick, minSeq string) (any, error) {
 	keys := []string{f.key("counter"), f.key("layout"), f.key("events"), f.key("meta")}
-	return counterScript.Run(ctx, rdb, keys, n, f.epochUs, f.unitUs, 8, 100, minTick, minSeq, f.layout, f.maxLen,
-		65535, "host-c", 99, "gen-counter", 0).Result()
+	// By hand, not lua.CounterArgs: the floor may be a value that is not
+	// a number ("counter: bad floor").
+	return counterScript.Run(ctx, rdb, keys, "n", n, "epochUs", f.epochUs, "tickUs", f.unitUs, "bits", 8, "lead", 100,
+		"minTick", minTick, "minSeq", minSeq, "layout", f.layout, "maxlen", f.maxLen, "counterID", 65535,
+		"host", "host-c", "pid", 99, "generation", "gen-counter", "settleMs", 0, "identity", lua.IdentityInfo).Result()
 }
 
 func toInt(v any) int64 {

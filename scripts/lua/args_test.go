@@ -25,22 +25,22 @@ var argsOfScripts = []struct {
 	{"renew.lua", renew, &RenewArgs{}},
 	{"release.lua", release, &ReleaseArgs{}},
 	{"counter.lua", counter, &CounterArgs{}},
-	{"check.lua", Check, &CheckArgs{}},
-	{"prune.lua", Prune, &PruneArgs{}},
+	{"check.lua", check, &CheckArgs{}},
+	{"prune.lua", prune, &PruneArgs{}},
 	{"init.lua", initScript, &InitArgs{}},
 }
 
-// TestArgs_MatchHeaders: every field of a script's Args type lands at the
-// ARGV index whose item in the script's header comment starts with the
-// field's argv tag, every item is some field's, the tail ("24..") is the
-// last field's, and the KEYS are the ones the header lists, in its order.
-// Each field is filled with a value no other field has, so where it
-// lands is found in the ARGV, not assumed.
+// TestArgs_MatchHeaders: a script's ARGV is name/value pairs, each name
+// once; the names are the ones the script's header comment explains, in
+// its order; every field of the script's Args type with an arg tag is sent
+// under that name (Keys as its prefix, lists comma-joined); and the KEYS
+// are the ones the header lists, in its order. Each field is filled with a
+// value no other field has, so the pair it lands in is found in the ARGV,
+// not assumed.
 func TestArgs_MatchHeaders(t *testing.T) {
 	for _, sc := range argsOfScripts {
 		t.Run(sc.file, func(t *testing.T) {
 			h := header(sc.text)
-			items, tail := headerArgv(t, h)
 			v := reflect.ValueOf(sc.args).Elem()
 			fillDistinct(v)
 			keys, argv := sc.args.KeysArgv()
@@ -48,43 +48,30 @@ func TestArgs_MatchHeaders(t *testing.T) {
 				t.Errorf("KEYS %q, header lists %q", keys, want)
 			}
 			got := wireValues(t, argv)
-			owner := make([]string, len(got)) // the field each ARGV value came from
+			if len(got)%2 != 0 {
+				t.Fatalf("ARGV %q is not name/value pairs", got)
+			}
+			sent := map[string]string{}
+			var names []string
+			for i := 0; i < len(got); i += 2 {
+				if _, dup := sent[got[i]]; dup {
+					t.Errorf("ARGV names %q twice", got[i])
+				}
+				sent[got[i]] = got[i+1]
+				names = append(names, got[i])
+			}
+			if want := headerNames(t, h); !slices.Equal(names, want) {
+				t.Errorf("ARGV names %q, the header explains %q", names, want)
+			}
 			for i := 0; i < v.NumField(); i++ {
 				f := v.Type().Field(i)
-				tag, ok := f.Tag.Lookup("argv")
+				name, ok := f.Tag.Lookup("arg")
 				if !ok {
 					continue
 				}
-				want := expectedWire(v.Field(i), i == v.NumField()-1 && tail > 0)
-				at := indexRun(got, want)
-				if at < 0 {
-					t.Errorf("%s: %q not in ARGV %q", f.Name, want, got)
-					continue
+				if w := expectedWire(v.Field(i)); sent[name] != w {
+					t.Errorf("%s: ARGV %s = %q, want %q", f.Name, name, sent[name], w)
 				}
-				for j := at; j < at+len(want); j++ {
-					if owner[j] != "" {
-						t.Errorf("ARGV[%d] is both %s and %s", j+1, owner[j], f.Name)
-					}
-					owner[j] = f.Name
-				}
-				if at >= len(items) {
-					t.Errorf("%s lands at ARGV[%d]; the header lists %d items", f.Name, at+1, len(items))
-					continue
-				}
-				if !strings.HasPrefix(items[at], tag) {
-					t.Errorf("%s lands at ARGV[%d], which the header calls %q, not %q", f.Name, at+1, items[at], tag)
-				}
-				if len(want) > 1 && at+1 != tail {
-					t.Errorf("%s is the tail from ARGV[%d]; the header's tail starts at %d", f.Name, at+1, tail)
-				}
-			}
-			for j, o := range owner {
-				if o == "" {
-					t.Errorf("ARGV[%d] = %q comes from no field with an argv tag", j+1, got[j])
-				}
-			}
-			if tail == 0 && len(got) != len(items) {
-				t.Errorf("%d ARGV values, the header lists %d", len(got), len(items))
 			}
 		})
 	}
@@ -99,11 +86,23 @@ func TestRenewArgs_Order(t *testing.T) {
 		LossID: "loss", FleetHorizon: 402, MachineIDs: []int{4, 9}}
 	keys, argv := a.KeysArgv()
 	wantKeys := []string{"{f}:reserved", "{f}:events", "{f}:machines", "{f}:meta", "{f}:layout"}
-	wantArgv := []any{"{f}:", "tok", int64(30), int64(20), int64(10000), int64(500), "flake", "h", 7, "a:1", "v1",
-		"8/16/10ms/2025-01-01T00:00:00Z", "gen", int64(401), int64(1735689600000000), float64(10000), "node", "loss",
-		int64(402), IdentityInfo, 4, 9}
+	wantArgv := []any{"prefix", "{f}:", "token", "tok", "want", int64(30), "held", int64(20), "ttl", int64(10000),
+		"maxlen", int64(500), "mode", "flake", "host", "h", "pid", 7, "addr", "a:1", "version", "v1",
+		"layout", "8/16/10ms/2025-01-01T00:00:00Z", "generation", "gen", "horizon", int64(401),
+		"epochUs", int64(1735689600000000), "tickUs", float64(10000), "node", "node", "lossID", "loss",
+		"fleetHorizon", int64(402), "identity", IdentityInfo, "ids", "4,9"}
 	if !slices.Equal(keys, wantKeys) || !reflect.DeepEqual(argv, wantArgv) {
 		t.Fatalf("KeysArgv() =\n%q\n%#v\nwant\n%q\n%#v", keys, argv, wantKeys, wantArgv)
+	}
+}
+
+// TestPruneArgs_Tokens: prune.lua reads each "id:token" item back as the
+// pair it was; a token with a comma (never flaked's own) cannot match the
+// stored one, so that ID is left alone rather than another one misread.
+func TestPruneArgs_Tokens(t *testing.T) {
+	_, argv := PruneArgs{Keys: NewKeys("f"), IDs: []PruneID{{4, "ab"}, {9, ""}, {12, "x,y"}}}.KeysArgv()
+	if got := argv[len(argv)-1]; got != "4:ab,9:,12:xy" {
+		t.Fatalf("ids = %q", got)
 	}
 }
 
@@ -141,48 +140,33 @@ func headerKeys(h string) []string {
 	return out
 }
 
-// headerArgv splits the header's ARGV paragraph ("ARGV: 1 key prefix,
-// 2 token, 3.. machine IDs.") into its items: items[i] is what it says
-// of ARGV[i+1]. tail is the index of the "N.." item, 0 when there is
-// none. Items are numbered in order, so ARGV[n+1]'s number is the first
-// "n+1" after ARGV[n]'s that stands alone (not "1..2^24" or "-1").
-func headerArgv(t *testing.T, h string) (items []string, tail int) {
+// headerNames are the ARGV names the header explains, in order: its
+// ARGV paragraph ("ARGV (name = value; args.lua): prefix = key prefix;
+// token; host, pid = the caller's; ids = machine IDs.") is items separated
+// by "; ", each one or more names (comma separated) before " = ", or a
+// name alone.
+func headerNames(t *testing.T, h string) []string {
 	t.Helper()
-	_, rest, ok := strings.Cut(h, "ARGV:")
+	_, rest, ok := strings.Cut(h, "ARGV (name = value; args.lua):")
 	if !ok {
-		t.Fatal("the header has no ARGV:")
+		t.Fatal("the header has no \"ARGV (name = value; args.lua):\"")
 	}
 	rest, _, _ = strings.Cut(rest, "\n")
-	type at struct{ num, text int }
-	var starts []at
-	for n := 1; ; n++ {
-		from := 0
-		if len(starts) > 0 {
-			from = starts[len(starts)-1].text
-		}
-		re := regexp.MustCompile(`(?:^|[\s,;:(])(` + strconv.Itoa(n) + `)(\.\.)? `)
-		m := re.FindStringSubmatchIndex(rest[from:])
-		if m == nil {
-			break
-		}
-		starts = append(starts, at{from + m[2], from + m[1]})
-		if m[4] >= 0 {
-			tail = n
-			break
+	var names []string
+	for _, item := range strings.Split(strings.TrimSpace(rest), "; ") {
+		lhs, _, _ := strings.Cut(item, " = ")
+		for _, n := range strings.Split(lhs, ", ") {
+			n = strings.TrimRight(strings.TrimSpace(n), ".")
+			if !nameRE.MatchString(n) {
+				t.Errorf("ARGV item %q: %q is not a name", item, n)
+			}
+			names = append(names, n)
 		}
 	}
-	if len(starts) == 0 {
-		t.Fatalf("no numbered ARGV items in %q", rest)
-	}
-	for i, s := range starts {
-		end := len(rest)
-		if i+1 < len(starts) {
-			end = starts[i+1].num
-		}
-		items = append(items, strings.TrimRight(strings.TrimSpace(rest[s.text:end]), ",;"))
-	}
-	return items, tail
+	return names
 }
+
+var nameRE = regexp.MustCompile(`^[a-z][A-Za-z]*$`)
 
 // fillDistinct sets every field of the Args struct v to a value no other
 // field has: Keys to the namespace "ns" (the headers' own), numbers and
@@ -216,32 +200,28 @@ func fillDistinct(v reflect.Value) {
 	}
 }
 
-// expectedWire is how field f must appear in ARGV: one value, or for the
-// tail a run of values (a slice that is not the tail goes as one
-// comma-separated value; Keys as its prefix).
-func expectedWire(f reflect.Value, isTail bool) []string {
+// expectedWire is how field f must appear in ARGV: Keys as its prefix,
+// a list comma-joined, prune's IDs as "id:token" items.
+func expectedWire(f reflect.Value) string {
 	switch x := f.Interface().(type) {
 	case Keys:
-		return []string{x.Prefix}
+		return x.Prefix
 	case []int:
 		s := make([]string, len(x))
 		for i, n := range x {
 			s[i] = strconv.Itoa(n)
 		}
-		if !isTail {
-			return []string{strings.Join(s, ",")}
-		}
-		return s
+		return strings.Join(s, ",")
 	case []PruneID:
 		var s []string
 		for _, p := range x {
-			s = append(s, strconv.Itoa(p.MachineID), p.Token)
+			s = append(s, strconv.Itoa(p.MachineID)+":"+p.Token)
 		}
-		return s
+		return strings.Join(s, ",")
 	case uint64:
-		return []string{strconv.FormatUint(x, 10)}
+		return strconv.FormatUint(x, 10)
 	}
-	return []string{fmt.Sprint(f.Interface())}
+	return fmt.Sprint(f.Interface())
 }
 
 // wireValues are the ARGV values as Redis receives them. Only types that
@@ -265,14 +245,4 @@ func wireValues(t *testing.T, argv []any) []string {
 		}
 	}
 	return out
-}
-
-// indexRun is where run starts in s, -1 when it does not.
-func indexRun(s, run []string) int {
-	for i := 0; i+len(run) <= len(s); i++ {
-		if slices.Equal(s[i:i+len(run)], run) {
-			return i
-		}
-	}
-	return -1
 }

@@ -2,33 +2,33 @@
 --
 -- KEYS[1] {ns}:layout   KEYS[2] {ns}:meta   KEYS[3] {ns}:machines
 -- KEYS[4] {ns}:reserved KEYS[5] {ns}:events
--- ARGV: 1 key prefix "{ns}:", 2 owner token (new for every lease), 3 canonical
---   layout, 4 generation to create the registry with, 5 horizon (ticks),
---   6 the claimer's clock (tick), 7 lease ttl (ms), 8 events maxlen,
---   9 preferred ID ("" for none), 10 local floor of the preferred ID,
---   11 max wait (ticks): a non-preferred ID whose floor is further ahead
---      of the claimer's clock is not taken; -1 means only IDs startable now,
---   12 epoch (us since the Unix epoch), 13 tick length (us),
---   14 counter machine ID (never leased), 15 host, 16 pid, 17 addr,
---   18 version, 19 mode, 20 IDs to skip (comma separated: the ones this
---   owner already claimed in the same call),
---   21 the token of the claimer's state file ("" for none: a lease it
---      holds is taken over), 22 the state file's node ID ("" for none),
---   23 layout settle (ms), 24 lowest machine ID, 25 highest machine ID
---      that may be leased (the claimer's region), 26 identity ("info" or
---      "none": guard.lua), 27.. candidate IDs.
+-- ARGV (name = value; args.lua): prefix = key prefix "{ns}:"; token =
+--   owner token (new for every lease); layout = canonical layout;
+--   generation = to create the registry with; horizon = ticks; now = the
+--   claimer's clock (tick); ttl = lease ttl (ms); maxlen = events maxlen;
+--   preferred = preferred ID ("" for none); localFloor = local floor of the
+--   preferred ID; maxWait = max wait (ticks): a non-preferred ID whose
+--   floor is further ahead of the claimer's clock is not taken (-1: only
+--   IDs startable now); epochUs = epoch (us since the Unix epoch); tickUs =
+--   tick length (us); counterID = counter machine ID (never leased); host,
+--   pid, addr, version, mode = the claimer's; skip = IDs to skip (the ones
+--   this owner already claimed in the same call); prevToken = the token of
+--   the claimer's state file ("" for none: a lease it holds is taken
+--   over); node = the state file's node ID ("" for none); settleMs = layout
+--   settle (ms); minID, maxID = lowest and highest machine ID that may be
+--   leased (the claimer's region); identity = "info" or "none" (guard.lua);
+--   candidates = candidate IDs.
 -- Returns {"OK", id, floor, generation, event, created, clone ("" or
 -- "host pid" of a live process holding the preferred ID under the same
 -- node ID), Redis time (ms), settle (ms, or 0), fleet horizon, loss ID,
 -- replicas needed, replicas listed} | {"LAYOUT", stored} | {"NONE", lowest
 -- floor seen or -1}. The floor: docs/design.md, Why the scripts are safe.
-local prefix, token, layout = ARGV[1], ARGV[2], ARGV[3]
-local horizon, now, ttl, maxlen = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8]
-local preferred, localFloor, maxWait = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11])
-local epochUs, unitUs, counterID = tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[14]
-local host, pid, addr, version, mode = ARGV[15], ARGV[16], ARGV[17], ARGV[18], ARGV[19]
-local prevToken, node, settleMs = ARGV[21], ARGV[22], tonumber(ARGV[23])
-
+local A = args()
+local prefix, token, layout, preferred, node, prevToken = A.prefix, A.token, A.layout, A.preferred, A.node, A.prevToken
+local horizon, now, ttl, maxlen = tonumber(A.horizon), tonumber(A.now), A.ttl, A.maxlen
+local localFloor, maxWait, settleMs = tonumber(A.localFloor), tonumber(A.maxWait), tonumber(A.settleMs)
+local epochUs, unitUs = tonumber(A.epochUs), tonumber(A.tickUs)
+local host, pid, addr, mode = A.host, A.pid, A.addr, A.mode
 local nowText, nowNum, nowUs = redisNow()
 local redisTick = math.floor((nowUs - epochUs) / unitUs)
 local who = {'token', token, 'host', host, 'pid', pid, 'addr', addr}
@@ -38,8 +38,8 @@ local function event(kind, id, ...)
     'token', token, 'host', host, 'pid', pid, 'addr', addr, ...)
 end
 
-local gen, lossMs, how, lossID = guard(KEYS[2], KEYS[5], maxlen, ARGV[4],
-  {'created_tick', redisTick, 'horizon', horizon}, who, ARGV[26])
+local gen, lossMs, how, lossID = guard(KEYS[2], KEYS[5], maxlen, A.generation,
+  {'created_tick', redisTick, 'horizon', horizon}, who, A.identity)
 local stored = redis.call('GET', KEYS[1])
 if stored and stored ~= layout then
   event('layout_mismatch', '', 'layout', layout, 'stored', stored)
@@ -60,15 +60,15 @@ local function floorOf(id)
   return floor
 end
 
-local skip = {[counterID] = true}
-for id in string.gmatch(ARGV[20], '[^,]+') do skip[id] = true end
-local minID, maxID = tonumber(ARGV[24]), tonumber(ARGV[25])
+local skip = {[A.counterID] = true}
+for _, id in ipairs(list(A.skip)) do skip[id] = true end
+local minID, maxID = tonumber(A.minID), tonumber(A.maxID)
 local cands = {}
 local function candidate(id)
   local n = tonumber(id)
   if n and n >= minID and n <= maxID then cands[#cands + 1] = id end
 end
-for i = 27, #ARGV do candidate(ARGV[i]) end
+for _, id in ipairs(list(A.candidates)) do candidate(id) end
 for _, m in ipairs(redis.call('SRANDMEMBER', KEYS[3], 8)) do candidate(m) end
 
 local best, bestFloor, bestHolder = nil, nil, nil
@@ -90,8 +90,7 @@ for _, id in ipairs(cands) do
       local o = redis.call('HMGET', prefix .. 'owner:' .. id, 'node', 'host', 'pid')
       if o[1] == node then
         clone = (o[2] or '') .. ' ' .. (o[3] or '')
-        event('clone', id, 'holder', holder, 'node', node, 'holder_host', o[2] or '', 'holder_pid', o[3] or '',
-          'detail', 'a live process holds this machine ID under the same state-file node ID: two processes run from copies of one state file')
+        event('clone', id, 'holder', holder, 'node', node, 'holder_host', o[2] or '', 'holder_pid', o[3] or '')
       end
     end
   end
@@ -132,7 +131,7 @@ if floor > r then redis.call('HSET', KEYS[4], id, floor) end
 -- (guard.lua).
 redis.call('HSET', KEYS[2], 'reserved', '1')
 local firstClaim = redis.call('HGET', ownerKey, 'first_claim') or nowText
-redis.call('HSET', ownerKey, 'host', host, 'pid', pid, 'addr', addr, 'version', version,
+redis.call('HSET', ownerKey, 'host', host, 'pid', pid, 'addr', addr, 'version', A.version,
   'started', nowText, 'heartbeat', nowText, 'mode', mode, 'token', token, 'state', 'live',
   'claimed', nowText, 'first_claim', firstClaim, 'floor', floor, 'node', node, 'from_token', prevToken)
 redis.call('HDEL', ownerKey, 'released')

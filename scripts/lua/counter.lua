@@ -3,14 +3,15 @@
 --
 -- KEYS[1] {ns}:counter, KEYS[2] {ns}:layout, KEYS[3] {ns}:events,
 -- KEYS[4] {ns}:meta
--- ARGV: 1 n, the segment size (1..2^24), 2 epoch (us since the Unix epoch),
---   3 tick length (us), 4 bits of sequence (1..30), 5 lead (ticks, >= 0),
---   6 min tick, 7 min seq: the caller's floor, a counter value the
---      segment must not start below (0, 0 for none);
---   8 the caller's canonical layout (another fleet layout is refused, a
---      missing one is set), 9 events maxlen, 10 counter machine ID,
---   11 host, 12 pid, 13 generation to create {ns}:meta with,
---   14 layout settle (ms), 15 identity ("info" or "none": guard.lua).
+-- ARGV (name = value; args.lua): n = the segment size (1..2^24); epochUs,
+--   tickUs = epoch and tick length (us); bits = bits of sequence (1..30);
+--   lead = ticks, >= 0; minTick, minSeq = the caller's floor, a counter
+--   value the segment must not start below (0, 0 for none); layout = the
+--   caller's canonical layout (another fleet layout is refused, a missing
+--   one is set); maxlen = events maxlen;
+--   counterID = counter machine ID; host, pid = the caller's; generation =
+--   to create {ns}:meta with; settleMs = layout settle (ms); identity =
+--   "info" or "none" (guard.lua).
 --
 -- The key holds the last value handed out as tick and seq (value = tick
 -- << bits | seq; Go composes it). Values start above the stored one, T - 1
@@ -23,16 +24,18 @@
 --
 -- Returns {"OK", first tick, first seq, last tick, last seq (inclusive),
 -- T, replicas needed, replicas listed} | {"AHEAD", T, tick of the next
--- value} | {"SETTLE", T, tick when the layout has settled}.
-local n, epochUs, unitUs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local bits, lead = tonumber(ARGV[4]), tonumber(ARGV[5])
+-- value} | {"SETTLE", T, tick when the layout has settled} | {"LAYOUT",
+-- the fleet's layout}.
+local A = args()
+local n, epochUs, unitUs = tonumber(A.n), tonumber(A.epochUs), tonumber(A.tickUs)
+local bits, lead, maxlen = tonumber(A.bits), tonumber(A.lead), A.maxlen
 local P = 2 ^ bits
 local MASK = P - 1
 
 local _, _, nowUs = redisNow()
 local T = math.floor((nowUs - epochUs) / unitUs)
-local _, lossMs, _, lossID = guard(KEYS[4], KEYS[3], ARGV[9], ARGV[13], {'created_tick', T},
-  {'host', ARGV[11], 'pid', ARGV[12]}, ARGV[15])
+local _, lossMs, _, lossID = guard(KEYS[4], KEYS[3], maxlen, A.generation, {'created_tick', T},
+  {'host', A.host, 'pid', A.pid}, A.identity)
 local lossTick = tickOf(lossMs + redisSkewMs, epochUs, unitUs)
 
 local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
@@ -43,12 +46,12 @@ local function pred(a)
 end
 
 local fleet = redis.call('GET', KEYS[2])
-if fleet and fleet ~= ARGV[8] then
-  return redis.error_reply('ERR counter.lua: layout ' .. ARGV[8] .. ' differs from the fleet layout ' .. fleet)
+if fleet and fleet ~= A.layout then
+  return {'LAYOUT', fleet}
 end
-local nowMs, settleMs = math.floor(nowUs / 1000), tonumber(ARGV[14])
+local nowMs, settleMs = math.floor(nowUs / 1000), tonumber(A.settleMs)
 if not fleet then
-  storeLayout(KEYS[2], KEYS[4], ARGV[8], lossID, nowMs, settleMs)
+  storeLayout(KEYS[2], KEYS[4], A.layout, lossID, nowMs, settleMs)
 end
 local settle = layoutWindow(KEYS[4], lossID, nowMs, settleMs)
 if settle > nowMs then
@@ -78,16 +81,16 @@ else
   stored = nil
   cur = {math.max(T, lossTick) + lossLead, MASK}
 end
-local minValue = {tonumber(ARGV[6]), tonumber(ARGV[7])}
+local minValue = {tonumber(A.minTick), tonumber(A.minSeq)}
 if not minValue[1] or not minValue[2] then
-  return redis.error_reply('ERR counter.lua: min value ' .. ARGV[6] .. ' ' .. ARGV[7] .. ' is not a counter value')
+  return redis.error_reply('ERR counter.lua: min value ' .. tostring(A.minTick) .. ' ' .. tostring(A.minSeq) .. ' is not a counter value')
 end
 cur = maxOf(cur, pred(minValue))
 cur = maxOf(cur, {-1, MASK})
 
 if not stored then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[9], '*', 'type', 'counter_init', 'mid', ARGV[10],
-    'host', ARGV[11], 'pid', ARGV[12], 'tick', T, 'value_tick', cur[1], 'value_seq', cur[2],
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'type', 'counter_init', 'mid', A.counterID,
+    'host', A.host, 'pid', A.pid, 'tick', T, 'value_tick', cur[1], 'value_seq', cur[2],
     'detail', 'counter key missing (first use, or Redis lost its data): floored to Redis TIME + lead')
 end
 

@@ -2,8 +2,9 @@
 -- counter; lua.go puts it in front, so the check runs in the same atomic
 -- call as the write. It notices that Redis may have lost acknowledged
 -- writes (a new run_id or master_replid) and refuses to write when it
--- cannot tell (docs/design.md, Why the scripts are safe). Refusals start
--- "UNSAFE <check>:" (lua.UnsafeCheck reads them).
+-- cannot tell (docs/design.md, Why the scripts are safe). Refusals are
+-- "UNSAFE <check>: <code> <facts>" (lua.UnsafeCheck reads them,
+-- messages.go writes them out).
 
 -- redisSkewMs: how far apart the clocks of one deployment's Redis
 -- servers may be; floors after a loss add it. Go: lua.RedisSkew.
@@ -16,13 +17,11 @@ local function redisNow()
   return tostring(ms), ms, tonumber(t[1]) * 1e6 + tonumber(t[2])
 end
 
--- unsafe ends the script with an error reply, before any write.
-local function unsafe(check, msg)
-  error({err = 'UNSAFE ' .. check .. ': ' .. msg})
+-- unsafe ends the script with an error reply, before any write: a code
+-- and its facts, which Go writes out with the fix (lua.Explain).
+local function unsafe(check, code, facts)
+  error({err = 'UNSAFE ' .. check .. ': ' .. code .. ' ' .. (facts or '')})
 end
-
-local optOut = ' (or, for a server that truly hides INFO, start the node with --redis-identity=none,'
-  .. ' which turns off the detection of Redis losing writes and this check)'
 
 -- guardInfo is the INFO text serverInfo read ('' with identity none):
 -- one INFO call per script, which a narrowed ACL rule would refuse twice.
@@ -38,27 +37,17 @@ local function serverInfo(identity)
   local info = redis.pcall('INFO', 'server', 'replication', 'memory')
   if type(info) ~= 'string' then
     local e = type(info) == 'table' and tostring(info.err) or tostring(info)
-    if string.find(string.lower(e), 'unknown', 1, true) then
-      unsafe('identity', 'INFO is not a command on this Redis (' .. e .. '): it was renamed or disabled with'
-        .. ' rename-command; remove rename-command INFO from its configuration, flaked reads run_id,'
-        .. ' master_replid and maxmemory_policy with it' .. optOut)
-    end
-    unsafe('identity', 'INFO server replication memory refused (' .. e .. '): grant the node\'s Redis user'
-      .. ' +info (deploy/redis/acl.conf), flaked reads run_id, master_replid and maxmemory_policy with it' .. optOut)
+    unsafe('identity', string.find(string.lower(e), 'unknown', 1, true) and 'info-unknown' or 'info-denied', e)
   end
   local run, repl = string.match(info, 'run_id:(%w+)'), string.match(info, 'master_replid:(%w+)')
   if not run or not repl then
-    unsafe('identity', 'INFO shows no ' .. (run and 'master_replid' or 'run_id') .. ' (a proxy in front of Redis?):'
-      .. ' flaked cannot notice this Redis losing writes; connect the node to Redis itself' .. optOut)
+    unsafe('identity', 'no-field', run and 'master_replid' or 'run_id')
   end
   local policy = string.match(info, 'maxmemory_policy:(%w+)')
   if policy == 'allkeys' then
-    unsafe('eviction', 'maxmemory-policy ' .. string.match(info, 'maxmemory_policy:([%w-]+)')
-      .. ' may evict the registry\'s keys (meta, reservations, layout): set it to noeviction or a volatile-* policy'
-      .. ' (CONFIG SET maxmemory-policy noeviction, and in redis.conf)')
+    unsafe('eviction', 'allkeys', string.match(info, 'maxmemory_policy:([%w-]+)'))
   elseif not policy then
-    unsafe('eviction', 'INFO memory shows no maxmemory_policy: flaked cannot tell whether Redis may evict the'
-      .. ' registry\'s keys; connect the node to Redis itself' .. optOut)
+    unsafe('eviction', 'no-policy')
   end
   guardInfo = info
   return run .. ':' .. repl, info
@@ -104,12 +93,10 @@ local function guard(meta, events, maxlen, gen, created, ev, identity)
   local lossMs = math.max(tonumber(m[3] or 0), nowMs)
   redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs), 'loss_id', lossID,
     'replicas', replicasAfterChange(meta, m[2]))
-  local detail = 'Redis server changed (restart or failover): writes acknowledged before may be lost; '
-    .. 'claims start a horizon later and the counter a lead later'
+  local detail = 'server-changed' -- lua.DataLossText words the codes
   if m[2] == id then
     redis.call('HDEL', meta, 'reserved') -- the next claim writes both again
-    detail = 'the reservations ({ns}:reserved) are gone under the same server (evicted under an allkeys-* policy,'
-      .. ' or deleted): treated as a loss; claims start a horizon later and the counter a lead later'
+    detail = 'reservations-gone'
   end
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', 'dataloss', 'mid', '',
     'server', id, 'previous_server', m[2] or '', 'detail', detail, unpack(ev))

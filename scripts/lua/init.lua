@@ -3,10 +3,9 @@
 -- guard does not run: there is nothing to guard yet.
 --
 -- KEYS[1] {ns}:meta KEYS[2] {ns}:layout KEYS[3] {ns}:events
--- ARGV: 1 generation, 2 canonical layout, 3 epoch (us since the Unix
---   epoch), 4 tick length (us), 5 events maxlen, 6 host, 7 pid,
---   8 identity (guard.lua's serverInfo: the server's identity is read,
---   and an unsafe server refused, as by every writing script).
+-- ARGV (name = value; args.lua): generation; layout = canonical layout;
+--   epochUs, tickUs = epoch and tick length (us); maxlen = events maxlen;
+--   host, pid = the caller's; identity = as for every writing script.
 --
 -- An operator who knows the fleet is new says so (as etcd's
 -- --initial-cluster-state new): {ns}:meta is written with this server's
@@ -14,6 +13,7 @@
 -- window, so the first claim starts at once. Refused when {ns}:meta or
 -- {ns}:layout exists. Returns {"OK", generation, identity} or {"EXISTS",
 -- key, detail}.
+local A = args()
 local nowText, _, nowUs = redisNow()
 local meta = redis.call('HMGET', KEYS[1], 'generation', 'created_ms')
 if meta[1] then
@@ -23,12 +23,12 @@ local stored = redis.call('GET', KEYS[2])
 if stored then
   return {'EXISTS', KEYS[2], 'layout ' .. stored}
 end
-local id = serverInfo(ARGV[8])
-redis.call('HSET', KEYS[1], 'generation', ARGV[1], 'created_ms', nowText,
-  'created_tick', math.floor((nowUs - tonumber(ARGV[3])) / tonumber(ARGV[4])),
+local id = serverInfo(A.identity)
+redis.call('HSET', KEYS[1], 'generation', A.generation, 'created_ms', nowText,
+  'created_tick', math.floor((nowUs - tonumber(A.epochUs)) / tonumber(A.tickUs)),
   'server', id, 'loss_ms', '0', 'loss_id', id .. '@init', 'replicas', listedReplicas())
-redis.call('SET', KEYS[2], ARGV[2])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'type', 'init', 'mid', '',
-  'host', ARGV[6], 'pid', ARGV[7], 'layout', ARGV[2], 'generation', ARGV[1], 'server', id,
+redis.call('SET', KEYS[2], A.layout)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', A.maxlen, '*', 'type', 'init', 'mid', '',
+  'host', A.host, 'pid', A.pid, 'layout', A.layout, 'generation', A.generation, 'server', id,
   'detail', 'registry made for a new fleet by flaked init: no loss floor, no layout settle window')
-return {'OK', ARGV[1], id}
+return {'OK', A.generation, id}

@@ -1,6 +1,7 @@
 // Package lua holds flaked's Redis Lua scripts, one file each, embedded so
 // the binary carries them. Each script is atomic and touches only keys of
 // one namespace, which share a {hash tag}, so it runs on Redis Cluster.
+// Every script starts with args.lua, which reads ARGV as name/value pairs.
 // The scripts that write the registry or the counter start with guard.lua,
 // which notices that Redis may have lost acknowledged writes; those that
 // may store the fleet layout then have layout.lua, its settle window, and
@@ -12,8 +13,8 @@
 // than each spelling it: the keys of a namespace and the namespace rule
 // (keys.go), the names of the hash fields and events the scripts write
 // (fields.go), and each script's KEYS and ARGV as one typed value beside
-// it (claim.go for claim.lua, and so on), checked against the script's
-// header comment by a test.
+// it (claim.go for claim.lua, and so on; its fields' arg tags name the
+// ARGV pairs), checked against the script's header comment by a test.
 package lua
 
 import (
@@ -21,8 +22,14 @@ import (
 	"time"
 )
 
+//go:embed args.lua
+var argsLua string
+
 //go:embed guard.lua
-var guard string
+var guardLua string
+
+// guard is what the writing scripts start with: args.lua and guard.lua.
+var guard = argsLua + guardLua
 
 //go:embed layout.lua
 var layout string
@@ -66,16 +73,19 @@ var Probe = guard + probe
 // window (see init.lua); flaked init runs it.
 var Init = guard + initScript
 
+var (
+	//go:embed check.lua
+	check string
+	//go:embed prune.lua
+	prune string
+)
+
 // Check is sonyflake's CheckMachineID (see check.lua).
-//
-//go:embed check.lua
-var Check string
+var Check = argsLua + check
 
 // Prune forgets released and expired machine IDs, keeping their
 // reservations (see prune.lua); flaked audit prune runs it.
-//
-//go:embed prune.lua
-var Prune string
+var Prune = argsLua + prune
 
 // RedisSkew is how far apart the clocks of the Redis servers of one
 // deployment (a master and the replicas that may replace it) are assumed to

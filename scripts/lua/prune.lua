@@ -1,20 +1,21 @@
 -- prune.lua: forget machine IDs nobody uses any more (flaked audit prune).
 --
 -- KEYS[1] {ns}:machines  KEYS[2] {ns}:reserved  KEYS[3] {ns}:events
--- ARGV: 1 key prefix "{ns}:", 2 cutoff tick: only an ID whose reservation
---   is below it is forgotten, 3 host, 4 pid (of the pruning process),
---   5.. pairs: machine ID, the owner token the audit read ("" for none).
+-- ARGV (name = value; args.lua): prefix = key prefix; cutoff = only an ID
+--   whose reservation is below this tick is forgotten; host, pid = of the
+--   pruning process; ids = "machine ID:owner token the audit read" items.
 -- Each ID is checked again atomically (a node may have claimed it since
 -- the audit read the registry): it is left alone when its lease exists,
 -- its reservation is missing or not below the cutoff, or its owner token
 -- changed. The reservation is never touched: the next owner starts above
 -- it. The event is added without MAXLEN (the next node event trims).
 -- Returns a flat list: machine ID, outcome ("pruned", "live", "recent",
--- "changed"), for each pair.
-local prefix, cutoff, host, pid = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+-- "changed"), for each item.
+local A = args()
+local prefix, cutoff, host, pid = A.prefix, tonumber(A.cutoff), A.host, A.pid
 local out = {}
-for i = 5, #ARGV, 2 do
-  local id, seen = ARGV[i], ARGV[i + 1]
+for _, item in ipairs(list(A.ids)) do
+  local id, seen = string.match(item, '^(%d+):(.*)$')
   local ownerKey = prefix .. 'owner:' .. id
   local outcome = 'pruned'
   local r = redis.call('HGET', KEYS[2], id)

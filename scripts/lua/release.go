@@ -1,29 +1,25 @@
 package lua
 
-// ReleaseArgs are what one call of release.lua (Release) is given, in the
-// order of its header comment (see ClaimArgs).
+// ReleaseArgs are what one call of release.lua (Release) is given (see
+// ClaimArgs).
 type ReleaseArgs struct {
-	Keys         Keys    `argv:"key prefix"` // KEYS 1-3; ARGV 1 is Keys.Prefix
-	Token        string  `argv:"token"`
-	LastTick     int64   `argv:"last tick used"`
-	EventsMaxLen int64   `argv:"events maxlen"`
-	Host         string  `argv:"host"`
-	PID          int     `argv:"pid"`
-	Addr         string  `argv:"addr"`
-	Generation   string  `argv:"generation"`
-	EpochUs      int64   `argv:"epoch (us)"`
-	TickUs       float64 `argv:"tick length (us)"`
-	Identity     string  `argv:"identity"`    // IdentityInfo ("" sends it) or IdentityNone
-	MachineIDs   []int   `argv:"machine IDs"` // the rest of ARGV
+	Keys         Keys    `arg:"prefix"` // KEYS 1-3; the ARGV prefix is Keys.Prefix
+	Token        string  `arg:"token"`
+	LastTick     int64   `arg:"last"`
+	EventsMaxLen int64   `arg:"maxlen"`
+	Host         string  `arg:"host"`
+	PID          int     `arg:"pid"`
+	Addr         string  `arg:"addr"`
+	Generation   string  `arg:"generation"`
+	EpochUs      int64   `arg:"epochUs"`
+	TickUs       float64 `arg:"tickUs"`
+	Identity     string  `arg:"identity"` // IdentityInfo ("" sends it) or IdentityNone
+	MachineIDs   []int   `arg:"ids"`
 }
 
 // KeysArgv returns the KEYS and ARGV of the call.
 func (a ReleaseArgs) KeysArgv() ([]string, []any) {
 	k := a.Keys
-	keys := []string{k.Reserved, k.Events, k.Meta}
-	argv := []any{
-		k.Prefix, a.Token, a.LastTick, a.EventsMaxLen, a.Host, a.PID, a.Addr,
-		a.Generation, a.EpochUs, a.TickUs, identityArg(a.Identity),
-	}
-	return keys, appendInts(argv, a.MachineIDs)
+	a.Identity = identityArg(a.Identity)
+	return []string{k.Reserved, k.Events, k.Meta}, argvOf(a)
 }

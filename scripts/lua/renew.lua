@@ -3,14 +3,15 @@
 --
 -- KEYS[1] {ns}:reserved KEYS[2] {ns}:events KEYS[3] {ns}:machines
 -- KEYS[4] {ns}:meta KEYS[5] {ns}:layout
--- ARGV: 1 key prefix, 2 token, 3 reservation wanted (tick), 4 reservation
---   the owner holds now (tick), 5 lease ttl (ms), 6 events maxlen,
---   7 mode, 8 host, 9 pid, 10 addr, 11 version, 12 canonical layout,
---   13 the registry generation the lease was claimed in, 14 horizon
---   (ticks), 15 epoch (us), 16 tick length (us), 17 node ID, 18 the loss
---   ID (guard.lua) this owner saw at its last claim or renewal, 19 the fleet
---   horizon this owner knew at its claim, 20 identity ("info", or the
---   operator's opt-in "none": guard.lua), 21.. machine IDs.
+-- ARGV (name = value; args.lua): prefix = key prefix; token; want =
+--   reservation wanted (tick); held = reservation the owner holds now
+--   (tick); ttl = lease ttl (ms); maxlen = events maxlen; mode, host, pid,
+--   addr, version = the owner's; layout = canonical layout; generation =
+--   the registry generation the lease was claimed in; horizon = ticks;
+--   epochUs, tickUs = epoch and tick length (us); node = node ID; lossID =
+--   the loss ID (guard.lua) this owner saw at its last claim or renewal;
+--   fleetHorizon = the fleet horizon this owner knew at its claim;
+--   identity = "info" or "none" (guard.lua); ids = machine IDs.
 --
 -- Extends the leases held by the token and raises the reservation, never
 -- past Redis TIME + the fleet's horizon. A missing lease is lost
@@ -22,15 +23,16 @@
 --
 -- Returns {"OK", reservation, data loss ("" | "created" | "server"),
 -- Redis time (ms), loss ID, replicas needed, replicas listed} or {"LOST",
--- id, reason, holder, kind ("expired" | "fenced": taken over by a copy of
--- our state file | "layout" | "loss" | ""), holder host, holder pid}.
-local prefix, token = ARGV[1], ARGV[2]
-local want, held, ttl, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6]
-local mode, host, pid, addr, version = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local layout, generation, horizon = ARGV[12], ARGV[13], ARGV[14]
-local epochUs, unitUs, node, knownLoss = tonumber(ARGV[15]), tonumber(ARGV[16]), ARGV[17], ARGV[18]
-local knownHorizon = tonumber(ARGV[19])
-local first = 21
+-- id, the stored layout (kind "layout") or "", holder, kind ("expired" |
+-- "fenced": taken over by a copy of our state file | "layout" | "loss" |
+-- "held"), holder host, holder pid}; lua.LostText words each kind.
+local A = args()
+local prefix, token, ttl, maxlen = A.prefix, A.token, A.ttl, A.maxlen
+local want, held, knownHorizon = tonumber(A.want), tonumber(A.held), tonumber(A.fleetHorizon)
+local mode, host, pid, addr, version = A.mode, A.host, A.pid, A.addr, A.version
+local layout, generation, horizon, node, knownLoss = A.layout, A.generation, A.horizon, A.node, A.lossID
+local epochUs, unitUs = tonumber(A.epochUs), tonumber(A.tickUs)
+local ids = list(A.ids)
 local nowText, nowNum, nowUs = redisNow()
 local who = {'token', token, 'host', host, 'pid', pid, 'addr', addr}
 
@@ -40,10 +42,10 @@ local function event(kind, id, ...)
 end
 
 local gen, lossMs, how, lossID = guard(KEYS[4], KEYS[2], maxlen, generation,
-  {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', horizon}, who, ARGV[20])
+  {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', horizon}, who, A.identity)
 if how == 'created' then
-  event('dataloss', ARGV[first], 'generation', generation,
-    'detail', 'registry metadata missing at renewal: Redis lost its data; meta and layout restored by this owner')
+  event('dataloss', ids[1], 'generation', generation,
+    'detail', 'meta-missing')
 end
 local stored = redis.call('GET', KEYS[5])
 local settle, storedUnder, current = layoutWindow(KEYS[4], lossID, nowNum, 0)
@@ -58,7 +60,7 @@ local through = storedUnder ~= nil and storedUnder == knownLoss and storedUnder 
   and (not current or settle > nowNum)
 if not stored then
   redis.call('SET', KEYS[5], layout)
-  event('layout_restored', ARGV[first], 'layout', layout, 'detail', 'fleet layout missing: restored by an owner holding leases')
+  event('layout_restored', ids[1], 'layout', layout, 'detail', 'fleet layout missing: restored by an owner holding leases')
 elseif stored ~= layout then
   if before or through then
     overrideLayout(KEYS[5], KEYS[4], layout)
@@ -66,10 +68,10 @@ elseif stored ~= layout then
     if through then
       detail = 'Redis went back to a copy holding a layout this owner had already refused; restored again'
     end
-    event('layout_restored', ARGV[first], 'layout', layout, 'refused', stored, 'detail', detail)
+    event('layout_restored', ids[1], 'layout', layout, 'refused', stored, 'detail', detail)
   else
-    event('renew_fail', ARGV[first], 'reason', 'layout', 'layout', layout, 'stored', stored)
-    return {'LOST', ARGV[first], 'the fleet layout is ' .. stored .. ', this owner runs ' .. layout, '', 'layout', '', ''}
+    event('renew_fail', ids[1], 'reason', 'layout', 'layout', layout, 'stored', stored)
+    return {'LOST', ids[1], stored, '', 'layout', '', ''}
   end
 end
 local metaHorizon = tonumber(redis.call('HGET', KEYS[4], 'horizon') or -1)
@@ -84,32 +86,28 @@ end
 local cap = math.floor((nowUs - epochUs) / unitUs) + metaHorizon
 
 -- Check every ID first, so a lost one changes nothing.
-for i = first, #ARGV do
-  local id = ARGV[i]
+for _, id in ipairs(ids) do
   local holder = redis.call('GET', prefix .. 'lease:' .. id)
   if not holder then
     event('renew_fail', id, 'reason', 'expired', 'held', held)
-    return {'LOST', id, 'lease expired: claiming again above its reservation', '', 'expired', '', ''}
+    return {'LOST', id, '', '', 'expired', '', ''}
   elseif holder ~= token then
     local o = redis.call('HMGET', prefix .. 'owner:' .. id, 'from_token', 'host', 'pid')
     if o[1] == token then
-      event('fenced', id, 'holder', holder, 'holder_host', o[2] or '', 'holder_pid', o[3] or '',
-        'detail', 'taken over by a process that started from a copy of this owner\'s state file')
-      return {'LOST', id, 'taken over by ' .. (o[2] or '?') .. ' pid ' .. (o[3] or '?') ..
-        ', which started from a copy of this node\'s state file', holder, 'fenced', o[2] or '', o[3] or ''}
+      event('fenced', id, 'holder', holder, 'holder_host', o[2] or '', 'holder_pid', o[3] or '')
+      return {'LOST', id, '', holder, 'fenced', o[2] or '', o[3] or ''}
     end
-    event('renew_fail', id, 'reason', 'lease held by another owner', 'holder', holder)
-    return {'LOST', id, 'lease held by another owner', holder, '', '', ''}
+    event('renew_fail', id, 'reason', 'held', 'holder', holder)
+    return {'LOST', id, '', holder, 'held', '', ''}
   end
 end
 if lossID ~= knownLoss then
-  event('renew_fail', ARGV[first], 'reason', 'possible data loss since the last renewal', 'loss_ms', lossMs, 'held', held)
-  return {'LOST', ARGV[first], 'Redis may have lost writes since the last renewal (restart or failover): claiming again above the loss floor', '', 'loss', '', ''}
+  event('renew_fail', ids[1], 'reason', 'loss', 'loss_ms', lossMs, 'held', held)
+  return {'LOST', ids[1], '', '', 'loss', '', ''}
 end
 
 local granted = nil
-for i = first, #ARGV do
-  local id = ARGV[i]
+for _, id in ipairs(ids) do
   local owner = prefix .. 'owner:' .. id
   redis.call('PEXPIRE', prefix .. 'lease:' .. id, ttl)
   if redis.call('EXISTS', owner) == 0 then

@@ -75,39 +75,34 @@ func CheckTag(tag string) error {
 	return nil
 }
 
-// SeqArgs are what one call of seq.lua (Seq) is given, in the order of
-// its header comment (see ClaimArgs). Values are below 2^53.
+// SeqArgs are what one call of seq.lua (Seq) is given (see ClaimArgs).
+// Values are below 2^53.
 type SeqArgs struct {
-	Keys         Keys   `argv:"key prefix"` // KEYS 1-3; ARGV 1 is Keys.Prefix
-	Op           string `argv:"op"`
-	Tag          string `argv:"tag"`
-	N            int64  `argv:"n, the values asked for"`
-	Floor        int64  `argv:"floor"`
-	FirstUnused  int64  `argv:"first unused value"`
-	LastGranted  int64  `argv:"last value granted"`
-	LossID       string `argv:"loss id"`
-	Start        int64  `argv:"start"`
-	Step         int64  `argv:"step"`
-	Max          int64  `argv:"max"`
-	Rate         int64  `argv:"rate"`
-	Burst        int64  `argv:"burst"`
-	MaxJump      int64  `argv:"max jump"`
-	Above        int64  `argv:"above"`
-	EventsMaxLen int64  `argv:"events maxlen"`
-	Host         string `argv:"host"`
-	PID          int    `argv:"pid"`
-	Generation   string `argv:"generation to create {ns}:meta with"`
-	Identity     string `argv:"identity"` // IdentityInfo ("" sends it) or IdentityNone
+	Keys         Keys   `arg:"prefix"` // KEYS 1-3; the ARGV prefix is Keys.Prefix
+	Op           string `arg:"op"`
+	Tag          string `arg:"tag"`
+	N            int64  `arg:"n"`
+	Floor        int64  `arg:"floor"`
+	FirstUnused  int64  `arg:"first"`
+	LastGranted  int64  `arg:"last"`
+	LossID       string `arg:"lossID"`
+	Start        int64  `arg:"start"`
+	Step         int64  `arg:"step"`
+	Max          int64  `arg:"max"`
+	Rate         int64  `arg:"rate"`
+	Burst        int64  `arg:"burst"`
+	MaxJump      int64  `arg:"maxJump"`
+	Above        int64  `arg:"above"`
+	EventsMaxLen int64  `arg:"maxlen"`
+	Host         string `arg:"host"`
+	PID          int    `arg:"pid"`
+	Generation   string `arg:"generation"`
+	Identity     string `arg:"identity"` // IdentityInfo ("" sends it) or IdentityNone
 }
 
 // KeysArgv returns the KEYS and ARGV of the call.
 func (a SeqArgs) KeysArgv() ([]string, []any) {
 	k := a.Keys
-	keys := []string{k.Seqs(), k.Events, k.Meta}
-	argv := []any{
-		k.Prefix, a.Op, a.Tag, a.N, a.Floor, a.FirstUnused, a.LastGranted, a.LossID,
-		a.Start, a.Step, a.Max, a.Rate, a.Burst, a.MaxJump, a.Above, a.EventsMaxLen,
-		a.Host, a.PID, a.Generation, identityArg(a.Identity),
-	}
-	return keys, argv
+	a.Identity = identityArg(a.Identity)
+	return []string{k.Seqs(), k.Events, k.Meta}, argvOf(a)
 }

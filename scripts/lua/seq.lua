@@ -2,17 +2,18 @@
 -- in segments (NEXTSEQ). guard.lua runs first.
 --
 -- KEYS[1] {ns}:seqs KEYS[2] {ns}:events KEYS[3] {ns}:meta
--- ARGV: 1 key prefix, 2 op ('next', 'giveback', 'create' or 'restore'),
---   3 tag, 4 n, the values asked for (next; 0 means the tag's step),
---   5 floor: the highest value this process was ever granted of the tag
---      (next: no value at or below it is granted, and the tag is raised to
---      it; 0 for none),
---   6 first unused value (giveback), 7 last value granted (giveback),
---   8 loss id the values were granted under (giveback, check),
---   9 start, 10 step, 11 max (0: none), 12 rate (values per second),
---   13 burst, 14 max jump (0: none) (create, and restore of a missing
---   tag), 15 above (restore), 16 events maxlen, 17 host, 18 pid,
---   19 generation to create {ns}:meta with, 20 identity (guard.lua).
+-- ARGV (name = value; args.lua): prefix = key prefix; op = 'next',
+--   'giveback', 'create', 'restore' or 'check'; tag; n = the values asked
+--   for (next, 0: the tag's step); floor = the highest value this process
+--   was ever granted of the tag (next: no value at or below it is granted,
+--   and the tag is raised to it, 0: none); first = first unused value
+--   (giveback); last = last value granted (giveback); lossID = loss id the
+--   values were granted under (giveback, check); start, step, max, rate,
+--   burst, maxJump = the tag's options (create, and restore of a missing
+--   tag): max and maxJump 0 for none, rate in values per second; above =
+--   the value restored above (restore); maxlen = events maxlen; host, pid =
+--   the caller's; generation = to create {ns}:meta with; identity = "info"
+--   or "none" (guard.lua).
 --
 -- The tag's hash is {ns}:seq:<tag>; {ns}:seqs lists the tags. Values are
 -- integers below 2^53, written with %d. Dense in normal operation: a
@@ -24,8 +25,9 @@
 -- fails closed the same way. Why: docs/design.md, Why the scripts are safe.
 --
 -- Returns {'OK', first, last, loss id, step, replicas needed} (next),
--- {'RATE', ms to wait}, {'MAX', max}, {'BLOCKED', reason},
--- {'LOST', detail}, {'UNKNOWN'}; {'OK', n given back, 'high'|'free'|'lost'}
+-- {'RATE', ms to wait}, {'MAX', max}, {'BLOCKED', reason ("jump <loss id>
+-- <jump> <high> <max jump>", also the tag's blocked field)}, {'LOST', the
+-- caller's floor}, {'UNKNOWN'} (lua.SeqBlockedText, SeqLostText word them); {'OK', n given back, 'high'|'free'|'lost'}
 -- (giveback); {'OK'} or {'GONE'} (check); {'OK', high} (create, restore),
 -- {'EXISTS'} (create), {'WAIT', ms, loss_ms} (restore too early).
 -- segmentTTLMs: a node hands out a segment's values only this long after
@@ -34,13 +36,14 @@
 -- value granted before a loss is handed out any more, and a restore
 -- (which trusts the operator's records) waits until then.
 local segmentTTLMs = 10000
-local prefix, op, tag = ARGV[1], ARGV[2], ARGV[3]
-local maxlen, host, pid = ARGV[16], ARGV[17], ARGV[18]
+local A = args()
+local prefix, op, tag = A.prefix, A.op, A.tag
+local maxlen, host, pid = A.maxlen, A.host, A.pid
 local key = prefix .. 'seq:' .. tag
 local freeMax = 64
 local LIMIT = 2 ^ 53 - 1
 
-local _, lossMs, _, lossID = guard(KEYS[3], KEYS[2], maxlen, ARGV[19], {}, {'host', host, 'pid', pid}, ARGV[20])
+local _, lossMs, _, lossID = guard(KEYS[3], KEYS[2], maxlen, A.generation, {}, {'host', host, 'pid', pid}, A.identity)
 local nowText, nowMs = redisNow()
 
 local function I(x) return string.format('%d', x) end
@@ -84,8 +87,8 @@ local function refill(r)
 end
 
 local function create(start, above)
-  local step, mx, rate, burst, mj = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]),
-    tonumber(ARGV[13]), tonumber(ARGV[14])
+  local step, mx, rate, burst, mj = tonumber(A.step), tonumber(A.max), tonumber(A.rate),
+    tonumber(A.burst), tonumber(A.maxJump)
   if not (start and step and mx and rate and burst and mj) or start < 1 or start > LIMIT or step < 1
     or rate <= 0 or burst < 1 or (mx ~= 0 and mx < start) or mx > LIMIT or mj < 0 then
     return redis.error_reply('ERR seq.lua: bad options for tag ' .. tag)
@@ -102,15 +105,15 @@ end
 
 if op == 'create' then
   if redis.call('EXISTS', key) == 1 then return {'EXISTS'} end
-  return create(tonumber(ARGV[9]), 0)
+  return create(tonumber(A.start), 0)
 end
 
 local r = load()
 
 if op == 'restore' then
-  local above = tonumber(ARGV[15])
+  local above = tonumber(A.above)
   if not above or above < 0 or above >= LIMIT then
-    return redis.error_reply('ERR seq.lua: restore above ' .. tostring(ARGV[15]) .. ' is not a value')
+    return redis.error_reply('ERR seq.lua: restore above ' .. tostring(A.above) .. ' is not a value')
   end
   -- Trusting the operator's records (instead of the rate bound) is safe
   -- only once no segment granted before the loss can be handed out.
@@ -118,7 +121,7 @@ if op == 'restore' then
     local ready = lossMs + redisSkewMs + segmentTTLMs
     if nowMs < ready then return {'WAIT', I(ready - nowMs), I(lossMs)} end
   end
-  if not r then return create(math.max(tonumber(ARGV[9]) or 1, above + 1), above) end
+  if not r then return create(math.max(tonumber(A.start) or 1, above + 1), above) end
   local high = math.max(num(r.high), above)
   -- No tokens: a restore adds no values above the rate to what a copy
   -- from before it bounds.
@@ -130,31 +133,27 @@ if op == 'restore' then
   return {'OK', I(high)}
 end
 
-local floor = tonumber(ARGV[5]) or 0
+local floor = tonumber(A.floor) or 0
 
 if not r then
   if floor > 0 or redis.call('SISMEMBER', KEYS[1], tag) == 1 then
-    local detail = 'tag ' .. tag .. ' is missing from Redis (Redis lost its data?) but was granted values before'
-    if floor > 0 then detail = detail .. ' (this process up to ' .. I(floor) .. ')' end
-    detail = detail .. ': nothing bounds what other nodes were granted; run `flaked seq restore ' .. tag
-      .. ' --above N` with N at or above the last value your records hold'
-    event('seq_lost', 'value', I(floor), 'detail', detail)
-    return {'LOST', detail}
+    event('seq_lost', 'value', I(floor))
+    return {'LOST', I(floor)}
   end
   return {'UNKNOWN'}
 end
 
 if op == 'check' then
-  -- A segment granted under ARGV[8] may be handed out for another TTL
+  -- A segment granted under A.lossID may be handed out for another TTL
   -- only if Redis lost nothing since and the tag is still there.
-  if ARGV[8] == lossID and r.loss_id == lossID and not r.blocked then return {'OK'} end
+  if A.lossID == lossID and r.loss_id == lossID and not r.blocked then return {'OK'} end
   return {'GONE'}
 end
 
 if op == 'giveback' then
-  local first, last, gid = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+  local first, last, gid = tonumber(A.first), tonumber(A.last), A.lossID
   if not first or not last or first < 1 or last > LIMIT then
-    return redis.error_reply('ERR seq.lua: give-back range ' .. tostring(ARGV[6]) .. '-' .. tostring(ARGV[7]))
+    return redis.error_reply('ERR seq.lua: give-back range ' .. tostring(A.first) .. '-' .. tostring(A.last))
   end
   local count = last - first + 1
   if count <= 0 then return {'OK', '0', 'high'} end
@@ -231,9 +230,7 @@ if r.loss_id ~= lossID then
   local jump = bound - high
   local mj = num(r.max_jump)
   if mj > 0 and jump > mj then
-    local reason = 'Redis lost writes (loss ' .. lossID .. '): the rate bound puts tag ' .. tag
-      .. ' up to ' .. I(jump) .. ' values above its copy (' .. I(high) .. '), more than its max jump '
-      .. I(mj) .. '; run `flaked seq restore ' .. tag .. ' --above N` with N at or above the last value your records hold'
+    local reason = table.concat({'jump', lossID, I(jump), I(high), I(mj)}, ' ')
     redis.call('HSET', key, 'blocked', reason)
     event('seq_blocked', 'value', I(high), 'detail', reason)
     return {'BLOCKED', reason}
@@ -243,7 +240,7 @@ if r.loss_id ~= lossID then
   bound = math.min(bound, LIMIT)
   lost = lost + math.max(0, bound - high) + freeCount(free)
   event('seq_jump', 'value', I(bound), 'previous', I(high), 'loss_id', lossID,
-    'detail', 'Redis lost writes: the tag continues above every value it can have granted (rate bound)')
+    'detail', 'rate bound')
   high = math.max(high, bound)
   free = {}
   jumps = jumps + 1
@@ -276,7 +273,7 @@ local function seqReplicas()
 end
 
 local step = num(r.step)
-local n = tonumber(ARGV[4]) or 0
+local n = tonumber(A.n) or 0
 if n <= 0 then n = step end
 
 -- A range given back, above the caller's floor, first.

@@ -1,0 +1,14 @@
+-- args.lua: the start of every script (lua.go puts it in front). ARGV is
+-- name/value pairs, which the Go Args types send (argv.go); args() reads
+-- them into a table, list() splits a comma-joined value (empty items kept).
+local function args()
+  local a = {}
+  for i = 1, #ARGV - 1, 2 do a[ARGV[i]] = ARGV[i + 1] end
+  return a
+end
+
+local function list(s)
+  local out = {}
+  for x in string.gmatch(s ~= '' and s and s .. ',' or '', '([^,]*),') do out[#out + 1] = x end
+  return out
+end
