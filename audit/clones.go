@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // CheckClone: live leases under different tokens whose owners share a
@@ -77,16 +77,16 @@ func clones(s *Snapshot) []clone {
 	for _, r := range s.sortedRecords() {
 		// A lease whose owner data names another token is reported as
 		// such; its node ID may be another process's.
-		if r.Lease == "" || r.Owner == nil || r.Owner[lua.OwnerNode] == "" || r.Owner[lua.OwnerToken] != r.Lease {
+		if r.Lease == "" || r.Owner == nil || r.Owner[contract.OwnerNode] == "" || r.Owner[contract.OwnerToken] != r.Lease {
 			continue
 		}
-		node := r.Owner[lua.OwnerNode]
+		node := r.Owner[contract.OwnerNode]
 		if byNode[node] == nil {
 			byNode[node] = map[string]*proc{}
 		}
 		p := byNode[node][r.Lease]
 		if p == nil {
-			p = &proc{owner: *ownerOf(r.Owner), from: r.Owner[lua.OwnerFromToken]}
+			p = &proc{owner: *ownerOf(r.Owner), from: r.Owner[contract.OwnerFromToken]}
 			byNode[node][r.Lease] = p
 		}
 		p.ids = append(p.ids, r.MachineID)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // detailText is the DETAIL column of a history: the fields that matter
@@ -16,27 +16,27 @@ import (
 func (e Event) detailText(s *Snapshot) string {
 	b := &detail{e: e, s: s, d: e.details()}
 	switch e.Type {
-	case lua.EventClaim, lua.EventReclaim, lua.EventTakeover:
+	case contract.EventClaim, contract.EventReclaim, contract.EventTakeover:
 		b.claim()
-	case lua.EventRelease:
-		b.tick(lua.FieldLast, "last tick ")
-		b.tick(lua.FieldReserved, "reservation was ")
-	case lua.EventMode:
+	case contract.EventRelease:
+		b.tick(contract.FieldLast, "last tick ")
+		b.tick(contract.FieldReserved, "reservation was ")
+	case contract.EventMode:
 		b.mode()
-	case lua.EventClone:
+	case contract.EventClone:
 		b.add(fmt.Sprintf("not taken: held by %s, a live process started from a copy of the same state file (node %s)",
-			holderOf(b.d), orDash(b.d[lua.FieldNode])))
-		drop(b.d, lua.FieldHolder, lua.FieldHolderHost, lua.FieldHolderPID, lua.FieldNode, lua.FieldDetail)
-	case lua.EventFenced:
+			holderOf(b.d), orDash(b.d[contract.FieldNode])))
+		drop(b.d, contract.FieldHolder, contract.FieldHolderHost, contract.FieldHolderPID, contract.FieldNode, contract.FieldDetail)
+	case contract.EventFenced:
 		b.add(fmt.Sprintf("taken over by %s, which started from a copy of this owner's state file", holderOf(b.d)))
-		drop(b.d, lua.FieldHolder, lua.FieldHolderHost, lua.FieldHolderPID, lua.FieldDetail)
-	case lua.EventLayoutRestored:
+		drop(b.d, contract.FieldHolder, contract.FieldHolderHost, contract.FieldHolderPID, contract.FieldDetail)
+	case contract.EventLayoutRestored:
 		b.layoutRestored()
-	case lua.EventDataLoss:
+	case contract.EventDataLoss:
 		b.dataLoss()
-	case lua.EventRenewFail:
+	case contract.EventRenewFail:
 		b.renewFail()
-	case lua.EventPrune:
+	case contract.EventPrune:
 		b.prune()
 	}
 	for _, k := range slices.Sorted(maps.Keys(b.d)) {
@@ -86,12 +86,12 @@ func (b *detail) tick(k, label string) {
 
 // claim is the detail of a claim, reclaim or takeover.
 func (b *detail) claim() {
-	b.tick(lua.FieldFloor, "floor ")
+	b.tick(contract.FieldFloor, "floor ")
 	// Every claim records its loss floor; it is news only where it set
 	// the floor (a claim after a restart, failover or creation).
-	if lf, ok := b.e.Int(lua.FieldLossFloor); ok {
-		delete(b.d, lua.FieldLossFloor)
-		if f, ok := b.e.Int(lua.FieldFloor); ok && lf >= f {
+	if lf, ok := b.e.Int(contract.FieldLossFloor); ok {
+		delete(b.d, contract.FieldLossFloor)
+		if f, ok := b.e.Int(contract.FieldFloor); ok && lf >= f {
 			b.add("the loss floor (a horizon after Redis may have lost writes)")
 		}
 	}
@@ -99,24 +99,24 @@ func (b *detail) claim() {
 		b.add("previous owner " + p.String())
 	}
 	drop(b.d, prevOwnerFields...)
-	if v := b.d[lua.FieldFenced]; v != "" {
+	if v := b.d[contract.FieldFenced]; v != "" {
 		b.add("fenced the live lease token " + v +
 			" its state file named (its previous process, or a copy of it still running)")
 	}
-	delete(b.d, lua.FieldFenced)
-	b.take(lua.FieldMode, "mode ")
-	b.take(lua.FieldNode, "node ")
+	delete(b.d, contract.FieldFenced)
+	b.take(contract.FieldMode, "mode ")
+	b.take(contract.FieldNode, "node ")
 }
 
 // mode is the detail of a mode switch.
 func (b *detail) mode() {
-	if from, to := b.d[lua.FieldFrom], b.d[lua.FieldTo]; from != "" || to != "" {
+	if from, to := b.d[contract.FieldFrom], b.d[contract.FieldTo]; from != "" || to != "" {
 		b.add(from + " -> " + to)
-		drop(b.d, lua.FieldFrom, lua.FieldTo)
+		drop(b.d, contract.FieldFrom, contract.FieldTo)
 	}
-	b.take(lua.FieldReason, "reason: ")
-	if ms, ok := b.e.Int(lua.FieldAtMs); ok {
-		delete(b.d, lua.FieldAtMs)
+	b.take(contract.FieldReason, "reason: ")
+	if ms, ok := b.e.Int(contract.FieldAtMs); ok {
+		delete(b.d, contract.FieldAtMs)
 		if at := time.UnixMilli(ms).UTC(); at.Before(b.e.Time.Add(-time.Second)) {
 			b.add("happened " + fmtTimeMs(at))
 		}
@@ -125,45 +125,45 @@ func (b *detail) mode() {
 
 // layoutRestored is the detail of a layout restored by a renewal.
 func (b *detail) layoutRestored() {
-	if v := b.d[lua.FieldRefused]; v != "" {
-		b.add(fmt.Sprintf("restored layout %s over %s, which a claim stored after Redis lost its data", orDash(b.d[lua.FieldLayout]), v))
+	if v := b.d[contract.FieldRefused]; v != "" {
+		b.add(fmt.Sprintf("restored layout %s over %s, which a claim stored after Redis lost its data", orDash(b.d[contract.FieldLayout]), v))
 	} else {
-		b.add(fmt.Sprintf("restored layout %s: the fleet's layout was missing (Redis lost it)", orDash(b.d[lua.FieldLayout])))
+		b.add(fmt.Sprintf("restored layout %s: the fleet's layout was missing (Redis lost it)", orDash(b.d[contract.FieldLayout])))
 	}
-	drop(b.d, lua.FieldLayout, lua.FieldRefused, lua.FieldDetail)
+	drop(b.d, contract.FieldLayout, contract.FieldRefused, contract.FieldDetail)
 }
 
 // dataLoss is the detail of a data-loss event.
 func (b *detail) dataLoss() {
-	if d, ok := b.d[lua.FieldDetail]; ok {
-		b.d[lua.FieldDetail] = lua.DataLossText(d)
+	if d, ok := b.d[contract.FieldDetail]; ok {
+		b.d[contract.FieldDetail] = contract.DataLossText(d)
 	}
-	b.take(lua.FieldDetail, "")
-	if v, ok := b.d[lua.FieldServer]; ok {
-		b.add(fmt.Sprintf("server %s, was %s", orDash(shortServer(v)), orDash(shortServer(b.d[lua.FieldPreviousServer]))))
-		drop(b.d, lua.FieldServer, lua.FieldPreviousServer)
+	b.take(contract.FieldDetail, "")
+	if v, ok := b.d[contract.FieldServer]; ok {
+		b.add(fmt.Sprintf("server %s, was %s", orDash(shortServer(v)), orDash(shortServer(b.d[contract.FieldPreviousServer]))))
+		drop(b.d, contract.FieldServer, contract.FieldPreviousServer)
 	}
-	b.take(lua.FieldPreviousGeneration, "generation was ")
-	b.take(lua.FieldGeneration, "generation ")
+	b.take(contract.FieldPreviousGeneration, "generation was ")
+	b.take(contract.FieldGeneration, "generation ")
 }
 
 // renewFail is the detail of a refused renewal.
 func (b *detail) renewFail() {
-	if r, ok := b.d[lua.FieldReason]; ok {
-		b.d[lua.FieldReason] = lua.RenewFailReason(r)
+	if r, ok := b.d[contract.FieldReason]; ok {
+		b.d[contract.FieldReason] = contract.RenewFailReason(r)
 	}
-	b.take(lua.FieldReason, "reason: ")
-	if l, st := b.d[lua.FieldLayout], b.d[lua.FieldStored]; l != "" || st != "" {
+	b.take(contract.FieldReason, "reason: ")
+	if l, st := b.d[contract.FieldLayout], b.d[contract.FieldStored]; l != "" || st != "" {
 		b.add(fmt.Sprintf("this owner runs %s, the fleet's is %s", orDash(l), orDash(st)))
-		drop(b.d, lua.FieldLayout, lua.FieldStored)
+		drop(b.d, contract.FieldLayout, contract.FieldStored)
 	}
-	if t, ok := msTime(b.d[lua.FieldLossMs]); ok {
+	if t, ok := msTime(b.d[contract.FieldLossMs]); ok {
 		b.add("possible data loss at " + fmtTimeMs(t))
-		delete(b.d, lua.FieldLossMs)
+		delete(b.d, contract.FieldLossMs)
 	}
-	b.tick(lua.FieldHeld, "held reservation ")
-	b.tick(lua.FieldReserved, "reservation ")
-	b.take(lua.FieldHolder, "lease token ")
+	b.tick(contract.FieldHeld, "held reservation ")
+	b.tick(contract.FieldReserved, "reservation ")
+	b.take(contract.FieldHolder, "lease token ")
 }
 
 // prune is the detail of a machine ID forgotten by prune.
@@ -172,6 +172,6 @@ func (b *detail) prune() {
 		b.add("forgot owner " + p.String())
 	}
 	drop(b.d, prevOwnerFields...)
-	b.take(lua.FieldPrevState, "state was ")
-	b.tick(lua.FieldReserved, "reservation kept ")
+	b.take(contract.FieldPrevState, "state was ")
+	b.tick(contract.FieldReserved, "reservation kept ")
 }

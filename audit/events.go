@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // Event is one entry of the {ns}:events stream. The scripts and nodes
@@ -61,14 +61,14 @@ func (f *Fields) Set(name, v string) {
 // Owner is who wrote the event.
 func (e Event) Owner() Owner {
 	f := e.Fields
-	return Owner{Host: f.Get(lua.FieldHost), PID: atoi(f.Get(lua.FieldPID)), Addr: f.Get(lua.FieldAddr), Token: shortToken(f.Get(lua.FieldToken))}
+	return Owner{Host: f.Get(contract.FieldHost), PID: atoi(f.Get(contract.FieldPID)), Addr: f.Get(contract.FieldAddr), Token: shortToken(f.Get(contract.FieldToken))}
 }
 
 // PrevOwner is the owner a claim replaced (claim events name it).
 func (e Event) PrevOwner() (Owner, bool) {
 	f := e.Fields
-	o := Owner{Host: f.Get(lua.FieldPrevHost), PID: atoi(f.Get(lua.FieldPrevPID)), Addr: f.Get(lua.FieldPrevAddr),
-		Token: shortToken(f.Get(lua.FieldPrevToken))}
+	o := Owner{Host: f.Get(contract.FieldPrevHost), PID: atoi(f.Get(contract.FieldPrevPID)), Addr: f.Get(contract.FieldPrevAddr),
+		Token: shortToken(f.Get(contract.FieldPrevToken))}
 	return o, o.Host != "" || o.Token != ""
 }
 
@@ -81,7 +81,7 @@ func (e Event) Int(field string) (int64, bool) {
 // At is when the event happened: mode events written late (Redis was
 // away) carry it in at_ms; for every other event it is Time.
 func (e Event) At() time.Time {
-	if ms, ok := e.Int(lua.FieldAtMs); ok {
+	if ms, ok := e.Int(contract.FieldAtMs); ok {
 		return time.UnixMilli(ms).UTC()
 	}
 	return e.Time
@@ -90,13 +90,13 @@ func (e Event) At() time.Time {
 // isClaim reports whether the event starts an owner's hold on its machine
 // ID; its floor is the last tick that owner does not use.
 func (e Event) isClaim() bool {
-	return e.Type == lua.EventClaim || e.Type == lua.EventReclaim || e.Type == lua.EventTakeover
+	return e.Type == contract.EventClaim || e.Type == contract.EventReclaim || e.Type == contract.EventTakeover
 }
 
 // readEvents reads the stream up to s.Stream.LastID (the last entry the
 // snapshot's transaction saw), in pages. The replies are read raw: go-redis
 // would build a map of each entry's fields only for it to be copied.
-func readEvents(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot, p *progress) error {
+func readEvents(ctx context.Context, c *redis.Client, k contract.Keys, s *Snapshot, p *progress) error {
 	if s.Stream.LastID == "" {
 		return nil
 	}
@@ -131,8 +131,8 @@ type interner map[string]string
 
 // repeatedFields are the fields whose values recur across events: who
 // wrote them and what kind they are.
-var repeatedFields = map[string]bool{lua.FieldType: true, lua.FieldHost: true, lua.FieldPID: true, lua.FieldAddr: true,
-	lua.FieldToken: true, lua.FieldFrom: true, lua.FieldTo: true, lua.FieldReason: true}
+var repeatedFields = map[string]bool{contract.FieldType: true, contract.FieldHost: true, contract.FieldPID: true, contract.FieldAddr: true,
+	contract.FieldToken: true, contract.FieldFrom: true, contract.FieldTo: true, contract.FieldReason: true}
 
 func (in interner) get(v string) string {
 	if len(v) > 64 {
@@ -166,8 +166,8 @@ func (in interner) entry(raw any) (Event, error) {
 		e.Fields = append(e.Fields, k, v)
 	}
 	e.Time, _ = entryTime(id)
-	e.Type = e.Fields.Get(lua.FieldType)
-	if mid, err := parseMachineID(e.Fields.Get(lua.FieldMachineID)); err == nil {
+	e.Type = e.Fields.Get(contract.FieldType)
+	if mid, err := parseMachineID(e.Fields.Get(contract.FieldMachineID)); err == nil {
 		e.MachineID = mid
 	}
 	return e, nil
@@ -233,8 +233,8 @@ func ownerOf(h map[string]string) *Owner {
 	if h == nil {
 		return nil
 	}
-	return &Owner{Host: h[lua.OwnerHost], PID: atoi(h[lua.OwnerPID]), Addr: h[lua.OwnerAddr], Version: h[lua.OwnerVersion],
-		Token: shortToken(h[lua.OwnerToken]), Node: h[lua.OwnerNode]}
+	return &Owner{Host: h[contract.OwnerHost], PID: atoi(h[contract.OwnerPID]), Addr: h[contract.OwnerAddr], Version: h[contract.OwnerVersion],
+		Token: shortToken(h[contract.OwnerToken]), Node: h[contract.OwnerNode]}
 }
 
 // String is "host pid 123 addr 10.0.0.1:7379 token 1a2b3c4d", leaving out
@@ -257,8 +257,8 @@ func (o Owner) String() string {
 // tokenFields hold owner tokens; reports show only their first 8 digits.
 // A whole token is a credential: a claim that presents a live lease's
 // token takes that lease over (claim.lua).
-var tokenFields = map[string]bool{lua.FieldToken: true, lua.FieldPrevToken: true, lua.FieldHolder: true, lua.FieldFenced: true,
-	lua.OwnerFromToken: true}
+var tokenFields = map[string]bool{contract.FieldToken: true, contract.FieldPrevToken: true, contract.FieldHolder: true, contract.FieldFenced: true,
+	contract.OwnerFromToken: true}
 
 func shortToken(t string) string {
 	if len(t) > 8 {
@@ -273,7 +273,7 @@ func (e Event) details() map[string]string {
 	for i := 0; i+1 < len(e.Fields); i += 2 {
 		k, v := e.Fields[i], e.Fields[i+1]
 		switch k {
-		case lua.FieldType, lua.FieldMachineID, lua.FieldHost, lua.FieldPID, lua.FieldAddr, lua.FieldToken:
+		case contract.FieldType, contract.FieldMachineID, contract.FieldHost, contract.FieldPID, contract.FieldAddr, contract.FieldToken:
 			continue
 		}
 		if tokenFields[k] {
@@ -286,11 +286,11 @@ func (e Event) details() map[string]string {
 
 // prevOwnerFields name the owner a claim replaced or a prune forgot
 // (PrevOwner).
-var prevOwnerFields = []string{lua.FieldPrevHost, lua.FieldPrevPID, lua.FieldPrevAddr, lua.FieldPrevToken}
+var prevOwnerFields = []string{contract.FieldPrevHost, contract.FieldPrevPID, contract.FieldPrevAddr, contract.FieldPrevToken}
 
 // holderOf is the process a clone or fenced event names.
 func holderOf(d map[string]string) Owner {
-	return Owner{Host: d[lua.FieldHolderHost], PID: atoi(d[lua.FieldHolderPID]), Token: d[lua.FieldHolder]}
+	return Owner{Host: d[contract.FieldHolderHost], PID: atoi(d[contract.FieldHolderPID]), Token: d[contract.FieldHolder]}
 }
 
 // shortServer shortens a Redis server identity, run_id:master_replid (40

@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // History is the story of one machine ID from the event stream.
@@ -51,7 +51,7 @@ func HistoryOf(s *Snapshot, id int) *History {
 		// (a change of Redis server names no machine ID at all): every
 		// ID's reservation may have lost writes with it, and the claims
 		// after it start at its loss floor, so each history shows it.
-		if e.MachineID != id && e.Type != lua.EventDataLoss {
+		if e.MachineID != id && e.Type != contract.EventDataLoss {
 			continue
 		}
 		h.Events = append(h.Events, HistoryEvent{

@@ -11,10 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
-var pruneScript = redis.NewScript(lua.Prune)
+var pruneScript = redis.NewScript(contract.Prune)
 
 // ErrInvalidPrune is wrapped by bad PruneOptions.
 var ErrInvalidPrune = errors.New("invalid prune options")
@@ -95,7 +95,7 @@ func Prune(ctx context.Context, rdb redis.UniversalClient, ns string, o PruneOpt
 	const batch = 500
 	for start := 0; start < len(cands); start += batch {
 		part := cands[start:min(len(cands), start+batch)]
-		keys, argv := lua.PruneArgs{Keys: k, Cutoff: res.CutoffTick, Host: o.Host, PID: o.PID, IDs: part}.KeysArgv()
+		keys, argv := contract.PruneArgs{Keys: k, Cutoff: res.CutoffTick, Host: o.Host, PID: o.PID, IDs: part}.KeysArgv()
 		v, err := pruneScript.Run(ctx, c, keys, argv...).StringSlice()
 		if err != nil {
 			return res, fmt.Errorf("prune machine IDs: %w", err)
@@ -118,7 +118,7 @@ func Prune(ctx context.Context, rdb redis.UniversalClient, ns string, o PruneOpt
 }
 
 // planPrune decides, from a snapshot, which machine IDs Prune forgets.
-func planPrune(s *Snapshot, olderThan time.Duration) (*PruneResult, []lua.PruneID, error) {
+func planPrune(s *Snapshot, olderThan time.Duration) (*PruneResult, []contract.PruneID, error) {
 	if s.Layout.BitsTime == 0 {
 		return nil, nil, fmt.Errorf("%w: cannot tell reservation ages without the fleet layout (%s)", ErrNoLayout, orDash(s.LayoutErr))
 	}
@@ -129,7 +129,7 @@ func planPrune(s *Snapshot, olderThan time.Duration) (*PruneResult, []lua.PruneI
 		CutoffTick: s.Layout.Tick(cutoff),
 		Pruned:     []PrunedID{}, Kept: []KeptID{},
 	}
-	var cands []lua.PruneID
+	var cands []contract.PruneID
 	rep := Build(s)
 	for _, m := range rep.Machines {
 		r := s.Records[m.MachineID]
@@ -148,9 +148,9 @@ func planPrune(s *Snapshot, olderThan time.Duration) (*PruneResult, []lua.PruneI
 				ReservedTick: r.Reserved, ReservedTime: s.Layout.TickTime(r.Reserved)})
 			token := ""
 			if r.Owner != nil {
-				token = r.Owner[lua.OwnerToken]
+				token = r.Owner[contract.OwnerToken]
 			}
-			cands = append(cands, lua.PruneID{MachineID: m.MachineID, Token: token})
+			cands = append(cands, contract.PruneID{MachineID: m.MachineID, Token: token})
 		}
 	}
 	return res, cands, nil

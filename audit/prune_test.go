@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/redistest"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // TestPruneScript_RechecksEachID: prune.lua is handed IDs as if the audit
@@ -20,7 +20,7 @@ func TestPruneScript_RechecksEachID(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	k := lua.NewKeys("scr")
+	k := contract.NewKeys("scr")
 	const cutoff = 1000
 	setup := func(id, token string, reserved int, leased bool) {
 		t.Helper()
@@ -39,8 +39,8 @@ func TestPruneScript_RechecksEachID(t *testing.T) {
 	setup("2", "tok2", cutoff, false) // reservation not below the cutoff
 	setup("3", "tok3-new", 10, false) // another owner since
 	setup("4", "tok4", 10, false)     // old: forgotten
-	keys, argv := lua.PruneArgs{Keys: k, Cutoff: cutoff, Host: "ops", PID: 9,
-		IDs: []lua.PruneID{{MachineID: 1, Token: "tok1"}, {MachineID: 2, Token: "tok2"}, {MachineID: 3, Token: "tok3"},
+	keys, argv := contract.PruneArgs{Keys: k, Cutoff: cutoff, Host: "ops", PID: 9,
+		IDs: []contract.PruneID{{MachineID: 1, Token: "tok1"}, {MachineID: 2, Token: "tok2"}, {MachineID: 3, Token: "tok3"},
 			{MachineID: 4, Token: "tok4"}}}.KeysArgv()
 	v, err := pruneScript.Run(ctx, rdb, keys, argv...).StringSlice()
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // chunk bounds the machine IDs read in one MULTI/EXEC, so a huge registry
@@ -34,7 +34,7 @@ var afterList = func() {}
 // transaction, which fixes the stream's last entry, the other machine IDs
 // and the events are read at once on two connections: the client parses
 // one while Redis answers the other.
-func readAll(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*Snapshot, error) {
+func readAll(ctx context.Context, c *redis.Client, k contract.Keys, p *progress) (*Snapshot, error) {
 	s, ids, err := readFirst(ctx, c, k, p)
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func readAll(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*Sn
 
 // readFirst lists the machine IDs and reads the first chunk of them with
 // the registry's own keys. It returns the IDs left to read.
-func readFirst(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*Snapshot, []string, error) {
+func readFirst(ctx context.Context, c *redis.Client, k contract.Keys, p *progress) (*Snapshot, []string, error) {
 	// Every script that adds a machine ID to the registry writes an event
 	// naming it in the same call (claim). The events added
 	// since this mark name every ID registered after the listing began.
@@ -91,7 +91,7 @@ func readFirst(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) (*
 }
 
 // readIDs reads the keys of machine IDs ids, chunk by chunk.
-func (s *Snapshot) readIDs(ctx context.Context, c *redis.Client, k lua.Keys, ids []string, p *progress) error {
+func (s *Snapshot) readIDs(ctx context.Context, c *redis.Client, k contract.Keys, ids []string, p *progress) error {
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(len(ids), start+chunk)]
 		var perID *idCmds
@@ -111,7 +111,7 @@ func (s *Snapshot) readIDs(ctx context.Context, c *redis.Client, k lua.Keys, ids
 }
 
 // lastEntry is the ID of the stream's last entry, "0-0" when it is empty.
-func lastEntry(ctx context.Context, c *redis.Client, k lua.Keys) (string, error) {
+func lastEntry(ctx context.Context, c *redis.Client, k contract.Keys) (string, error) {
 	m, err := c.XRevRangeN(ctx, k.Events, "+", "-", 1).Result()
 	if err != nil {
 		return "", fmt.Errorf("read event stream %s: %w", k.Events, err)
@@ -126,7 +126,7 @@ func lastEntry(ctx context.Context, c *redis.Client, k lua.Keys) (string, error)
 // machine IDs' keys and the events written since mark, and fills in the
 // snapshot's time, layout, meta and stream bounds. It returns the IDs'
 // commands and those events.
-func firstTx(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot, ids []string, mark string) (*idCmds, []redis.XMessage, error) {
+func firstTx(ctx context.Context, c *redis.Client, k contract.Keys, s *Snapshot, ids []string, mark string) (*idCmds, []redis.XMessage, error) {
 	var (
 		timeCmd   *redis.TimeCmd
 		layoutCmd *redis.StringCmd
@@ -185,7 +185,7 @@ func unlisted(ids []string, events []redis.XMessage) []string {
 	}
 	var out []string
 	for _, m := range events {
-		id, ok := m.Values[lua.FieldMachineID].(string)
+		id, ok := m.Values[contract.FieldMachineID].(string)
 		if ok && id != "" && !listed[id] {
 			listed[id] = true
 			out = append(out, id)
@@ -195,7 +195,7 @@ func unlisted(ids []string, events []redis.XMessage) []string {
 }
 
 // readStreamInfo tells whether the event stream is complete.
-func readStreamInfo(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapshot) error {
+func readStreamInfo(ctx context.Context, c *redis.Client, k contract.Keys, s *Snapshot) error {
 	if s.Stream.Length == 0 {
 		// No event at all: complete only while there is no registry either.
 		s.Stream.Complete = !s.Meta.Present
@@ -220,7 +220,7 @@ func readStreamInfo(ctx context.Context, c *redis.Client, k lua.Keys, s *Snapsho
 // listIDs lists every machine-ID string any key of the namespace names,
 // in pages (SSCAN, HSCAN, and one SCAN of the namespace's keys for both
 // lease and owner keys: two would walk the whole keyspace twice), sorted.
-func listIDs(ctx context.Context, c *redis.Client, k lua.Keys, p *progress) ([]string, error) {
+func listIDs(ctx context.Context, c *redis.Client, k contract.Keys, p *progress) ([]string, error) {
 	seen := map[string]bool{}
 	scans := []struct {
 		name  string
@@ -267,7 +267,7 @@ type idCmds struct {
 	member   *redis.BoolSliceCmd
 }
 
-func queueIDs(ctx context.Context, p redis.Pipeliner, k lua.Keys, ids []string) *idCmds {
+func queueIDs(ctx context.Context, p redis.Pipeliner, k contract.Keys, ids []string) *idCmds {
 	c := &idCmds{ids: ids, lease: make([]*redis.StringCmd, len(ids)), ttl: make([]*redis.DurationCmd, len(ids)),
 		owner: make([]*redis.MapStringStringCmd, len(ids))}
 	if len(ids) == 0 {

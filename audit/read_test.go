@@ -10,10 +10,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // handRegistry writes n released machine IDs and events events (claims of
@@ -21,20 +21,20 @@ import (
 func handRegistry(t *testing.T, rdb *redis.Client, ns string, n, events int) {
 	t.Helper()
 	ctx := idtest.Context(t, time.Minute)
-	k := lua.NewKeys(ns)
+	k := contract.NewKeys(ns)
 	now := time.Now()
 	p := rdb.Pipeline()
 	p.Set(ctx, k.Layout, flake.DefaultLayout().String(), 0)
-	p.HSet(ctx, k.Meta, lua.MetaGeneration, "g", lua.MetaCreatedMs, now.UnixMilli(), lua.MetaCreatedTick, flake.DefaultLayout().Tick(now), lua.MetaHorizon, 100)
+	p.HSet(ctx, k.Meta, contract.MetaGeneration, "g", contract.MetaCreatedMs, now.UnixMilli(), contract.MetaCreatedTick, flake.DefaultLayout().Tick(now), contract.MetaHorizon, 100)
 	for i := range n {
 		id := strconv.Itoa(i)
 		p.SAdd(ctx, k.Machines, id)
 		p.HSet(ctx, k.Reserved, id, flake.DefaultLayout().Tick(now))
-		p.HSet(ctx, k.Owner(id), lua.OwnerHost, "h", lua.OwnerPID, id, lua.OwnerToken, "t"+id, lua.OwnerState, lua.StateReleased)
+		p.HSet(ctx, k.Owner(id), contract.OwnerHost, "h", contract.OwnerPID, id, contract.OwnerToken, "t"+id, contract.OwnerState, contract.StateReleased)
 	}
 	for i := range events {
-		p.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, Values: []any{lua.FieldType, lua.EventClaim, lua.FieldMachineID, strconv.Itoa(i % n),
-			lua.FieldToken, "t", lua.FieldFloor, "1"}})
+		p.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, Values: []any{contract.FieldType, contract.EventClaim, contract.FieldMachineID, strconv.Itoa(i % n),
+			contract.FieldToken, "t", contract.FieldFloor, "1"}})
 	}
 	if _, err := p.Exec(ctx); err != nil {
 		t.Fatal(err)
@@ -50,15 +50,15 @@ func TestRead_RegisteredDuringListing_KeysReadWithItsClaim(t *testing.T) {
 	rdb := redistest.Start(t, redistest.Options{}).Client(t)
 	ctx := idtest.Context(t, time.Minute)
 	handRegistry(t, rdb, "late", 3000, 10)
-	k := lua.NewKeys("late")
+	k := contract.NewKeys("late")
 	afterList = func() {
 		p := rdb.TxPipeline() // what claim.lua writes, in one step
 		p.SAdd(ctx, k.Machines, "4000")
 		p.Set(ctx, k.Lease("4000"), "tnew", time.Minute)
-		p.HSet(ctx, k.Owner("4000"), lua.OwnerHost, "late", lua.OwnerToken, "tnew", lua.OwnerState, lua.StateLive)
+		p.HSet(ctx, k.Owner("4000"), contract.OwnerHost, "late", contract.OwnerToken, "tnew", contract.OwnerState, contract.StateLive)
 		p.HSet(ctx, k.Reserved, "4000", 5)
-		p.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, Values: []any{lua.FieldType, lua.EventClaim, lua.FieldMachineID, "4000",
-			lua.FieldToken, "tnew", lua.FieldFloor, "1"}})
+		p.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, Values: []any{contract.FieldType, contract.EventClaim, contract.FieldMachineID, "4000",
+			contract.FieldToken, "tnew", contract.FieldFloor, "1"}})
 		if _, err := p.Exec(ctx); err != nil {
 			t.Error(err)
 		}
@@ -72,7 +72,7 @@ func TestRead_RegisteredDuringListing_KeysReadWithItsClaim(t *testing.T) {
 		t.Fatalf("events of 4000: %v", s.eventsOf(4000))
 	}
 	r := s.Records[4000]
-	if r == nil || !r.Registered || r.Lease != "tnew" || r.Owner[lua.OwnerHost] != "late" || !r.HasReserved {
+	if r == nil || !r.Registered || r.Lease != "tnew" || r.Owner[contract.OwnerHost] != "late" || !r.HasReserved {
 		t.Fatalf("record of machine ID 4000, claimed during the listing: %+v", r)
 	}
 	if len(s.Records) != 3001 {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // State is what a machine ID's keys say about it.
@@ -258,16 +258,16 @@ func machineRow(s *Snapshot, r *Record, problems []problem) Machine {
 		m.Problems = append(m.Problems, p.msg)
 	}
 	if r.Owner != nil {
-		m.Mode = r.Owner[lua.OwnerMode]
-		if hb, ok := msTime(r.Owner[lua.OwnerHeartbeat]); ok {
+		m.Mode = r.Owner[contract.OwnerMode]
+		if hb, ok := msTime(r.Owner[contract.OwnerHeartbeat]); ok {
 			m.Heartbeat = &hb
 			age := s.Now.Sub(hb).Milliseconds()
 			m.HeartbeatAgeMs = &age
 		}
-		if t, ok := msTime(r.Owner[lua.OwnerFirstClaim]); ok {
+		if t, ok := msTime(r.Owner[contract.OwnerFirstClaim]); ok {
 			m.FirstClaim = &t
 		}
-		if t, ok := msTime(r.Owner[lua.OwnerClaimed]); ok {
+		if t, ok := msTime(r.Owner[contract.OwnerClaimed]); ok {
 			m.LastClaim = &t
 		}
 	}
@@ -281,7 +281,7 @@ func machineRow(s *Snapshot, r *Record, problems []problem) Machine {
 		if m.FirstClaim == nil {
 			m.FirstClaim = &t
 		}
-		if r.Owner == nil || r.Owner[lua.OwnerClaimed] == "" {
+		if r.Owner == nil || r.Owner[contract.OwnerClaimed] == "" {
 			m.LastClaim = &t
 		}
 	}
@@ -311,7 +311,7 @@ func stateOf(r *Record, problems []problem) State {
 		return Live
 	case r.Owner == nil:
 		return Orphan
-	case r.Owner[lua.OwnerState] == lua.StateReleased:
+	case r.Owner[contract.OwnerState] == contract.StateReleased:
 		return Released
 	default:
 		return Expired

@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Snapshot is what one namespace of the registry held at one moment.
@@ -143,7 +143,7 @@ func ReadWith(ctx context.Context, rdb redis.UniversalClient, ns string, o ReadO
 
 // read is ReadWith, also returning the namespace's keys and the client
 // that serves its slot, for callers that go on to write (Prune).
-func read(ctx context.Context, rdb redis.UniversalClient, ns string, o ReadOptions) (*Snapshot, lua.Keys, *redis.Client, error) {
+func read(ctx context.Context, rdb redis.UniversalClient, ns string, o ReadOptions) (*Snapshot, contract.Keys, *redis.Client, error) {
 	k, err := keysOf(ns)
 	if err != nil {
 		return nil, k, nil, err
@@ -161,20 +161,20 @@ func read(ctx context.Context, rdb redis.UniversalClient, ns string, o ReadOptio
 
 // keysOf returns the keys of namespace ns ("" for the default), refusing
 // a namespace the registry refuses.
-func keysOf(ns string) (lua.Keys, error) {
+func keysOf(ns string) (contract.Keys, error) {
 	if ns == "" {
-		ns = lua.DefaultNamespace
+		ns = contract.DefaultNamespace
 	}
-	if err := lua.CheckNamespace(ns); err != nil {
-		return lua.Keys{}, fmt.Errorf("%w: %w", coord.ErrInvalidOptions, err)
+	if err := contract.CheckNamespace(ns); err != nil {
+		return contract.Keys{}, fmt.Errorf("%w: %w", coord.ErrInvalidOptions, err)
 	}
-	return lua.NewKeys(ns), nil
+	return contract.NewKeys(ns), nil
 }
 
 // slotClient returns the client that serves every key of the namespace:
 // rdb itself, or on Cluster the master of the {ns} slot, so that SCAN and
 // MULTI/EXEC see all of them.
-func slotClient(ctx context.Context, rdb redis.UniversalClient, k lua.Keys) (*redis.Client, error) {
+func slotClient(ctx context.Context, rdb redis.UniversalClient, k contract.Keys) (*redis.Client, error) {
 	switch c := rdb.(type) {
 	case *redis.Client:
 		return c, nil
@@ -192,15 +192,15 @@ func parseMeta(h map[string]string) Meta {
 	if len(h) == 0 {
 		return Meta{}
 	}
-	m := Meta{Present: true, Generation: h[lua.MetaGeneration]}
-	if ms, err := strconv.ParseInt(h[lua.MetaCreatedMs], 10, 64); err == nil {
+	m := Meta{Present: true, Generation: h[contract.MetaGeneration]}
+	if ms, err := strconv.ParseInt(h[contract.MetaCreatedMs], 10, 64); err == nil {
 		m.Created = time.UnixMilli(ms).UTC()
 	}
-	m.CreatedTick, _ = strconv.ParseInt(h[lua.MetaCreatedTick], 10, 64)
-	m.Horizon, _ = strconv.ParseInt(h[lua.MetaHorizon], 10, 64)
-	m.Server = h[lua.MetaServer]
+	m.CreatedTick, _ = strconv.ParseInt(h[contract.MetaCreatedTick], 10, 64)
+	m.Horizon, _ = strconv.ParseInt(h[contract.MetaHorizon], 10, 64)
+	m.Server = h[contract.MetaServer]
 	// loss_ms 0 is a store that lost nothing (coord.PrepareFresh).
-	if t, ok := msTime(h[lua.MetaLossMs]); ok {
+	if t, ok := msTime(h[contract.MetaLossMs]); ok {
 		m.LossAt = t
 	}
 	return m
@@ -218,7 +218,7 @@ func parseMachineID(s string) (int, error) {
 
 // keys are the keys of the snapshot's namespace, for the reports that name
 // them.
-func (s *Snapshot) keys() lua.Keys { return lua.NewKeys(s.Namespace) }
+func (s *Snapshot) keys() contract.Keys { return contract.NewKeys(s.Namespace) }
 
 // ownerKey is the owner hash of machine ID id.
 func (s *Snapshot) ownerKey(id int) string { return s.keys().Owner(strconv.Itoa(id)) }

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Checks of a registry. Each finding names one; docs/design.md's registry
@@ -56,9 +56,9 @@ func issuedBounds(s *Snapshot) (map[int]bound, map[int][]problem) {
 		var field string
 		switch {
 		case e.isClaim():
-			field = lua.FieldFloor
-		case e.Type == lua.EventRelease:
-			field = lua.FieldLast
+			field = contract.FieldFloor
+		case e.Type == contract.EventRelease:
+			field = contract.FieldLast
 		default:
 			continue
 		}
@@ -72,7 +72,7 @@ func issuedBounds(s *Snapshot) (map[int]bound, map[int][]problem) {
 			out[e.MachineID] = bound{tick: t, event: e}
 		case t < b.tick:
 			what := fmt.Sprintf("the %s at %s by %s started after tick %d", e.Type, fmtTimeMs(e.Time), e.Owner().String(), t)
-			if e.Type == lua.EventRelease {
+			if e.Type == contract.EventRelease {
 				what = fmt.Sprintf("the release at %s by %s recorded last tick %d", fmtTimeMs(e.Time), e.Owner().String(), t)
 			}
 			back[e.MachineID] = append(back[e.MachineID], problem{CheckHistoryWentBack,
@@ -104,16 +104,16 @@ func recordProblems(s *Snapshot, r *Record, lb bound, back []problem) []problem 
 		switch {
 		case r.Owner == nil:
 			add(CheckLeaseWithoutOwner, "leased (token %s) but %s is missing", shortToken(r.Lease), s.ownerKey(r.MachineID))
-		case r.Owner[lua.OwnerToken] == "":
+		case r.Owner[contract.OwnerToken] == "":
 			// renew.lua writes heartbeat and mode into the owner hash even
 			// when the rest of it is gone.
 			add(CheckLeaseWithoutOwner, "leased (token %s) but %s is incomplete: no token or host (only renewals' heartbeat and mode are left)",
 				shortToken(r.Lease), s.ownerKey(r.MachineID))
 		default:
-			if t := r.Owner[lua.OwnerToken]; t != r.Lease {
+			if t := r.Owner[contract.OwnerToken]; t != r.Lease {
 				add(CheckOwnerTokenMismatch, "lease token %s differs from the owner data's token %s", shortToken(r.Lease), orDash(shortToken(t)))
 			}
-			if r.Owner[lua.OwnerState] == lua.StateReleased {
+			if r.Owner[contract.OwnerState] == contract.StateReleased {
 				add(CheckReleasedButLeased, "owner data says released but the lease key is present")
 			}
 		}
@@ -127,7 +127,7 @@ func recordProblems(s *Snapshot, r *Record, lb bound, back []problem) []problem 
 		if !r.Registered {
 			add(CheckOwnerNotRegistered, "has owner data but is not a member of %s", s.keys().Machines)
 		}
-		if st := r.Owner[lua.OwnerState]; st != lua.StateLive && st != lua.StateReleased {
+		if st := r.Owner[contract.OwnerState]; st != contract.StateLive && st != contract.StateReleased {
 			add(CheckUnknownOwnerState, "owner data has state %q, want live or released", st)
 		}
 	}

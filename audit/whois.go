@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // ErrNoLayout is returned when the registry holds no readable layout, so
@@ -102,7 +102,7 @@ func WhoIs(s *Snapshot, id uint64) (*Whois, error) {
 	}
 	idx := -1 // the last claim whose floor is below the tick
 	for i, c := range claims {
-		if f, ok := c.Int(lua.FieldFloor); ok && f < p.Tick {
+		if f, ok := c.Int(contract.FieldFloor); ok && f < p.Tick {
 			idx = i
 		}
 	}
@@ -144,16 +144,16 @@ func decodeWhois(s *Snapshot, id uint64) (*Whois, flake.Parts, error) {
 // the next claim starts below it, or the tick is above the reservation.
 func whoisByClaim(s *Snapshot, w *Whois, p flake.Parts, claims []Event, idx int) {
 	t, c, rec := p.Tick, claims[idx], s.Records[p.MachineID]
-	w.Claim = refOf(c, lua.FieldFloor)
+	w.Claim = refOf(c, contract.FieldFloor)
 	o := c.Owner()
-	if rec != nil && rec.Owner != nil && rec.Owner[lua.OwnerToken] == c.Fields.Get(lua.FieldToken) {
-		o.Version = rec.Owner[lua.OwnerVersion]
+	if rec != nil && rec.Owner != nil && rec.Owner[contract.OwnerToken] == c.Fields.Get(contract.FieldToken) {
+		o.Version = rec.Owner[contract.OwnerVersion]
 	}
 	w.Owner, w.Source = &o, "events"
 	for _, e := range s.eventsOf(p.MachineID) {
-		if e.Type == lua.EventRelease && e.Fields.Get(lua.FieldToken) == c.Fields.Get(lua.FieldToken) && streamLess(c.ID, e.ID) {
+		if e.Type == contract.EventRelease && e.Fields.Get(contract.FieldToken) == c.Fields.Get(contract.FieldToken) && streamLess(c.ID, e.ID) {
 			if idx+1 >= len(claims) || streamLess(e.ID, claims[idx+1].ID) {
-				w.Release = refOf(e, lua.FieldLast)
+				w.Release = refOf(e, contract.FieldLast)
 			}
 			break
 		}
@@ -163,7 +163,7 @@ func whoisByClaim(s *Snapshot, w *Whois, p flake.Parts, claims []Event, idx int)
 	switch {
 	case idx+1 < len(claims):
 		n := claims[idx+1]
-		w.Next = refOf(n, lua.FieldFloor)
+		w.Next = refOf(n, contract.FieldFloor)
 		w.Known = true
 		w.Explanation = fmt.Sprintf("%s; the next claim, the %s at %s, starts after tick %d >= %d",
 			held, n.Type, fmtTimeMs(n.Time), derefTick(w.Next), t)
@@ -176,7 +176,7 @@ func whoisByClaim(s *Snapshot, w *Whois, p flake.Parts, claims []Event, idx int)
 		w.Explanation = held + "; no later claim is recorded"
 		if w.Release != nil {
 			w.Explanation += fmt.Sprintf("; it released the ID at %s", fmtTimeMs(w.Release.Time))
-		} else if rec != nil && rec.Lease != "" && rec.Lease == c.Fields.Get(lua.FieldToken) {
+		} else if rec != nil && rec.Lease != "" && rec.Lease == c.Fields.Get(contract.FieldToken) {
 			w.Explanation += "; it holds the lease now"
 		}
 	}
@@ -190,13 +190,13 @@ func whoisByOwnerData(s *Snapshot, w *Whois, p flake.Parts, anyClaim bool) bool 
 	if rec == nil || rec.Owner == nil || anyClaim {
 		return false
 	}
-	f, ok := intField(rec.Owner, lua.OwnerFloor)
+	f, ok := intField(rec.Owner, contract.OwnerFloor)
 	if !ok || f >= t || rec.HasReserved && t > rec.Reserved {
 		return false
 	}
 	w.Owner, w.Source, w.Known = ownerOf(rec.Owner), "owner data", true
-	w.Claim = &EventRef{Type: lua.EventClaim, Tick: &f}
-	if at, ok := msTime(rec.Owner[lua.OwnerClaimed]); ok {
+	w.Claim = &EventRef{Type: contract.EventClaim, Tick: &f}
+	if at, ok := msTime(rec.Owner[contract.OwnerClaimed]); ok {
 		w.Claim.Time = at
 	}
 	w.Explanation = fmt.Sprintf("its claim event is no longer in the stream, but the owner data of machine ID %d names %s, claimed at %s with floor %d < %d, as the last owner",
@@ -248,7 +248,7 @@ func whoisCounter(s *Snapshot, w *Whois) {
 	events := slices.Clone(s.Events)
 	slices.SortStableFunc(events, func(a, b Event) int { return a.At().Compare(b.At()) })
 	for _, e := range events {
-		if e.Type != lua.EventMode {
+		if e.Type != contract.EventMode {
 			continue
 		}
 		at := e.At()
@@ -264,9 +264,9 @@ func whoisCounter(s *Snapshot, w *Whois) {
 			order = append(order, key)
 		}
 		switch {
-		case e.Fields.Get(lua.FieldTo) == "counter" && sp.inSince.IsZero():
+		case e.Fields.Get(contract.FieldTo) == "counter" && sp.inSince.IsZero():
 			sp.inSince = at
-		case e.Fields.Get(lua.FieldTo) != "counter" && !sp.inSince.IsZero():
+		case e.Fields.Get(contract.FieldTo) != "counter" && !sp.inSince.IsZero():
 			if !at.Before(from) {
 				sp.hit = true // in counter mode until inside the window
 			}

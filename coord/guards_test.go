@@ -1,7 +1,7 @@
 package coord_test
 
 // Tests of the guards against duplicate IDs after faults that lose or copy
-// state: fencing per lease (scripts/lua/claim.lua, renew.lua), clone
+// state: fencing per lease (contract/claim.lua, renew.lua), clone
 // detection, the loss floor of guard.lua after Redis lost a suffix of its
 // writes or restarted from an old snapshot, the fleet layout restored after
 // total data loss, and release.lua after the server changed. Each test says
@@ -817,7 +817,7 @@ func putRegistry(t *testing.T, rdb redis.UniversalClient, c registryCopy) {
 // to a replica, a restart from a snapshot, a restored backup), which holds
 // Y again, with the window it was stored in. The owner now holds a lease
 // claimed under the registry Y's claim made, so it is no longer "from
-// before" that registry. Guard (scripts/lua/layout.lua): the owner renewed
+// before" that registry. Guard (contract/layout.lua): the owner renewed
 // under the loss ID Y was stored under, so it restores X again; a claim
 // that sees the interrupted window opens it again and waits. A duplicate
 // shows as Y getting a lease (its IDs next to the fleet's), or the owner

@@ -10,17 +10,17 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/internal/redistest"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // wantUnsafe fails unless err is guard.lua's refusal for check, naming
 // each of words.
 func wantUnsafe(t *testing.T, what string, err error, check string, words ...string) {
 	t.Helper()
-	got, ok := lua.UnsafeCheck(err)
+	got, ok := contract.UnsafeCheck(err)
 	if !ok || got != check {
 		t.Fatalf("%s: %v, want guard.lua's UNSAFE %s refusal", what, err, check)
 	}
@@ -63,14 +63,14 @@ func TestGuard_INFORefusedOrRenamed_ScriptsRefuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = reg.Claim(ctxT(t), coord.ClaimOptions{})
-	wantUnsafe(t, "claim under +info|replication", err, lua.UnsafeIdentity, "+info", "deploy/redis/acl.conf")
+	wantUnsafe(t, "claim under +info|replication", err, contract.UnsafeIdentity, "+info", "deploy/redis/acl.conf")
 	c, err := fallback.New(narrow, fallback.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_, err = c.NextID(ctxT(t))
-	wantUnsafe(t, "counter under +info|replication", err, lua.UnsafeIdentity, "+info")
+	wantUnsafe(t, "counter under +info|replication", err, contract.UnsafeIdentity, "+info")
 	noRegistry(t, admin)
 
 	renamed := redistest.Start(t, redistest.Options{Args: []string{"rename-command INFO flaked-hidden-info"}})
@@ -79,11 +79,11 @@ func TestGuard_INFORefusedOrRenamed_ScriptsRefuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = reg.Claim(ctxT(t), coord.ClaimOptions{})
-	wantUnsafe(t, "claim with INFO renamed", err, lua.UnsafeIdentity, "rename-command INFO")
+	wantUnsafe(t, "claim with INFO renamed", err, contract.UnsafeIdentity, "rename-command INFO")
 	noRegistry(t, renamed.Client(t))
 
 	// The opt-in: no INFO read, the claim is granted.
-	reg, err = coord.NewRegistry(renamed.Client(t), coord.Options{RedisIdentity: lua.IdentityNone, MaxWait: time.Minute})
+	reg, err = coord.NewRegistry(renamed.Client(t), coord.Options{RedisIdentity: contract.IdentityNone, MaxWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestGuard_EvictionPolicySetLive_RefusedThenResumes(t *testing.T) {
 	granted := l.Granted()
 	reserved, _ := rdb.HGet(ctxT(t), "{flaked}:reserved", strconv.Itoa(l.MachineIDs()[0])).Result()
 	_, err = l.Reserve(ctxT(t), granted+500)
-	wantUnsafe(t, "renewal under allkeys-lru", err, lua.UnsafeEviction, "allkeys-lru", "noeviction")
+	wantUnsafe(t, "renewal under allkeys-lru", err, contract.UnsafeEviction, "allkeys-lru", "noeviction")
 	if after, _ := rdb.HGet(ctxT(t), "{flaked}:reserved", strconv.Itoa(l.MachineIDs()[0])).Result(); after != reserved || l.Granted() != granted {
 		t.Fatalf("a refused renewal moved the reservation: %s -> %s, granted %d -> %d", reserved, after, granted, l.Granted())
 	}
@@ -140,9 +140,9 @@ func TestGuard_EvictionPolicySetLive_RefusedThenResumes(t *testing.T) {
 	}
 	defer c2.Close()
 	_, err = c2.NextID(ctxT(t))
-	wantUnsafe(t, "counter under allkeys-lru", err, lua.UnsafeEviction, "allkeys-lru")
+	wantUnsafe(t, "counter under allkeys-lru", err, contract.UnsafeEviction, "allkeys-lru")
 	_, err = reg.Claim(ctxT(t), coord.ClaimOptions{})
-	wantUnsafe(t, "claim under allkeys-lru", err, lua.UnsafeEviction, "allkeys-lru")
+	wantUnsafe(t, "claim under allkeys-lru", err, contract.UnsafeEviction, "allkeys-lru")
 
 	setPolicy("volatile-lru") // allowed: only leases carry a TTL
 	if _, err := l.Reserve(ctxT(t), granted+500); err != nil {

@@ -7,14 +7,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // ErrRegistryExists is returned by Init when the namespace already holds a
 // registry or a fleet layout.
 var ErrRegistryExists = errors.New("registry exists")
 
-var initScript = redis.NewScript(lua.Init)
+var initScript = redis.NewScript(contract.Init)
 
 // Init makes the registry of a new fleet (flaked init): {ns}:meta under
 // this Redis server's identity with no possible data loss, and the fleet
@@ -33,14 +33,14 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 		return "", err
 	}
 	gen := newToken(o.Rand)
-	keys, argv := lua.InitArgs{
-		Keys: lua.NewKeys(o.Namespace), Generation: gen, Layout: o.Layout.String(),
+	keys, argv := contract.InitArgs{
+		Keys: contract.NewKeys(o.Namespace), Generation: gen, Layout: o.Layout.String(),
 		EpochUs: o.Layout.StartTime.UnixMicro(), TickUs: tickMicros(o.Layout), EventsMaxLen: o.EventsMaxLen,
 		Host: o.Owner.Host, PID: o.Owner.PID, Identity: o.RedisIdentity,
 	}.KeysArgv()
 	v, err := initScript.Run(ctx, rdb, keys, argv...).Slice()
 	if err != nil {
-		err = lua.Explain(err)
+		err = contract.Explain(err)
 		return "", fmt.Errorf("init registry %q: %w", o.Namespace, err)
 	}
 	if len(v) == 3 && v[0] == "EXISTS" {

@@ -7,10 +7,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // flaked init on an empty Redis: the first claim starts at once (no loss
@@ -39,7 +39,7 @@ func TestInit_NewFleet_FirstClaimAtOnce_SecondRefused(t *testing.T) {
 		if now := flake.DefaultLayout().Tick(time.Now()); l.Floor() >= now {
 			t.Fatalf("the first claim after init starts after tick %d, ahead of the clock %d", l.Floor(), now)
 		}
-		if w := rdb.HGet(ctxT(t), "{flaked}:meta", lua.MetaLayoutSettleMs).Val(); w != "" {
+		if w := rdb.HGet(ctxT(t), "{flaked}:meta", contract.MetaLayoutSettleMs).Val(); w != "" {
 			t.Fatalf("a settle window was opened after init (until %s)", w)
 		}
 		if _, err := coord.Init(ctxT(t), rdb, o); !errors.Is(err, coord.ErrRegistryExists) {

@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Lease is a set of machine IDs held under one owner token. Its Reserve
@@ -201,13 +201,13 @@ func (l *Lease) settle(ctx context.Context, until int64) error {
 		}
 	}
 	r := l.reg
-	m, err := r.rdb.HMGet(ctx, r.keys.Meta, lua.MetaHorizon, lua.MetaLossMs).Result()
+	m, err := r.rdb.HMGet(ctx, r.keys.Meta, contract.MetaHorizon, contract.MetaLossMs).Result()
 	if err != nil {
 		return fmt.Errorf("read registry metadata: %w", err)
 	}
 	h, loss := toInt64(m[0]), toInt64(m[1])
 	lay := r.opts.Layout
-	floor := lay.Tick(time.UnixMilli(loss).Add(lua.RedisSkew)) + max(h, r.horizonTicks())
+	floor := lay.Tick(time.UnixMilli(loss).Add(contract.RedisSkew)) + max(h, r.horizonTicks())
 	if floor > l.floor {
 		if _, err := l.Reserve(ctx, floor); err != nil {
 			return err
@@ -235,7 +235,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	r := l.reg
 	o, lay := r.opts.Owner, r.opts.Layout
-	keys, argv := lua.RenewArgs{
+	keys, argv := contract.RenewArgs{
 		Keys: r.keys, Token: l.token, Want: want, Held: l.granted.Load(), LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(),
 		EventsMaxLen: r.opts.EventsMaxLen, Mode: l.mode, Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version,
 		Layout: lay.String(), Generation: l.generation, Horizon: r.horizonTicks(),
@@ -253,13 +253,13 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 		l.renewFails.Add(1)
 		var err error
 		kind := fmt.Sprint(v[4])
-		text := lua.LostText(kind, fmt.Sprint(v[2]), lay.String())
+		text := contract.LostText(kind, fmt.Sprint(v[2]), lay.String())
 		switch kind {
-		case lua.LostLayout:
+		case contract.LostLayout:
 			err = fmt.Errorf("%w: %w: %s; start it with the fleet's layout flags", ErrLeaseLost, ErrLayoutMismatch, text)
-		case lua.LostFenced:
+		case contract.LostFenced:
 			err = fmt.Errorf("%w: %w: machine ID %v taken over by %v pid %v", ErrLeaseLost, ErrFenced, v[1], v[5], v[6])
-		case lua.LostLoss:
+		case contract.LostLoss:
 			err = fmt.Errorf("%w: %w: machine ID %v: %s", ErrLeaseLost, ErrPossibleLoss, v[1], text)
 		default:
 			err = fmt.Errorf("%w: machine ID %v: %s", ErrLeaseLost, v[1], text)
@@ -319,7 +319,7 @@ func (l *Lease) stopKeepAlive() {
 // Check is sonyflake's CheckMachineID: true only when Redis says every
 // leased ID is held by this token.
 func (l *Lease) Check(ctx context.Context) (bool, error) {
-	keys, argv := lua.CheckArgs{Keys: l.reg.keys, Token: l.token, MachineIDs: l.ids}.KeysArgv()
+	keys, argv := contract.CheckArgs{Keys: l.reg.keys, Token: l.token, MachineIDs: l.ids}.KeysArgv()
 	n, err := checkScript.Run(ctx, l.reg.rdb, keys, argv...).Int()
 	if err != nil {
 		return false, fmt.Errorf("check lease: %w", err)
@@ -349,12 +349,12 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 	}
 	r := l.reg
 	o, lay := r.opts.Owner, r.opts.Layout
-	keys, argv := lua.ReleaseArgs{
+	keys, argv := contract.ReleaseArgs{
 		Keys: r.keys, Token: l.token, LastTick: lastTick, EventsMaxLen: r.opts.EventsMaxLen, Host: o.Host, PID: o.PID, Addr: o.Addr,
 		Generation: cmp.Or(l.generation, newToken(r.opts.Rand)), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
 		Identity: r.opts.RedisIdentity, MachineIDs: l.ids,
 	}.KeysArgv()
-	err := lua.Explain(releaseScript.Run(ctx, r.rdb, keys, argv...).Err())
+	err := contract.Explain(releaseScript.Run(ctx, r.rdb, keys, argv...).Err())
 	if err != nil {
 		err = fmt.Errorf("release machine IDs %v: %w", l.ids, err)
 	}

@@ -8,14 +8,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Defaults of Options.
 const (
-	DefaultNamespace    = lua.DefaultNamespace
+	DefaultNamespace    = contract.DefaultNamespace
 	DefaultLeaseTTL     = 10 * time.Second
 	DefaultMaxSkew      = time.Second
 	DefaultHorizon      = 5 * time.Second
@@ -52,7 +52,7 @@ type Owner struct {
 // Options configure a Registry. The zero value means the defaults.
 type Options struct {
 	// Namespace prefixes every key, inside a {hash tag}: letters, digits,
-	// '.', '_', '-', 1..64 characters (lua.CheckNamespace). Default
+	// '.', '_', '-', 1..64 characters (contract.CheckNamespace). Default
 	// "flaked".
 	Namespace string
 	// Layout is the fleet-wide ID layout; zero means flake.DefaultLayout().
@@ -116,9 +116,9 @@ type Options struct {
 	// such a failure is only reported (LeaseStats.StateErr).
 	Private bool
 	// RedisIdentity is how the writing scripts learn the Redis server's
-	// identity (guard.lua): "" or lua.IdentityInfo reads INFO server
+	// identity (guard.lua): "" or contract.IdentityInfo reads INFO server
 	// replication memory and refuses to write when it cannot, or when
-	// maxmemory-policy is allkeys-*; lua.IdentityNone, the operator's
+	// maxmemory-policy is allkeys-*; contract.IdentityNone, the operator's
 	// opt-in for a server that truly hides INFO (some proxies), reads
 	// nothing, so Redis losing writes (a restart from an old snapshot, a
 	// failover to a replica that missed writes) goes unnoticed and IDs
@@ -130,7 +130,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
-	if err := lua.CheckNamespace(o.Namespace); err != nil {
+	if err := contract.CheckNamespace(o.Namespace); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.Layout.BitsTime == 0 {
@@ -186,7 +186,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Rand == nil {
 		o.Rand = rand.Reader
 	}
-	if err := lua.CheckIdentity(o.RedisIdentity); err != nil {
+	if err := contract.CheckIdentity(o.RedisIdentity); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.LayoutSettle == 0 {

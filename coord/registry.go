@@ -13,10 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
 	"github.com/flaked/flaked/internal/replwait"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Errors of the registry.
@@ -40,17 +40,17 @@ var (
 )
 
 var (
-	claimScript   = redis.NewScript(lua.Claim)
-	renewScript   = redis.NewScript(lua.Renew)
-	releaseScript = redis.NewScript(lua.Release)
-	checkScript   = redis.NewScript(lua.Check)
+	claimScript   = redis.NewScript(contract.Claim)
+	renewScript   = redis.NewScript(contract.Renew)
+	releaseScript = redis.NewScript(contract.Release)
+	checkScript   = redis.NewScript(contract.Check)
 )
 
 // Registry is the machine-ID registry of one namespace in one Redis.
 type Registry struct {
 	rdb  redis.UniversalClient
 	opts Options
-	keys lua.Keys
+	keys contract.Keys
 	wait replwait.Waiter // the WAIT after claims and renewals
 }
 
@@ -61,7 +61,7 @@ func NewRegistry(rdb redis.UniversalClient, opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := lua.NewKeys(o.Namespace)
+	keys := contract.NewKeys(o.Namespace)
 	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta, Floor: int64(o.MinReplicas)}}, nil
 }
 
@@ -83,8 +83,8 @@ func (r *Registry) PrepareFresh(ctx context.Context) error {
 	if !r.opts.Private {
 		return fmt.Errorf("%w: PrepareFresh is only for a private store", ErrInvalidOptions)
 	}
-	return r.rdb.HSet(ctx, r.keys.Meta, lua.MetaGeneration, newToken(r.opts.Rand), lua.MetaServer, "", lua.MetaLossMs, 0,
-		lua.MetaCreatedMs, r.opts.Clock.Now().UnixMilli(), lua.MetaHorizon, r.horizonTicks()).Err()
+	return r.rdb.HSet(ctx, r.keys.Meta, contract.MetaGeneration, newToken(r.opts.Rand), contract.MetaServer, "", contract.MetaLossMs, 0,
+		contract.MetaCreatedMs, r.opts.Clock.Now().UnixMilli(), contract.MetaHorizon, r.horizonTicks()).Err()
 }
 
 // horizonTicks is Options.Horizon in ticks of the layout, as the scripts
@@ -178,8 +178,8 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		// is how it always is, not a loss.
 		if p := co.Previous; p != nil && p.Generation != "" && p.Generation != res.generation && !lease.DataLoss && !r.opts.Private {
 			lease.DataLoss = true
-			r.event(ctx, lua.EventDataLoss, strconv.Itoa(res.id), lua.FieldPreviousGeneration, p.Generation, lua.FieldGeneration, res.generation,
-				lua.FieldDetail, "registry generation differs from the state file's: Redis lost its data")
+			r.event(ctx, contract.EventDataLoss, strconv.Itoa(res.id), contract.FieldPreviousGeneration, p.Generation, contract.FieldGeneration, res.generation,
+				contract.FieldDetail, "registry generation differs from the state file's: Redis lost its data")
 		}
 	}
 	lease.granted.Store(lease.floor)
@@ -228,9 +228,9 @@ type claimResult struct {
 
 // claimArgs are what one round of a claim gives claim.lua, its
 // candidates drawn afresh.
-func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, req claimRequest) lua.ClaimArgs {
+func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, req claimRequest) contract.ClaimArgs {
 	l, o := r.opts.Layout, r.opts.Owner
-	return lua.ClaimArgs{
+	return contract.ClaimArgs{
 		Keys: r.keys, Token: token, Layout: l.String(), Generation: gen,
 		Horizon: r.horizonTicks(), Now: now, LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(), EventsMaxLen: r.opts.EventsMaxLen,
 		Preferred: preferred, LocalFloor: req.localFloor, MaxWait: maxWait,
@@ -354,7 +354,7 @@ func (r *Registry) checkClock(ctx context.Context) error {
 	local := before.Add(rtt / 2)
 	skew := local.Sub(rt)
 	if skew.Abs() > r.opts.MaxSkew+rtt/2 {
-		r.event(ctx, lua.EventClockSkew, "", lua.FieldSkewMs, skew.Milliseconds(), lua.FieldMaxSkewMs, r.opts.MaxSkew.Milliseconds())
+		r.event(ctx, contract.EventClockSkew, "", contract.FieldSkewMs, skew.Milliseconds(), contract.FieldMaxSkewMs, r.opts.MaxSkew.Milliseconds())
 		return fmt.Errorf("%w: local clock is %v off Redis TIME (max skew %v); fix NTP on this host or raise --max-skew",
 			ErrClockSkew, skew.Round(time.Millisecond), r.opts.MaxSkew)
 	}
@@ -368,7 +368,7 @@ func (r *Registry) event(ctx context.Context, kind, id string, kv ...any) {
 }
 
 // Event writes an audit event of this owner, e.g. a mode switch (kind
-// and the names in kv: lua.Event* and lua.Field*).
+// and the names in kv: contract.Event* and contract.Field*).
 func (r *Registry) Event(ctx context.Context, kind string, machineID int, kv ...any) error {
 	return r.addEvent(ctx, kind, machineID, kv)
 }
@@ -377,8 +377,8 @@ func (r *Registry) Event(ctx context.Context, kind string, machineID int, kv ...
 // written by this owner, with the fields kv.
 func (r *Registry) addEvent(ctx context.Context, kind string, id any, kv []any) error {
 	o := r.opts.Owner
-	vals := append([]any{lua.FieldType, kind, lua.FieldMachineID, id, lua.FieldHost, o.Host, lua.FieldPID, o.PID,
-		lua.FieldAddr, o.Addr}, kv...)
+	vals := append([]any{contract.FieldType, kind, contract.FieldMachineID, id, contract.FieldHost, o.Host, contract.FieldPID, o.PID,
+		contract.FieldAddr, o.Addr}, kv...)
 	return r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: r.keys.Events, MaxLen: r.opts.EventsMaxLen, Approx: true, Values: vals}).Err()
 }
 

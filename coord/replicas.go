@@ -10,13 +10,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Where the scripts' grant replies carry the count of replicas that must
-// acknowledge them (scripts/lua/replicas.lua), the list of replicas after it.
+// acknowledge them (contract/replicas.lua), the list of replicas after it.
 const (
 	claimNeedAt = 11
 	renewNeedAt = 5
@@ -79,7 +79,7 @@ func (r *Registry) releaseUnused(ctx context.Context, token string, v []any) {
 		return
 	}
 	o, lay := r.opts.Owner, r.opts.Layout
-	keys, argv := lua.ReleaseArgs{
+	keys, argv := contract.ReleaseArgs{
 		Keys: r.keys, Token: token, LastTick: toInt64(v[2]), EventsMaxLen: r.opts.EventsMaxLen, Host: o.Host, PID: o.PID,
 		Addr: o.Addr, Generation: fmt.Sprint(v[3]), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
 		MachineIDs: []int{id},
@@ -124,13 +124,13 @@ func SplitBrainCheck(ctx context.Context, rdb redis.UniversalClient, namespace s
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	keys := lua.NewKeys(namespace)
+	keys := contract.NewKeys(namespace)
 	c, err := masterOf(ctx, rdb, keys.Meta)
 	if err != nil {
 		return ReplicaMark{}, err
 	}
 	m := ReplicaMark{Namespace: namespace, Mark: -1}
-	v, err := c.HGet(ctx, keys.Meta, lua.MetaReplicas).Result()
+	v, err := c.HGet(ctx, keys.Meta, contract.MetaReplicas).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		if n, err := c.Exists(ctx, keys.Meta).Result(); err != nil {
@@ -142,7 +142,7 @@ func SplitBrainCheck(ctx context.Context, rdb redis.UniversalClient, namespace s
 		return m, fmt.Errorf("read %s: %w", keys.Meta, err)
 	default:
 		if m.Mark, err = strconv.Atoi(v); err != nil {
-			return m, fmt.Errorf("%s %s is %q, not a count", keys.Meta, lua.MetaReplicas, v)
+			return m, fmt.Errorf("%s %s is %q, not a count", keys.Meta, contract.MetaReplicas, v)
 		}
 	}
 	info, err := c.Info(ctx, "replication").Result()
@@ -164,14 +164,14 @@ func SetReplicaMark(ctx context.Context, rdb redis.UniversalClient, namespace st
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	keys := lua.NewKeys(namespace)
+	keys := contract.NewKeys(namespace)
 	c, err := masterOf(ctx, rdb, keys.Meta)
 	if err != nil {
 		return 0, err
 	}
 	prev, err := setMarkScript.Run(ctx, c, []string{keys.Meta, keys.Events}, n, host, DefaultEventsMaxLen).Int()
 	if err != nil {
-		return 0, fmt.Errorf("set %s %s: %w", keys.Meta, lua.MetaReplicas, err)
+		return 0, fmt.Errorf("set %s %s: %w", keys.Meta, contract.MetaReplicas, err)
 	}
 	if prev < 0 {
 		return 0, fmt.Errorf("namespace %q has no registry (%s is missing): nothing to set", namespace, keys.Meta)

@@ -7,13 +7,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // clock: this host's clock against each server's TIME (a node refuses to
 // claim beyond --max-skew), and the servers' clocks against each other:
 // guard.lua's floors after a failover assume a master and the replicas
-// that may replace it differ by at most lua.RedisSkew.
+// that may replace it differ by at most contract.RedisSkew.
 func init() { register("clock", false, checkClock) }
 
 // offset is a server's clock minus this host's, and how far off the
@@ -96,11 +96,11 @@ func checkClock(ctx context.Context, e *env) []Result {
 		}
 		spread := hi.off - lo.off - hi.err - lo.err
 		r := Result{Detail: fmt.Sprintf("the Redis servers' clocks are within %v of each other (%s and %s); guard.lua assumes %v",
-			max(spread, 0).Round(time.Microsecond), lo.addr, hi.addr, lua.RedisSkew)}
+			max(spread, 0).Round(time.Microsecond), lo.addr, hi.addr, contract.RedisSkew)}
 		switch {
-		case spread > lua.RedisSkew:
+		case spread > contract.RedisSkew:
 			r.Status, r.Fix = Unsafe, "synchronise the Redis servers' clocks (NTP/chrony): a replica promoted with a clock this far behind can grant below its old master's grants"
-		case spread > lua.RedisSkew/2:
+		case spread > contract.RedisSkew/2:
 			r.Status, r.Fix = Costly, "synchronise the Redis servers' clocks (NTP/chrony)"
 		}
 		out = append(out, r)

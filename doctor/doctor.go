@@ -85,7 +85,7 @@ type Target struct {
 	// check is skipped.
 	AsNode bool
 	// IdentityNone: the nodes run with the opt-in --redis-identity=none
-	// (lua.IdentityNone): the identity check reports what that loses
+	// (contract.IdentityNone): the identity check reports what that loses
 	// (costly) instead of refusing.
 	IdentityNone bool
 	// MinReplicas is the nodes' floor of replicas every grant must reach

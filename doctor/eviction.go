@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // eviction: maxmemory-policy allkeys-* may evict {ns}:meta, the
@@ -12,7 +12,7 @@ import (
 // says: both can be set live); volatile-* evicts only keys with a TTL, the
 // leases, and an evicted lease reads as an expired one (a takeover above
 // its reservation: no duplicate, a node claims again).
-func init() { register(lua.UnsafeEviction, true, checkEviction) }
+func init() { register(contract.UnsafeEviction, true, checkEviction) }
 
 func checkEviction(ctx context.Context, e *env) []Result {
 	ss, err := e.servers(ctx)
@@ -25,7 +25,7 @@ func checkEviction(ctx context.Context, e *env) []Result {
 		policy, _ := infoField(s.info, "maxmemory_policy")
 		maxmem, _ := infoField(s.info, "maxmemory")
 		switch {
-		case s.refuse != "" && s.refusedCheck() == lua.UnsafeEviction:
+		case s.refuse != "" && s.refusedCheck() == contract.UnsafeEviction:
 			r.Status, r.Detail = Unsafe, s.refusal()
 			r.Fix = "CONFIG SET maxmemory-policy noeviction (and in redis.conf), or give the cache its own Redis"
 		case s.err != nil || s.refuse != "" || policy == "":

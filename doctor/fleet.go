@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // fleet: what the registry holds: the layout every node must run, the
@@ -21,9 +21,9 @@ import (
 func init() { register("fleet", false, checkFleet) }
 
 func checkFleet(ctx context.Context, e *env) []Result {
-	k := lua.NewKeys(e.t.Namespace)
+	k := contract.NewKeys(e.t.Namespace)
 	r := Result{}
-	fields := []string{lua.MetaGeneration, lua.MetaHorizon, lua.MetaCounterLead, lua.MetaLossMs, lua.MetaServer}
+	fields := []string{contract.MetaGeneration, contract.MetaHorizon, contract.MetaCounterLead, contract.MetaLossMs, contract.MetaServer}
 	vals, err := e.t.Redis.HMGet(ctx, k.Meta, fields...).Result() // HMGET: the node's user has it
 	if err != nil {
 		return []Result{{Status: Costly, Detail: "cannot tell: HMGET " + k.Meta + ": " + err.Error()}}
@@ -60,11 +60,11 @@ func checkFleet(ctx context.Context, e *env) []Result {
 		return (time.Duration(n) * l.TimeUnit).String()
 	}
 	r.Detail = fmt.Sprintf("layout %q, generation %s, horizon %s (claims wait this long after Redis lost writes), counter lead %s (counter segments start this far above a loss)",
-		stored, meta[lua.MetaGeneration], ticks(lua.MetaHorizon), ticks(lua.MetaCounterLead))
-	if ms, err := strconv.ParseInt(meta[lua.MetaLossMs], 10, 64); err == nil {
+		stored, meta[contract.MetaGeneration], ticks(contract.MetaHorizon), ticks(contract.MetaCounterLead))
+	if ms, err := strconv.ParseInt(meta[contract.MetaLossMs], 10, 64); err == nil {
 		r.Detail += ", last possible loss " + time.UnixMilli(ms).UTC().Format(time.RFC3339)
 	}
-	if ss, _ := e.servers(ctx); len(ss) == 1 && ss[0].id != "" && meta[lua.MetaServer] != "" && meta[lua.MetaServer] != ss[0].id {
+	if ss, _ := e.servers(ctx); len(ss) == 1 && ss[0].id != "" && meta[contract.MetaServer] != "" && meta[contract.MetaServer] != ss[0].id {
 		r.Detail += "; the registry was last written under another server (a restart or failover since): the next script records a possible loss and claims wait a horizon"
 	}
 	return []Result{r}

@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // identity: guard.lua reads run_id and master_replid (INFO server and
 // replication) from a script, to notice Redis losing writes; a refusal
 // (ACL, rename-command) or a field missing makes every writing script
 // refuse (fail closed).
-func init() { register(lua.UnsafeIdentity, true, checkIdentity) }
+func init() { register(contract.UnsafeIdentity, true, checkIdentity) }
 
 func checkIdentity(ctx context.Context, e *env) []Result {
 	ss, err := e.servers(ctx)
@@ -34,7 +34,7 @@ func checkIdentity(ctx context.Context, e *env) []Result {
 			r.Fix = "grant +eval +evalsha and the commands of deploy/redis/acl.conf's flaked-node user"
 		case s.err != nil:
 			r.Status, r.Detail, r.Fix = Costly, "cannot tell: the probe script failed: "+s.err.Error(), "check that Redis is reachable"
-		case s.refuse != "" && s.refusedCheck() == lua.UnsafeIdentity:
+		case s.refuse != "" && s.refusedCheck() == contract.UnsafeIdentity:
 			r.Status, r.Detail = Unsafe, s.refusal()
 			r.Fix = "see the detail: the writing scripts refuse until it is fixed"
 		default:

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // env is what the checks of one run share: the target, the servers the
@@ -62,7 +62,7 @@ func (e *env) servers(ctx context.Context) ([]*server, error) {
 	return e.masters, e.err
 }
 
-var probeScript = redis.NewScript(lua.Probe)
+var probeScript = redis.NewScript(contract.Probe)
 
 // probe runs probe.lua on s: guard.lua's own reading of INFO, from a
 // script, where ACL rules and rename-command apply as they do to the
@@ -80,7 +80,7 @@ func (s *server) probe(ctx context.Context) {
 		s.info, _ = v[2].(string)
 	case len(v) == 2 && v[0] == "UNSAFE":
 		s.refuse, _ = v[1].(string)
-		s.refuse = lua.ExplainRefusal(s.refuse)
+		s.refuse = contract.ExplainRefusal(s.refuse)
 	}
 }
 
@@ -92,7 +92,7 @@ func (s *server) refusal() string {
 
 // refusedCheck is the check ("identity", "eviction") of s's refusal.
 func (s *server) refusedCheck() string {
-	check, _, _ := strings.Cut(strings.TrimPrefix(s.refuse, lua.UnsafePrefix), ":")
+	check, _, _ := strings.Cut(strings.TrimPrefix(s.refuse, contract.UnsafePrefix), ":")
 	return check
 }
 

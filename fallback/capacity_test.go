@@ -6,10 +6,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // What `flaked plan` prints as counter mode's capacity
@@ -26,8 +26,8 @@ func TestCounter_Capacity_IsCounterIDsPerSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := redis.NewScript(lua.Counter)
-	keys, argv := lua.CounterArgs{Keys: lua.NewKeys("flaked"), Size: fallback.SegmentLimit, EpochUs: l.StartTime.UnixMicro(),
+	script := redis.NewScript(contract.Counter)
+	keys, argv := contract.CounterArgs{Keys: contract.NewKeys("flaked"), Size: fallback.SegmentLimit, EpochUs: l.StartTime.UnixMicro(),
 		TickUs: float64(l.TimeUnit / time.Microsecond), SeqBits: l.BitsSequence, Lead: int64(fallback.DefaultMaxLead / l.TimeUnit),
 		Layout: l.String(), EventsMaxLen: 100, CounterID: l.CounterMachineID(), Host: "h", PID: 1, Generation: "g"}.KeysArgv()
 	take := func() int64 { // every value the script gives at this TIME

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Errors of the counter.
@@ -31,10 +31,10 @@ var (
 	ErrLayoutMismatch = errors.New("layout differs from the fleet's")
 )
 
-var counterScript = redis.NewScript(lua.Counter)
+var counterScript = redis.NewScript(contract.Counter)
 
 // counterNeedAt is where counter.lua's segment reply carries the count of
-// replicas that must acknowledge it (scripts/lua/replicas.lua).
+// replicas that must acknowledge it (contract/replicas.lua).
 const counterNeedAt = 6
 
 // ErrNotReplicated is wrapped by the error of a segment the replicas did
@@ -96,10 +96,10 @@ type Counter struct {
 	rdb       redis.UniversalClient
 	wait      replwait.Waiter // the WAIT after each segment
 	opts      Options
-	keys      lua.Keys
-	args      lua.CounterArgs // what every fetch sends counter.lua but its size, floor and generation
-	shift     uint            // machine bits
-	machine   uint64          // the counter machine ID
+	keys      contract.Keys
+	args      contract.CounterArgs // what every fetch sends counter.lua but its size, floor and generation
+	shift     uint                 // machine bits
+	machine   uint64               // the counter machine ID
 	seqBits   uint
 	leadTicks int64
 	maxValue  uint64 // value of (MaxTick, MaxSequence)
@@ -138,7 +138,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	c := &Counter{
 		rdb:       rdb,
 		opts:      o,
-		keys:      lua.NewKeys(o.Namespace),
+		keys:      contract.NewKeys(o.Namespace),
 		shift:     uint(l.BitsMachineID),
 		machine:   uint64(l.CounterMachineID()),
 		seqBits:   uint(l.BitsSequence),
@@ -148,7 +148,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	}
 	c.wait.Meta = c.keys.Meta
 	c.wait.Floor = int64(c.opts.MinReplicas)
-	c.args = lua.CounterArgs{
+	c.args = contract.CounterArgs{
 		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
 		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,
 		CounterID: l.CounterMachineID(), Host: o.Host, PID: o.PID, LayoutSettleMs: o.LayoutSettle.Milliseconds(),
@@ -421,7 +421,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 	// After a loss the counter restarts loss + the fleet's lead + the Redis
 	// clocks' skew ahead (counter.lua): wait for that when the fleet's lead
 	// is up to a second longer than ours.
-	maxWait := c.leadTicks + int64((time.Second+lua.RedisSkew)/unit) + 2
+	maxWait := c.leadTicks + int64((time.Second+contract.RedisSkew)/unit) + 2
 	for {
 		c.mu.Lock()
 		minValue := max(c.floor, c.high)

@@ -15,12 +15,12 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 const key = "{flaked}:counter"
@@ -684,12 +684,12 @@ func log2(v uint64) float64 {
 // values over many layouts round-trip through the key, the floor and the
 // reply.
 func TestCounterScript_ExactValues(t *testing.T) {
-	script := redis.NewScript(lua.Counter)
+	script := redis.NewScript(contract.Counter)
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := idtest.Context(t, 20*time.Second)
 		rng := rand.New(rand.NewPCG(1, 2))
 		run := func(n int64, epochUs, bits, lead int64, minValue uint64) *redis.Cmd {
-			keys, argv := lua.CounterArgs{Keys: lua.NewKeys("flaked"), Size: n, EpochUs: epochUs, TickUs: 1000,
+			keys, argv := contract.CounterArgs{Keys: contract.NewKeys("flaked"), Size: n, EpochUs: epochUs, TickUs: 1000,
 				SeqBits: int(bits), Lead: lead, MinTick: int64(minValue >> bits), MinSeq: int64(minValue & (1<<bits - 1)),
 				Layout: fmt.Sprintf("test-%d", bits), EventsMaxLen: 1000, CounterID: 1<<bits - 1, Host: "h", PID: 1,
 				Generation: "g"}.KeysArgv()

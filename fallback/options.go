@@ -8,14 +8,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Defaults and limits of Options.
 const (
-	DefaultNamespace  = lua.DefaultNamespace
+	DefaultNamespace  = contract.DefaultNamespace
 	DefaultMinSegment = 64
 	DefaultMaxSegment = 65536
 	DefaultMaxLead    = time.Second
@@ -34,7 +34,7 @@ var ErrInvalidOptions = errors.New("invalid counter options")
 // Options configure a Counter. The zero value means the defaults.
 type Options struct {
 	// Namespace prefixes the key {ns}:counter: letters, digits, '.', '_',
-	// '-', 1..64 characters (lua.CheckNamespace). Default "flaked".
+	// '-', 1..64 characters (contract.CheckNamespace). Default "flaked".
 	Namespace string
 	// Layout is the fleet-wide ID layout; zero means flake.DefaultLayout().
 	Layout flake.Layout
@@ -88,7 +88,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
-	if err := lua.CheckNamespace(o.Namespace); err != nil {
+	if err := contract.CheckNamespace(o.Namespace); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.Clock == nil {
@@ -100,7 +100,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
 		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
 	}
-	if err := lua.CheckIdentity(o.RedisIdentity); err != nil {
+	if err := contract.CheckIdentity(o.RedisIdentity); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.ReplicaWait == 0 {

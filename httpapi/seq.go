@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/node"
-	"github.com/flaked/flaked/scripts/lua"
 	"github.com/flaked/flaked/seq"
 )
 
@@ -47,7 +47,7 @@ func (a *api) seq(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := lua.CheckTag(name); err != nil {
+	if err := contract.CheckTag(name); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}

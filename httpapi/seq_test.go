@@ -14,9 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
-	"github.com/flaked/flaked/scripts/lua"
 	"github.com/flaked/flaked/seq"
 )
 
@@ -143,7 +143,7 @@ func TestSeq_IncreasingAndErrors(t *testing.T) {
 	if code, b := take(); code != 200 {
 		t.Fatalf("lost before the loss: %d %s", code, b)
 	}
-	if err := srv.Client(t).Del(ctxT(t), lua.NewKeys(lua.DefaultNamespace).Seq("lost")).Err(); err != nil {
+	if err := srv.Client(t).Del(ctxT(t), contract.NewKeys(contract.DefaultNamespace).Seq("lost")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; ; i++ {

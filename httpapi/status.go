@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/audit"
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 //go:embed status.html
@@ -180,8 +180,8 @@ func (a *api) ownEvents(s *audit.Snapshot, machineIDs string) []eventRow {
 
 // hiddenFields are event fields the page leaves out: who wrote it (the
 // page is this process's) and whole owner tokens, which are credentials.
-var hiddenFields = []string{lua.FieldType, lua.FieldMachineID, lua.FieldHost, lua.FieldPID, lua.FieldAddr, "version",
-	lua.FieldToken, lua.FieldPrevToken, lua.FieldHolder, lua.FieldFenced, lua.OwnerFromToken, lua.FieldAtMs}
+var hiddenFields = []string{contract.FieldType, contract.FieldMachineID, contract.FieldHost, contract.FieldPID, contract.FieldAddr, "version",
+	contract.FieldToken, contract.FieldPrevToken, contract.FieldHolder, contract.FieldFenced, contract.OwnerFromToken, contract.FieldAtMs}
 
 func fmtTimePtr(t *time.Time) string {
 	if t == nil {

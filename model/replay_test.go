@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/internal/simredis"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // The model's constants as the replay passes them to the scripts: one tick
@@ -90,7 +90,7 @@ type replay struct {
 	now   int64
 	off   [2]int64
 	srv   [2]*simredis.Server
-	keys  lua.Keys
+	keys  contract.Keys
 	procs [3]*proc
 	gens  int
 	calls int
@@ -98,7 +98,7 @@ type replay struct {
 }
 
 func newReplay(t *testing.T, what string) *replay {
-	r := &replay{t: t, what: what, now: 1, keys: lua.NewKeys("m")}
+	r := &replay{t: t, what: what, now: 1, keys: contract.NewKeys("m")}
 	for i := range r.srv {
 		i := i
 		r.srv[i] = simredis.New(func() time.Time {
@@ -271,7 +271,7 @@ func (r *replay) claim(f []string) {
 	if f[5] == "OK" {
 		tok = f[8]
 	}
-	keys, argv := lua.ClaimArgs{
+	keys, argv := contract.ClaimArgs{
 		Keys: r.keys, Token: "t" + tok, Layout: layoutName(f[4]), Generation: r.gen(),
 		Horizon: horizon, Now: 1 << 40, LeaseTTLMs: 1 << 40, EventsMaxLen: 100,
 		Preferred: pref, LocalFloor: local, MaxWait: -1, EpochUs: 0, TickUs: tickUs,
@@ -279,7 +279,7 @@ func (r *replay) claim(f []string) {
 		PrevToken: prev, Node: "n", MinID: 0, MaxID: machines - 1,
 		Candidates: []int{int(atoi(r.t, m))},
 	}.KeysArgv()
-	res := r.eval(s, lua.Claim, keys, argv)
+	res := r.eval(s, contract.Claim, keys, argv)
 	got := str(res[0])
 	if got != f[5] {
 		r.fail("claim: the script says %v, the model %s", res, f[5])
@@ -298,13 +298,13 @@ func (r *replay) claim(f []string) {
 // renew: RENEW p s (OK reservation redis-tick | LOST kind)
 func (r *replay) renew(f []string) {
 	p, s := r.procs[atoi(r.t, f[1])], int(atoi(r.t, f[2]))
-	keys, argv := lua.RenewArgs{
+	keys, argv := contract.RenewArgs{
 		Keys: r.keys, Token: p.token, Want: 1 << 40, Held: p.held, LeaseTTLMs: 1 << 40,
 		EventsMaxLen: 100, Mode: "flake", Host: "h", PID: 1, Addr: "a", Version: "v",
 		Layout: "A", Generation: p.gen, Horizon: horizon, EpochUs: 0, TickUs: tickUs,
 		Node: "n", LossID: p.lossID, FleetHorizon: horizon, MachineIDs: []int{p.mid},
 	}.KeysArgv()
-	res := r.eval(s, lua.Renew, keys, argv)
+	res := r.eval(s, contract.Renew, keys, argv)
 	got := str(res[0])
 	if got != f[3] {
 		r.fail("renew: the script says %v, the model %s %s", res, f[3], f[4])
@@ -333,11 +333,11 @@ func (r *replay) renew(f []string) {
 func (r *replay) release(f []string) {
 	p, s := r.procs[atoi(r.t, f[1])], int(atoi(r.t, f[2]))
 	last := atoi(r.t, f[3])
-	keys, argv := lua.ReleaseArgs{
+	keys, argv := contract.ReleaseArgs{
 		Keys: r.keys, Token: p.token, LastTick: last, EventsMaxLen: 100, Host: "h", PID: 1, Addr: "a",
 		Generation: p.gen, EpochUs: 0, TickUs: tickUs, MachineIDs: []int{p.mid},
 	}.KeysArgv()
-	res := r.eval(s, lua.Release, keys, argv)
+	res := r.eval(s, contract.Release, keys, argv)
 	if str(res[0]) == "ERR" {
 		r.fail("release: %v", res)
 	}
@@ -348,12 +348,12 @@ func (r *replay) release(f []string) {
 func (r *replay) counter(f []string) {
 	p, s := r.procs[atoi(r.t, f[1])], int(atoi(r.t, f[2]))
 	minv := atoi(r.t, f[3])
-	keys, argv := lua.CounterArgs{
+	keys, argv := contract.CounterArgs{
 		Keys: r.keys, Size: segment, EpochUs: 0, TickUs: tickUs, SeqBits: 1, Lead: lead,
 		MinTick: max(minv, 0) >> 1, MinSeq: max(minv, 0) & 1, Layout: layoutName(f[4]), EventsMaxLen: 100, CounterID: counterID,
 		Host: "h", PID: 1, Generation: r.gen(),
 	}.KeysArgv()
-	res := r.eval(s, lua.Counter, keys, argv)
+	res := r.eval(s, contract.Counter, keys, argv)
 	got := str(res[0])
 	if got != f[5] {
 		r.fail("counter: the script says %v, the model %s", res, strings.Join(f[5:], " "))

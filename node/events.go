@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // setModeLocked logs a mode change and writes it to the audit stream;
@@ -25,8 +25,8 @@ func (n *Node) setModeLocked(mode Mode, reason string) {
 		ev = n.log.Warn()
 	}
 	ev.Str("from", from.String()).Str("to", mode.String()).Str("reason", reason).Int("machine_id", mid).Msg("mode")
-	n.pending = append(n.pending, []any{mid, lua.FieldFrom, from.String(), lua.FieldTo, mode.String(), lua.FieldReason, reason,
-		lua.FieldAtMs, n.opts.Clock.Now().UnixMilli()})
+	n.pending = append(n.pending, []any{mid, contract.FieldFrom, from.String(), contract.FieldTo, mode.String(), contract.FieldReason, reason,
+		contract.FieldAtMs, n.opts.Clock.Now().UnixMilli()})
 	if len(n.pending) > maxPendingEvents {
 		n.pending = n.pending[1:]
 	}
@@ -46,7 +46,7 @@ func (n *Node) flushEventsLocked() {
 	for len(n.pending) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		ev := n.pending[0]
-		err := n.reg.Event(ctx, lua.EventMode, ev[0].(int), ev[1:]...)
+		err := n.reg.Event(ctx, contract.EventMode, ev[0].(int), ev[1:]...)
 		cancel()
 		if err != nil {
 			// Redis is away: try again in a second, not at every check.

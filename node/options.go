@@ -8,10 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Defaults of Options.
@@ -175,7 +175,7 @@ func (o *Options) registryOptions(standalone bool) (coord.Options, error) {
 	if standalone {
 		// The embedded store has no run_id to read, and needs none:
 		// nobody else writes it, and the state file is the record.
-		ro.Private, ro.RedisIdentity = true, lua.IdentityNone
+		ro.Private, ro.RedisIdentity = true, contract.IdentityNone
 	}
 	if ro.Layout.BitsTime == 0 {
 		ro.Layout = flake.DefaultLayout()

@@ -10,25 +10,25 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // Create makes a tag with opts (defaults filled in). It fails with
 // ErrExists when the tag exists: a tag's settings are fixed.
 func (s *Sequences) Create(ctx context.Context, name string, opts TagOptions) error {
-	if err := lua.CheckTag(name); err != nil {
+	if err := contract.CheckTag(name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return err
 	}
-	a := s.args(lua.SeqCreate, name)
+	a := s.args(contract.SeqCreate, name)
 	a.Start, a.Step, a.Max, a.Rate, a.Burst, a.MaxJump = o.Start, o.Step, o.Max, o.Rate, o.Burst, o.MaxJump
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
-		err = lua.Explain(err)
+		err = contract.Explain(err)
 		return fmt.Errorf("%w: creating tag %s: %w", ErrUnavailable, name, err)
 	}
 	if res[0] == "EXISTS" {
@@ -43,7 +43,7 @@ func (s *Sequences) Create(ctx context.Context, name string, opts TagOptions) er
 // the tag ever handed out (from the business's records or the audit
 // stream): flaked cannot check it.
 func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts TagOptions) (int64, error) {
-	if err := lua.CheckTag(name); err != nil {
+	if err := contract.CheckTag(name); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if above < 0 || above >= MaxValue {
@@ -56,13 +56,13 @@ func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts 
 	if err != nil {
 		return 0, err
 	}
-	a := s.args(lua.SeqRestore, name)
+	a := s.args(contract.SeqRestore, name)
 	a.Above = above
 	a.Start, a.Step, a.Max, a.Rate, a.Burst, a.MaxJump = o.Start, o.Step, o.Max, o.Rate, o.Burst, o.MaxJump
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
-		err = lua.Explain(err)
+		err = contract.Explain(err)
 		return 0, fmt.Errorf("%w: restoring tag %s: %w", ErrUnavailable, name, err)
 	}
 	if res[0] == "WAIT" {
@@ -96,7 +96,7 @@ type TagInfo struct {
 
 // List reads every tag of the namespace, sorted by name. It only reads.
 func List(ctx context.Context, rdb redis.UniversalClient, namespace string) ([]TagInfo, error) {
-	k := lua.NewKeys(namespace)
+	k := contract.NewKeys(namespace)
 	names, err := rdb.SMembers(ctx, k.Seqs()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", k.Seqs(), err)
@@ -115,20 +115,20 @@ func List(ctx context.Context, rdb redis.UniversalClient, namespace string) ([]T
 
 // Info reads one tag.
 func Info(ctx context.Context, rdb redis.UniversalClient, namespace, name string) (TagInfo, error) {
-	k := lua.NewKeys(namespace)
+	k := contract.NewKeys(namespace)
 	h, err := rdb.HGetAll(ctx, k.Seq(name)).Result()
 	if err != nil {
 		return TagInfo{}, fmt.Errorf("reading %s: %w", k.Seq(name), err)
 	}
 	ti := TagInfo{Tag: name, Missing: len(h) == 0}
 	n := func(f string) int64 { v, _ := strconv.ParseInt(h[f], 10, 64); return v }
-	ti.Start, ti.Step, ti.Max, ti.Rate, ti.Burst, ti.MaxJump = n(lua.SeqFieldStart), n(lua.SeqFieldStep),
-		n(lua.SeqFieldMax), n(lua.SeqFieldRate), n(lua.SeqFieldBurst), n(lua.SeqFieldMaxJump)
-	ti.High, ti.GivenBack, ti.Lost, ti.Jumps, ti.Grants = n(lua.SeqFieldHigh), n(lua.SeqFieldGivenBack),
-		n(lua.SeqFieldLost), n(lua.SeqFieldJumps), n(lua.SeqFieldGrants)
-	ti.Free = h[lua.SeqFieldFree]
-	if b := h[lua.SeqFieldBlocked]; b != "" {
-		ti.Blocked = lua.SeqBlockedText(name, b)
+	ti.Start, ti.Step, ti.Max, ti.Rate, ti.Burst, ti.MaxJump = n(contract.SeqFieldStart), n(contract.SeqFieldStep),
+		n(contract.SeqFieldMax), n(contract.SeqFieldRate), n(contract.SeqFieldBurst), n(contract.SeqFieldMaxJump)
+	ti.High, ti.GivenBack, ti.Lost, ti.Jumps, ti.Grants = n(contract.SeqFieldHigh), n(contract.SeqFieldGivenBack),
+		n(contract.SeqFieldLost), n(contract.SeqFieldJumps), n(contract.SeqFieldGrants)
+	ti.Free = h[contract.SeqFieldFree]
+	if b := h[contract.SeqFieldBlocked]; b != "" {
+		ti.Blocked = contract.SeqBlockedText(name, b)
 	}
 	var a, b int64
 	for rest := ti.Free; rest != ""; {

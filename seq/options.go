@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // ErrInvalidOptions is wrapped by option errors; the text names the valid
@@ -18,7 +18,7 @@ var ErrInvalidOptions = errors.New("invalid sequence options")
 // Options configure Sequences. The zero value means the defaults.
 type Options struct {
 	// Namespace prefixes the keys {ns}:seq:<tag> and {ns}:seqs; default
-	// "flaked" (lua.CheckNamespace).
+	// "flaked" (contract.CheckNamespace).
 	Namespace string
 	// PrefetchAt is the fraction of a segment used when the next one is
 	// fetched: (0, 1], 0 means 0.1 (Leaf's 10%).
@@ -35,7 +35,7 @@ type Options struct {
 	Host string
 	PID  int
 	// RedisIdentity is coord.Options.RedisIdentity, for guard.lua at the
-	// start of seq.lua: "" (lua.IdentityInfo) or lua.IdentityNone.
+	// start of seq.lua: "" (contract.IdentityInfo) or contract.IdentityNone.
 	RedisIdentity string
 	// MinReplicas is coord.Options.MinReplicas: the fewest replicas every
 	// segment must reach, whatever the fleet's mark says.
@@ -44,12 +44,12 @@ type Options struct {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Namespace == "" {
-		o.Namespace = lua.DefaultNamespace
+		o.Namespace = contract.DefaultNamespace
 	}
-	if err := lua.CheckNamespace(o.Namespace); err != nil {
+	if err := contract.CheckNamespace(o.Namespace); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	if err := lua.CheckIdentity(o.RedisIdentity); err != nil {
+	if err := contract.CheckIdentity(o.RedisIdentity); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.PrefetchAt == 0 {
@@ -85,7 +85,7 @@ const (
 	DefaultRate = 1_000_000
 	// MaxValue is the largest value of a sequence, 2^53 - 1 (exact in
 	// JavaScript's Numbers and in Lua).
-	MaxValue = lua.SeqMaxValue
+	MaxValue = contract.SeqMaxValue
 	// MaxStep is the largest step.
 	MaxStep = 1 << 24
 )

@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Errors of sequences. Each is wrapped with the tag and the fix.
@@ -37,7 +37,7 @@ var (
 	ErrExists = errors.New("sequence tag exists")
 )
 
-var script = redis.NewScript(lua.Seq)
+var script = redis.NewScript(contract.Seq)
 
 // segment is the run of values [first, first+n) granted under lossID.
 // Values are taken with one atomic add on next; indices >= n are spent.
@@ -144,7 +144,7 @@ func (t *tag) nextSizeLocked(now time.Duration) int64 {
 type Sequences struct {
 	rdb  redis.UniversalClient
 	opts Options
-	keys lua.Keys
+	keys contract.Keys
 
 	tags   atomic.Pointer[map[string]*tag] // copied on write
 	mu     sync.Mutex                      // guards tags' writes and closed
@@ -168,15 +168,15 @@ func New(rdb redis.UniversalClient, opts Options) (*Sequences, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sequences{rdb: rdb, opts: o, keys: lua.NewKeys(o.Namespace)}
+	s := &Sequences{rdb: rdb, opts: o, keys: contract.NewKeys(o.Namespace)}
 	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas)}
 	s.tags.Store(&map[string]*tag{})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
-func (s *Sequences) args(op, tagName string) lua.SeqArgs {
-	return lua.SeqArgs{Keys: s.keys, Op: op, Tag: tagName, EventsMaxLen: s.opts.EventsMaxLen,
+func (s *Sequences) args(op, tagName string) contract.SeqArgs {
+	return contract.SeqArgs{Keys: s.keys, Op: op, Tag: tagName, EventsMaxLen: s.opts.EventsMaxLen,
 		Host: s.opts.Host, PID: s.opts.PID, Generation: newGeneration(s.opts.Rand), Identity: s.opts.RedisIdentity}
 }
 
@@ -188,7 +188,7 @@ func (s *Sequences) tagOf(name string) (*tag, error) {
 	if t := (*s.tags.Load())[name]; t != nil {
 		return t, nil
 	}
-	if err := lua.CheckTag(name); err != nil {
+	if err := contract.CheckTag(name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnknownTag, err)
 	}
 	s.mu.Lock()
@@ -397,7 +397,7 @@ func (e *fetchError) Unwrap() error { return e.err }
 // says so. It also returns the tag's step.
 func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int64, error) {
 	for {
-		a := s.args(lua.SeqNext, name)
+		a := s.args(contract.SeqNext, name)
 		a.Floor, a.N = floor, size
 		keys, argv := a.KeysArgv()
 		asked := s.opts.Clock.Monotonic()
@@ -439,9 +439,9 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 		case "MAX":
 			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s handed out its maximum %s", ErrMaxReached, name, arg(1))}
 		case "BLOCKED":
-			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, lua.SeqBlockedText(name, arg(1)))}
+			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, contract.SeqBlockedText(name, arg(1)))}
 		case "LOST":
-			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, lua.SeqLostText(name, arg(1)))}
+			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, contract.SeqLostText(name, arg(1)))}
 		case "UNKNOWN":
 			return nil, 0, &fetchError{fmt.Errorf("%w %s in namespace %s: create it with `flaked seq create %s`", ErrUnknownTag, name, s.opts.Namespace, name)}
 		default:
@@ -464,12 +464,12 @@ func (s *Sequences) renew(ctx context.Context, t *tag, seg *segment) error {
 	if t.cur.Load() != seg || !seg.expired(now) {
 		return nil // renewed or replaced meanwhile
 	}
-	a := s.args(lua.SeqCheck, t.name)
+	a := s.args(contract.SeqCheck, t.name)
 	a.LossID = seg.lossID
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
-		err = lua.Explain(err)
+		err = contract.Explain(err)
 		return fmt.Errorf("%w: tag %s: checking a segment older than %v: %w", ErrUnavailable, t.name, SegmentTTL, err)
 	}
 	if len(res) > 0 && res[0] == "OK" {
@@ -533,12 +533,12 @@ func (s *Sequences) giveBack(ctx context.Context, name string, seg *segment, fro
 	if seg.n == 0 || from >= seg.n {
 		return nil
 	}
-	a := s.args(lua.SeqGiveBack, name)
+	a := s.args(contract.SeqGiveBack, name)
 	a.FirstUnused, a.LastGranted, a.LossID = seg.first+from, seg.first+seg.n-1, seg.lossID
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
-		err = lua.Explain(err)
+		err = contract.Explain(err)
 		return fmt.Errorf("tag %s: giving back %d-%d: %w", name, a.FirstUnused, a.LastGranted, err)
 	}
 	if len(res) == 3 {

@@ -12,11 +12,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 func newSeqs(t testing.TB, rdb redis.UniversalClient) *Sequences {
@@ -290,7 +290,7 @@ func TestSequences_RestartFromOldSnapshot(t *testing.T) {
 // seq.lua and the Go side must agree on the segment TTL: restore waits
 // for it in the script, the processes drop or check segments after it.
 func TestSegmentTTL_MatchesScript(t *testing.T) {
-	m := regexp.MustCompile(`local segmentTTLMs = (\d+)`).FindStringSubmatch(lua.Seq)
+	m := regexp.MustCompile(`local segmentTTLMs = (\d+)`).FindStringSubmatch(contract.Seq)
 	if m == nil {
 		t.Fatal("seq.lua has no segmentTTLMs")
 	}

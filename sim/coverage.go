@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/simredis"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Coverage is what a run (or a hunt) reached: how often each branch of the
@@ -42,21 +42,21 @@ func (c *Coverage) add(o Coverage) {
 // part ends is where the texts of two scripts sharing it stop agreeing
 // (line by line).
 func init() {
-	argsLines := sameLines(lua.Check, lua.Prune)
-	guardLines := sameLines(lua.Claim, lua.Release) - argsLines
-	layoutLines := sameLines(lua.Claim, lua.Counter) - argsLines - guardLines
+	argsLines := sameLines(contract.Check, contract.Prune)
+	guardLines := sameLines(contract.Claim, contract.Release) - argsLines
+	layoutLines := sameLines(contract.Claim, contract.Counter) - argsLines - guardLines
 	lines := func(s string) int { return strings.Count(s, "\n") + 1 }
 	three := func(text, name string) {
 		simredis.Cover(text, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "guard.lua", Lines: guardLines},
 			{File: "layout.lua", Lines: layoutLines}, {File: name, Lines: lines(text) - argsLines - guardLines - layoutLines}})
 	}
-	three(lua.Claim, "claim.lua")
-	three(lua.Renew, "renew.lua")
-	three(lua.Counter, "counter.lua")
-	simredis.Cover(lua.Release, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "guard.lua", Lines: guardLines},
-		{File: "release.lua", Lines: lines(lua.Release) - argsLines - guardLines}})
-	simredis.Cover(lua.Check, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "check.lua", Lines: lines(lua.Check) - argsLines}})
-	simredis.Cover(lua.Prune, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "prune.lua", Lines: lines(lua.Prune) - argsLines}})
+	three(contract.Claim, "claim.lua")
+	three(contract.Renew, "renew.lua")
+	three(contract.Counter, "counter.lua")
+	simredis.Cover(contract.Release, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "guard.lua", Lines: guardLines},
+		{File: "release.lua", Lines: lines(contract.Release) - argsLines - guardLines}})
+	simredis.Cover(contract.Check, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "check.lua", Lines: lines(contract.Check) - argsLines}})
+	simredis.Cover(contract.Prune, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "prune.lua", Lines: lines(contract.Prune) - argsLines}})
 }
 
 // sameLines counts the whole lines a and b start with in common.

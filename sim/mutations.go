@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // Mutation is a bug the design exists to prevent, brought back on purpose:
@@ -34,15 +34,15 @@ type Mutation struct {
 var Mutations = []Mutation{
 	{Name: "state-file-token", Switch: "StateFileToken",
 		Bug: "fencing by state-file token only: two processes started from copies of one state file share the lease"},
-	{Name: "loss-floor-ignored", Script: &lua.Claim,
+	{Name: "loss-floor-ignored", Script: &contract.Claim,
 		Edits: []Edit{{"local lossFloor = tickOf(lossMs + redisSkewMs, epochUs, unitUs) + math.max(horizon, metaHorizon)", "local lossFloor = -1"}},
 		Bug:   "a claim trusts a reservation that a failover or restart rolled back"},
-	{Name: "renew-across-loss", Script: &lua.Renew,
+	{Name: "renew-across-loss", Script: &contract.Renew,
 		Edits: []Edit{renewAcrossLoss},
 		Bug:   "a renewal extends a lease across a possible data loss, which may have lost a takeover by a process that issued above the reservation"},
 	// A lease that expired is never re-asserted: its owner claims it again
 	// through the preferred-ID path, whose floor is the reservation.
-	{Name: "reclaim-below-reservation", Script: &lua.Claim,
+	{Name: "reclaim-below-reservation", Script: &contract.Claim,
 		Edits: []Edit{{"  local r = redis.call('HGET', KEYS[4], id)", "  local r = id ~= preferred and redis.call('HGET', KEYS[4], id)"}},
 		Bug:   "a node claiming its preferred ID again floors it at its own state file, not at the reservation another owner raised meanwhile"},
 	{Name: "issue-past-reservation", Switch: "IssuePastReservation",
@@ -54,7 +54,7 @@ var Mutations = []Mutation{
 	// duplicate two regions' counters would make.
 	{Name: "counter-fleet-wide", Switch: "CounterFleetWide",
 		Bug: "every region's counter runs under the fleet-wide last machine ID, so two regions' counters issue the same IDs"},
-	{Name: "counter-floor-time", Script: &lua.Counter,
+	{Name: "counter-floor-time", Script: &contract.Counter,
 		Edits: []Edit{{"cur = maxOf(maxOf(cur, {T - 1, MASK}), {lossTick + lossLead, MASK})", "cur = maxOf(cur, {T - 1, MASK})"}},
 		Bug:   "a present counter key is floored only to Redis TIME after a failover"},
 	// A split brain (the old master reached by some nodes while a replica
@@ -79,13 +79,13 @@ var Mutations = []Mutation{
 	{Name: "allkeys-allowed", Scripts: guarded,
 		Edits: []Edit{{"if policy == 'allkeys' then", "if false then"}, {"local evicted = m[5] and", "local evicted = false and"}},
 		Bug:   "scripts write under maxmemory-policy allkeys-*, and reservations evicted under the same server are not read as a loss"},
-	{Name: "renew-without-layout", Script: &lua.Renew, Stray: true,
+	{Name: "renew-without-layout", Script: &contract.Renew, Stray: true,
 		Edits: []Edit{renewAcrossLoss, {"local stored = redis.call('GET', KEYS[5])", "local stored = layout"}},
 		Bug:   "leases are renewed across a loss without restoring (or checking) the fleet's layout, so a node with another layout joins the owners from before"},
 }
 
 // guarded are the scripts that start with guard.lua.
-var guarded = []*string{&lua.Claim, &lua.Renew, &lua.Release, &lua.Counter, &lua.Probe, &lua.Init, &lua.Seq}
+var guarded = []*string{&contract.Claim, &contract.Renew, &contract.Release, &contract.Counter, &contract.Probe, &contract.Init, &contract.Seq}
 
 // infoCall is guard.lua's one INFO call.
 const infoCall = "redis.pcall('INFO', 'server', 'replication', 'memory')"

@@ -10,12 +10,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/node"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // What the wait after each grant costs (BENCHMARKS.md, "What the split-brain
@@ -54,7 +54,7 @@ func replicated(b *testing.B, n int) *redis.Client {
 // renewal, reservation or counter segment per iteration, alternately with
 // the wait on and off; p50 of each and their ratio.
 func BenchmarkReplicaWait_Grant(b *testing.B) {
-	counter := redis.NewScript(lua.Counter)
+	counter := redis.NewScript(contract.Counter)
 	for _, replicas := range []int{0, 1, 2} {
 		for _, op := range []string{"claim", "renew", "reserve", "segment"} {
 			b.Run(fmt.Sprintf("replicas=%d/%s", replicas, op), func(b *testing.B) {
@@ -69,12 +69,12 @@ func BenchmarkReplicaWait_Grant(b *testing.B) {
 				if err := redistest.ForgetLoss(ctx, rdb, coord.DefaultNamespace); err != nil {
 					b.Fatal(err)
 				}
-				if err := rdb.HSet(ctx, lua.NewKeys(coord.DefaultNamespace).Counter, "tick", 0, "seq", 0).Err(); err != nil {
+				if err := rdb.HSet(ctx, contract.NewKeys(coord.DefaultNamespace).Counter, "tick", 0, "seq", 0).Err(); err != nil {
 					b.Fatal(err)
 				}
 				lease := claimRetry(b, reg)
 				l := flake.DefaultLayout()
-				args := lua.CounterArgs{Keys: lua.NewKeys(coord.DefaultNamespace), Size: 16, EpochUs: l.StartTime.UnixMicro(),
+				args := contract.CounterArgs{Keys: contract.NewKeys(coord.DefaultNamespace), Size: 16, EpochUs: l.StartTime.UnixMicro(),
 					TickUs: float64(l.TimeUnit / time.Microsecond), SeqBits: l.BitsSequence, Lead: 1000, Layout: l.String(),
 					EventsMaxLen: 1000, CounterID: l.CounterMachineID(), Host: "bench", PID: 1, Generation: "g"}
 				keys, argv := args.KeysArgv()

@@ -18,10 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/audit"
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 const totalEvents = 100_000
@@ -69,7 +69,7 @@ func newAuditFleet(t *testing.T, ids int) *auditFleet {
 			t.Fatal(err)
 		}
 	}
-	k := lua.NewKeys(lua.DefaultNamespace)
+	k := contract.NewKeys(contract.DefaultNamespace)
 	claims, err := f.rdb.XRange(ctx, k.Events, "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -83,9 +83,9 @@ func newAuditFleet(t *testing.T, ids int) *auditFleet {
 	}
 	for i := len(claims); i < totalEvents; i++ {
 		mid := strconv.Itoa(i % ids)
-		p.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, Values: []any{lua.FieldType, lua.EventMode, lua.FieldMachineID, mid,
-			lua.FieldToken, "0123456789abcdef0123456789abcdef", lua.FieldHost, "web-" + strconv.Itoa(i%60), lua.FieldPID, "1000",
-			lua.FieldAddr, "10.0.0.1:7379", lua.FieldFrom, "flake", lua.FieldTo, "counter", lua.FieldReason, "scale filler"}})
+		p.XAdd(ctx, &redis.XAddArgs{Stream: k.Events, Values: []any{contract.FieldType, contract.EventMode, contract.FieldMachineID, mid,
+			contract.FieldToken, "0123456789abcdef0123456789abcdef", contract.FieldHost, "web-" + strconv.Itoa(i%60), contract.FieldPID, "1000",
+			contract.FieldAddr, "10.0.0.1:7379", contract.FieldFrom, "flake", contract.FieldTo, "counter", contract.FieldReason, "scale filler"}})
 		if i%5000 == 0 {
 			if _, err := p.Exec(ctx); err != nil {
 				t.Fatal(err)

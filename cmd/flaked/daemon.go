@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/doctor"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
-	"github.com/flaked/flaked/scripts/lua"
 	"github.com/flaked/flaked/server"
 )
 
@@ -150,7 +150,7 @@ func (d *daemon) closeNode() error {
 func (o serveOptions) doctorTarget() (doctor.Target, error) {
 	ro := o.node.Registry
 	t := doctor.Target{Redis: o.node.Redis, Namespace: ro.Namespace, Layout: ro.Layout, LeaseTTL: ro.LeaseTTL,
-		MaxSkew: ro.MaxSkew, Clock: o.node.Clock, AsNode: true, IdentityNone: ro.RedisIdentity == lua.IdentityNone,
+		MaxSkew: ro.MaxSkew, Clock: o.node.Clock, AsNode: true, IdentityNone: ro.RedisIdentity == contract.IdentityNone,
 		MinReplicas: doctorMinReplicas(ro.MinReplicas)}
 	return t, sentinelTarget(&t, o.redisURL, "")
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/doctor"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
-	"github.com/flaked/flaked/scripts/lua"
 )
 
 // DefaultRedisWatchInterval is how often flaked serve re-runs the checks of
@@ -42,7 +42,7 @@ type redisWatch struct {
 
 // unsafeGauged are the checks the gauge always exports (0 or 1): those
 // guard.lua's refusals name.
-var unsafeGauged = []string{lua.UnsafeIdentity, lua.UnsafeEviction}
+var unsafeGauged = []string{contract.UnsafeIdentity, contract.UnsafeEviction}
 
 func newRedisWatch(t doctor.Target, clock flake.Clock, interval time.Duration, log zerolog.Logger) *redisWatch {
 	return &redisWatch{t: t, clock: clock, interval: interval, log: log, unsafe: map[string]doctor.Result{}}

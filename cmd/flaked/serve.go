@@ -8,10 +8,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
-	"github.com/flaked/flaked/scripts/lua"
 	"github.com/flaked/flaked/server"
 )
 
@@ -73,7 +73,7 @@ func serveFlags() []cli.Flag {
 			"how long a graceful stop waits for in-flight replies"),
 		&cli.BoolFlag{Name: "pprof", EnvVars: envVars("pprof"),
 			Usage: "also serve Go's /debug/pprof/ on --metrics-addr (profiling; keep that address private)"},
-		&cli.StringFlag{Name: "redis-identity", Value: lua.IdentityInfo, EnvVars: envVars("redis-identity"),
+		&cli.StringFlag{Name: "redis-identity", Value: contract.IdentityInfo, EnvVars: envVars("redis-identity"),
 			Usage: "info: the scripts read the server's identity (INFO run_id, master_replid) and maxmemory-policy, and refuse to write when they cannot; " +
 				"none: for a server that truly hides INFO, read nothing: Redis losing writes (a restart from an old snapshot, a failover to a replica that missed writes) goes unnoticed and IDs may repeat after one"},
 		&cli.DurationFlag{Name: "redis-watch-interval", Value: DefaultRedisWatchInterval, EnvVars: envVars("redis-watch-interval"), Hidden: true,

@@ -12,11 +12,11 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
-	"github.com/flaked/flaked/scripts/lua"
 	"github.com/flaked/flaked/server"
 )
 
@@ -87,7 +87,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		IDWait:     c.Duration("id-wait"),
 		Logger:     log,
 	}
-	if err := lua.CheckIdentity(c.String("redis-identity")); err != nil {
+	if err := contract.CheckIdentity(c.String("redis-identity")); err != nil {
 		return serveOptions{}, usagef("--redis-identity: %v", err)
 	}
 	if c.Duration("redis-watch-interval") <= 0 {

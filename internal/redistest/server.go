@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 const (
@@ -396,12 +396,12 @@ func logs(servers ...*Server) string {
 
 // ForgetLoss makes the registry of namespace ns on rdb look as if this
 // server had written it all along: {ns}:meta records the server's identity
-// (run_id:master_replid, what scripts/lua/guard.lua compares) and no
+// (run_id:master_replid, what contract/guard.lua compares) and no
 // possible data loss. Tests that plant keys by hand use it, so the guard's
 // floors do not move what they check.
 func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error {
 	id := ""
-	meta := lua.NewKeys(ns).Meta
+	meta := contract.NewKeys(ns).Meta
 	node := rdb
 	if cc, ok := rdb.(*redis.ClusterClient); ok { // INFO of the master holding the keys
 		m, err := cc.MasterForKey(ctx, meta)
@@ -421,15 +421,15 @@ func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error
 	// A generation when there is none, through HGET and HSET, which
 	// internal/simredis implements (it has no HSETNX): test set-up, nothing
 	// runs beside it.
-	if err := rdb.HGet(ctx, meta, lua.MetaGeneration).Err(); errors.Is(err, redis.Nil) {
-		err = rdb.HSet(ctx, meta, lua.MetaGeneration, "test").Err()
+	if err := rdb.HGet(ctx, meta, contract.MetaGeneration).Err(); errors.Is(err, redis.Nil) {
+		err = rdb.HSet(ctx, meta, contract.MetaGeneration, "test").Err()
 		if err != nil {
 			return err
 		}
 	} else if err != nil {
 		return err
 	}
-	return rdb.HSet(ctx, meta, lua.MetaServer, id, lua.MetaLossMs, 0).Err()
+	return rdb.HSet(ctx, meta, contract.MetaServer, id, contract.MetaLossMs, 0).Err()
 }
 
 func infoValue(info, field string) string {

@@ -4,7 +4,7 @@
 // (coord/doc.go, Split brain).
 //
 // The script's reply says how many replicas must acknowledge it (the
-// fleet's high-water mark, scripts/lua/replicas.lua). WAIT counts the
+// fleet's high-water mark, contract/replicas.lua). WAIT counts the
 // replicas that acknowledged the offset of this connection's last write,
 // so it must follow the script on the connection that ran it: the two go
 // out as one pipeline, which go-redis sends on one connection (on Redis
@@ -20,8 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/bugs"
-	"github.com/flaked/flaked/scripts/lua"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -131,7 +131,7 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 			if cc, ok := rdb.(*redis.ClusterClient); ok && isRedirect(err) {
 				cc.ReloadState(ctx) // the slot moved: the next call goes to its new master
 			}
-			return nil, Result{}, lua.Explain(err) // a guard.lua refusal written out
+			return nil, Result{}, contract.Explain(err) // a guard.lua refusal written out
 		}
 		if len(v) == 0 || v[0] != "OK" || len(v) <= needAt+1 {
 			return v, Result{}, nil

@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 func TestClientCommands(t *testing.T) {
@@ -142,12 +142,12 @@ func TestClientScripts(t *testing.T) {
 	s := newServer(newClock(), 1)
 	rdb := s.Client()
 	ctx := context.Background()
-	script := redis.NewScript(lua.Check)
+	script := redis.NewScript(contract.Check)
 	if s.scripts[script.Hash()] != nil {
 		t.Fatal("a new server knows the script")
 	}
 	rdb.Set(ctx, "{ns}:lease:1", "tok", 0)
-	keys, argv := lua.CheckArgs{Keys: lua.NewKeys("ns"), Token: "tok", MachineIDs: []int{1}}.KeysArgv()
+	keys, argv := contract.CheckArgs{Keys: contract.NewKeys("ns"), Token: "tok", MachineIDs: []int{1}}.KeysArgv()
 	n, err := script.Run(ctx, rdb, keys, argv...).Int()
 	if err != nil || n != 1 {
 		t.Fatalf("check.lua = %d, %v", n, err)
@@ -156,7 +156,7 @@ func TestClientScripts(t *testing.T) {
 	if st.ScriptCalls != 1 || st.ScriptCommands != 1 {
 		t.Errorf("after EVALSHA (NOSCRIPT) then EVAL: %+v", st)
 	}
-	keys, argv = lua.CheckArgs{Keys: lua.NewKeys("ns"), Token: "other", MachineIDs: []int{1}}.KeysArgv()
+	keys, argv = contract.CheckArgs{Keys: contract.NewKeys("ns"), Token: "other", MachineIDs: []int{1}}.KeysArgv()
 	n, _ = script.Run(ctx, rdb, keys, argv...).Int()
 	if n != 0 || s.Stats().ScriptCalls != 2 {
 		t.Errorf("second run: %d, %+v", n, s.Stats())

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // Every test of this package runs flaked's scripts instrumented, as the
@@ -12,7 +12,7 @@ import (
 // a real redis-server, that the counters change no reply, no key and no
 // error text (line numbers included).
 func init() {
-	for _, s := range []string{lua.Claim, lua.Renew, lua.Release, lua.Counter, lua.Check, lua.Prune} {
+	for _, s := range []string{contract.Claim, contract.Renew, contract.Release, contract.Counter, contract.Check, contract.Prune} {
 		Cover(s, []Part{{File: "flaked.lua", Lines: strings.Count(s, "\n") + 1}})
 	}
 }
@@ -62,7 +62,7 @@ func TestCover_CountsBranchesKeepsLines(t *testing.T) {
 
 // The scripts the differential tests run are the instrumented ones.
 func TestCover_FlakedScriptsInstrumented(t *testing.T) {
-	for _, s := range []string{lua.Claim, lua.Renew, lua.Release, lua.Counter} {
+	for _, s := range []string{contract.Claim, contract.Renew, contract.Release, contract.Counter} {
 		if got := instrumented(s); got == s || !strings.Contains(got, covName) {
 			t.Fatalf("script %.40q is not instrumented", s)
 		}

@@ -8,11 +8,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flaked/flaked/scripts/lua"
+	"github.com/flaked/flaked/contract"
 )
 
 // fleet calls flaked's scripts with arguments as coord and fallback build
-// them (the lua.ClaimArgs, RenewArgs, ReleaseArgs, CheckArgs and PruneArgs
+// them (the contract.ClaimArgs, RenewArgs, ReleaseArgs, CheckArgs and PruneArgs
 // they use; counter.lua's by hand, so a test can send it a malformed
 // floor), without their waiting and retrying, so tests see every reply.
 // Its layout is the default one: 10 ms ticks from 2025-01-01, 16 machine
@@ -46,14 +46,14 @@ func newFleet(ns string, now func() time.Time) fleet {
 }
 
 var (
-	claimScript   = redis.NewScript(lua.Claim)
-	renewScript   = redis.NewScript(lua.Renew)
-	releaseScript = redis.NewScript(lua.Release)
-	checkScript   = redis.NewScript(lua.Check)
-	counterScript = redis.NewScript(lua.Counter)
+	claimScript   = redis.NewScript(contract.Claim)
+	renewScript   = redis.NewScript(contract.Renew)
+	releaseScript = redis.NewScript(contract.Release)
+	checkScript   = redis.NewScript(contract.Check)
+	counterScript = redis.NewScript(contract.Counter)
 )
 
-func (f fleet) keys() lua.Keys      { return lua.NewKeys(f.ns) }
+func (f fleet) keys() contract.Keys { return contract.NewKeys(f.ns) }
 func (f fleet) prefix() string      { return "{" + f.ns + "}:" }
 func (f fleet) key(k string) string { return f.prefix() + k }
 func (f fleet) tick() int64 {
@@ -79,7 +79,7 @@ func (f fleet) claim(ctx context.Context, rdb redis.Scripter, r claimReq) ([]any
 	if r.gen == "" {
 		r.gen = "gen-" + r.token
 	}
-	keys, argv := lua.ClaimArgs{
+	keys, argv := contract.ClaimArgs{
 		Keys: f.keys(), Token: r.token, Layout: f.layout, Generation: r.gen,
 		Horizon: f.horizon, Now: f.tick(), LeaseTTLMs: f.ttlMs, EventsMaxLen: f.maxLen,
 		Preferred: r.preferred, LocalFloor: r.localFloor, MaxWait: f.maxWait,
@@ -108,7 +108,7 @@ func (f fleet) claimLease(ctx context.Context, rdb redis.Scripter, token string,
 }
 
 func (f fleet) renew(ctx context.Context, rdb redis.Scripter, l *lease, want int64) ([]any, error) {
-	keys, argv := lua.RenewArgs{
+	keys, argv := contract.RenewArgs{
 		Keys: f.keys(), Token: l.token, Want: want, Held: l.granted, LeaseTTLMs: f.ttlMs, EventsMaxLen: f.maxLen,
 		Mode: "flake", Host: "host-a", PID: 4242, Addr: "10.0.0.1:7000", Version: "v1.2.3",
 		Layout: f.layout, Generation: l.gen, Horizon: f.horizon, EpochUs: f.epochUs, TickUs: f.unitUs,
@@ -123,7 +123,7 @@ func (f fleet) renew(ctx context.Context, rdb redis.Scripter, l *lease, want int
 }
 
 func (f fleet) release(ctx context.Context, rdb redis.Scripter, l *lease, last int64) (any, error) {
-	keys, argv := lua.ReleaseArgs{
+	keys, argv := contract.ReleaseArgs{
 		Keys: f.keys(), Token: l.token, LastTick: last, EventsMaxLen: f.maxLen, Host: "host-a", PID: 4242,
 		Addr: "10.0.0.1:7000", Generation: l.gen, EpochUs: f.epochUs, TickUs: f.unitUs, MachineIDs: l.ids,
 	}.KeysArgv()
@@ -131,18 +131,18 @@ func (f fleet) release(ctx context.Context, rdb redis.Scripter, l *lease, last i
 }
 
 func (f fleet) check(ctx context.Context, rdb redis.Scripter, l *lease) (any, error) {
-	keys, argv := lua.CheckArgs{Keys: f.keys(), Token: l.token, MachineIDs: l.ids}.KeysArgv()
+	keys, argv := contract.CheckArgs{Keys: f.keys(), Token: l.token, MachineIDs: l.ids}.KeysArgv()
 	return checkScript.Run(ctx, rdb, keys, argv...).Result()
 }
 
 // counter runs counter.lua with the floor (minTick, minSeq).
 func (f fleet) counter(ctx context.Context, rdb redis.Scripter, n int64, minTick, minSeq string) (any, error) {
 	keys := []string{f.key("counter"), f.key("layout"), f.key("events"), f.key("meta")}
-	// By hand, not lua.CounterArgs: the floor may be a value that is not
+	// By hand, not contract.CounterArgs: the floor may be a value that is not
 	// a number ("counter: bad floor").
 	return counterScript.Run(ctx, rdb, keys, "n", n, "epochUs", f.epochUs, "tickUs", f.unitUs, "bits", 8, "lead", 100,
 		"minTick", minTick, "minSeq", minSeq, "layout", f.layout, "maxlen", f.maxLen, "counterID", 65535,
-		"host", "host-c", "pid", 99, "generation", "gen-counter", "settleMs", 0, "identity", lua.IdentityInfo).Result()
+		"host", "host-c", "pid", 99, "generation", "gen-counter", "settleMs", 0, "identity", contract.IdentityInfo).Result()
 }
 
 func toInt(v any) int64 {

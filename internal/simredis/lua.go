@@ -1,7 +1,7 @@
 package simredis
 
 // The script engine: gopher-lua with Redis 7.0's scripting semantics for
-// what flaked's scripts (scripts/lua) use. One Lua state per Server,
+// what flaked's scripts (contract) use. One Lua state per Server,
 // made at its first script call and reused by every call after (KEYS and
 // ARGV replaced each time); scripts compiled once per process (protos).
 //

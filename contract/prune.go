@@ -1,4 +1,4 @@
-package lua
+package contract
 
 // PruneArgs are what one call of prune.lua (Prune) is given (see
 // ClaimArgs).

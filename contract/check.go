@@ -1,4 +1,4 @@
-package lua
+package contract
 
 // CheckArgs are what one call of check.lua (Check) is given (see
 // ClaimArgs).

@@ -1,4 +1,4 @@
-// Package lua holds flaked's Redis Lua scripts, one file each, embedded so
+// Package contract is the Redis contract: it holds flaked's Redis Lua scripts, one file each, embedded so
 // the binary carries them. Each script is atomic and touches only keys of
 // one namespace, which share a {hash tag}, so it runs on Redis Cluster.
 // Every script starts with args.lua, which reads ARGV as name/value pairs.
@@ -15,7 +15,7 @@
 // (fields.go), and each script's KEYS and ARGV as one typed value beside
 // it (claim.go for claim.lua, and so on; its fields' arg tags name the
 // ARGV pairs), checked against the script's header comment by a test.
-package lua
+package contract
 
 import (
 	_ "embed"

@@ -1,4 +1,4 @@
-package lua
+package contract
 
 // ClaimArgs are what one call of claim.lua (Claim) is given: its KEYS and
 // its ARGV, one field each. Each field's arg tag is the name it is sent

@@ -1,4 +1,4 @@
-package lua
+package contract
 
 // The names the scripts write into Redis, for the Go code that reads or
 // writes the same hashes and events (coord, audit). docs/design.md lists

@@ -1,4 +1,4 @@
-package lua
+package contract
 
 import (
 	"go/ast"

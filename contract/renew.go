@@ -1,4 +1,4 @@
-package lua
+package contract
 
 // RenewArgs are what one call of renew.lua (Renew) is given (see
 // ClaimArgs).

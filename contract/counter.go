@@ -1,4 +1,4 @@
-package lua
+package contract
 
 // CounterArgs are what one call of counter.lua (Counter) is given (see
 // ClaimArgs).

@@ -1,4 +1,4 @@
-package lua
+package contract
 
 // InitArgs are what one call of init.lua (Init) is given (see ClaimArgs).
 type InitArgs struct {

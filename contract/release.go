@@ -1,4 +1,4 @@
-package lua
+package contract
 
 // ReleaseArgs are what one call of release.lua (Release) is given (see
 // ClaimArgs).
