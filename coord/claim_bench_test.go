@@ -51,9 +51,7 @@ func BenchmarkClaim(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			reportLatency(b, lat)
 			calls, usec := scriptStats(b, rdb, "evalsha")
 			// Release runs the same command; it is cheap and counted too,
 			// so this is an upper bound of the claim's own server time.
@@ -104,4 +102,11 @@ func scriptStats(b *testing.B, rdb *redis.Client, cmd string) (calls int64, usec
 		}
 	}
 	return calls, usec
+}
+
+// reportLatency reports the p50 and p99 of lat, in µs.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

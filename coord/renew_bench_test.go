@@ -2,7 +2,6 @@ package coord_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -39,9 +38,7 @@ func BenchmarkRenew(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	reportLatency(b, lat)
 	if calls, usec := scriptStats(b, rdb, "evalsha"); calls > 0 {
 		b.ReportMetric(usec/float64(calls), "redis-µs/script")
 	}
