@@ -123,14 +123,11 @@ func (b *detail) mode() {
 	}
 }
 
-// layoutRestored is the detail of a layout restored by a renewal.
+// layoutRestored is the detail of a layout restored by a node of the
+// fleet (guard.lua's fleetLayout).
 func (b *detail) layoutRestored() {
-	if v := b.d[contract.FieldRefused]; v != "" {
-		b.add(fmt.Sprintf("restored layout %s over %s, which a claim stored after Redis lost its data", orDash(b.d[contract.FieldLayout]), v))
-	} else {
-		b.add(fmt.Sprintf("restored layout %s: the fleet's layout was missing (Redis lost it)", orDash(b.d[contract.FieldLayout])))
-	}
-	drop(b.d, contract.FieldLayout, contract.FieldRefused, contract.FieldDetail)
+	b.add(fmt.Sprintf("restored layout %s: the fleet's layout was missing (Redis lost it)", orDash(b.d[contract.FieldLayout])))
+	drop(b.d, contract.FieldLayout, contract.FieldDetail)
 }
 
 // dataLoss is the detail of a data-loss event.

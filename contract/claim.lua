@@ -4,7 +4,9 @@
 -- KEYS[4] {ns}:reserved KEYS[5] {ns}:events
 -- ARGV (name = value; args.lua): prefix = key prefix "{ns}:"; token =
 --   owner token (new for every lease); layout = canonical layout;
---   generation = to create the registry with; horizon = ticks; now = the
+--   generation = to restore the registry with ("" when the claimer has
+--   never run under it: then a missing registry is refused, guard.lua);
+--   horizon = ticks; now = the
 --   claimer's clock (tick); ttl = lease ttl (ms); maxlen = events maxlen;
 --   preferred = preferred ID ("" for none); localFloor = local floor of the
 --   preferred ID; maxWait = max wait (ticks): a non-preferred ID whose
@@ -14,22 +16,21 @@
 --   pid, addr, version, mode = the claimer's; skip = IDs to skip (the ones
 --   this owner already claimed in the same call); prevToken = the token of
 --   the claimer's state file ("" for none: a lease it holds is taken
---   over); node = the state file's node ID ("" for none); settleMs = layout
---   settle (ms); minID, maxID = lowest and highest machine ID that may be
+--   over); node = the state file's node ID ("" for none); minID, maxID = lowest and highest machine ID that may be
 --   leased (the claimer's region); identity = "info" or "none" (guard.lua);
 --   candidates = candidate IDs.
 -- Returns {"OK", id, floor, generation, event, created, clone ("" or
 -- "host pid" of a live process holding the preferred ID under the same
--- node ID), Redis time (ms), settle (ms, or 0), fleet horizon, loss ID,
--- replicas needed, replicas listed} | {"LAYOUT", stored} | {"NONE", lowest
+-- node ID), Redis time (ms), fleet horizon, loss ID, replicas needed,
+-- replicas listed} | {"LAYOUT", stored} | {"NONE", lowest
 -- floor seen or -1}. The floor: docs/design.md, Why the scripts are safe.
 local A = args()
 local prefix, token, layout, preferred, node, prevToken = A.prefix, A.token, A.layout, A.preferred, A.node, A.prevToken
 local horizon, now, ttl, maxlen = tonumber(A.horizon), tonumber(A.now), A.ttl, A.maxlen
-local localFloor, maxWait, settleMs = tonumber(A.localFloor), tonumber(A.maxWait), tonumber(A.settleMs)
+local localFloor, maxWait = tonumber(A.localFloor), tonumber(A.maxWait)
 local epochUs, unitUs = tonumber(A.epochUs), tonumber(A.tickUs)
 local host, pid, addr, mode = A.host, A.pid, A.addr, A.mode
-local nowText, nowNum, nowUs = redisNow()
+local nowText, _, nowUs = redisNow()
 local redisTick = math.floor((nowUs - epochUs) / unitUs)
 local who = {'token', token, 'host', host, 'pid', pid, 'addr', addr}
 
@@ -40,8 +41,8 @@ end
 
 local gen, lossMs, how, lossID = guard(KEYS[2], KEYS[5], maxlen, A.generation,
   {'created_tick', redisTick, 'horizon', horizon}, who, A.identity)
-local stored = redis.call('GET', KEYS[1])
-if stored and stored ~= layout then
+local stored = fleetLayout(KEYS[1], layout, A.generation, KEYS[5], maxlen, who)
+if stored ~= layout then
   event('layout_mismatch', '', 'layout', layout, 'stored', stored)
   return {'LAYOUT', stored}
 end
@@ -107,11 +108,6 @@ if not best then
   return {'NONE', soonest}
 end
 
--- The layout is stored only by a claim that takes an ID: a node that gets
--- none leaves no layout behind to settle.
-if not stored then
-  storeLayout(KEYS[1], KEYS[2], layout, lossID, nowNum, settleMs)
-end
 local id, floor = best, bestFloor
 local ownerKey = prefix .. 'owner:' .. id
 local prev = redis.call('HMGET', ownerKey, 'host', 'pid', 'addr', 'token', 'state')
@@ -138,8 +134,5 @@ redis.call('HDEL', ownerKey, 'released')
 event(kind, id, 'floor', floor, 'prev_host', prev[1] or '', 'prev_pid', prev[2] or '',
   'prev_addr', prev[3] or '', 'prev_token', prev[4] or '', 'mode', mode, 'fenced', bestHolder or '',
   'node', node, 'loss_floor', lossFloor)
-local settle = layoutWindow(KEYS[2], lossID, nowNum, settleMs)
-if settle <= nowNum then settle = 0 end
 local need, listed = replicasNeeded(KEYS[2])
-return {'OK', id, floor, gen, kind, how == 'created' and 1 or 0, clone, nowText, tostring(settle), metaHorizon, lossID,
-  need, listed}
+return {'OK', id, floor, gen, kind, how == 'created' and 1 or 0, clone, nowText, metaHorizon, lossID, need, listed}

@@ -7,11 +7,11 @@
 --   tickUs = epoch and tick length (us); bits = bits of sequence (1..30);
 --   lead = ticks, >= 0; minTick, minSeq = the caller's floor, a counter
 --   value the segment must not start below (0, 0 for none); layout = the
---   caller's canonical layout (another fleet layout is refused, a missing
---   one is set); maxlen = events maxlen;
---   counterID = counter machine ID; host, pid = the caller's; generation =
---   to create {ns}:meta with; settleMs = layout settle (ms); identity =
---   "info" or "none" (guard.lua).
+--   caller's canonical layout (another fleet layout is refused);
+--   maxlen = events maxlen; counterID = counter machine ID; host, pid = the
+--   caller's; generation = to restore the registry with ("" when the caller
+--   has never run under it: then a missing registry is refused,
+--   guard.lua); identity = "info" or "none" (guard.lua).
 --
 -- The key holds the last value handed out as tick and seq (value = tick
 -- << bits | seq; Go composes it). Values start above the stored one, T - 1
@@ -24,8 +24,7 @@
 --
 -- Returns {"OK", first tick, first seq, last tick, last seq (inclusive),
 -- T, replicas needed, replicas listed} | {"AHEAD", T, tick of the next
--- value} | {"SETTLE", T, tick when the layout has settled} | {"LAYOUT",
--- the fleet's layout}.
+-- value} | {"LAYOUT", the fleet's layout}.
 local A = args()
 local n, epochUs, unitUs = tonumber(A.n), tonumber(A.epochUs), tonumber(A.tickUs)
 local bits, lead, maxlen = tonumber(A.bits), tonumber(A.lead), A.maxlen
@@ -34,8 +33,8 @@ local MASK = P - 1
 
 local _, _, nowUs = redisNow()
 local T = math.floor((nowUs - epochUs) / unitUs)
-local _, lossMs, _, lossID = guard(KEYS[4], KEYS[3], maxlen, A.generation, {'created_tick', T},
-  {'host', A.host, 'pid', A.pid}, A.identity)
+local who = {'host', A.host, 'pid', A.pid}
+local _, lossMs = guard(KEYS[4], KEYS[3], maxlen, A.generation, {'created_tick', T}, who, A.identity)
 local lossTick = tickOf(lossMs + redisSkewMs, epochUs, unitUs)
 
 local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
@@ -45,17 +44,9 @@ local function pred(a)
   return {a[1] - 1, MASK}
 end
 
-local fleet = redis.call('GET', KEYS[2])
-if fleet and fleet ~= A.layout then
+local fleet = fleetLayout(KEYS[2], A.layout, A.generation, KEYS[3], maxlen, who)
+if fleet ~= A.layout then
   return {'LAYOUT', fleet}
-end
-local nowMs, settleMs = math.floor(nowUs / 1000), tonumber(A.settleMs)
-if not fleet then
-  storeLayout(KEYS[2], KEYS[4], A.layout, lossID, nowMs, settleMs)
-end
-local settle = layoutWindow(KEYS[4], lossID, nowMs, settleMs)
-if settle > nowMs then
-  return {'SETTLE', T, math.floor((settle * 1000 - epochUs) / unitUs) + 1}
 end
 local fleetLead = tonumber(redis.call('HGET', KEYS[4], 'counter_lead') or -1)
 if fleetLead < 0 then

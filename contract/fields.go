@@ -34,20 +34,17 @@ const (
 )
 
 // Fields of {ns}:meta (Keys.Meta), the registry's record: guard.lua keeps
-// generation, server and the loss fields, layout.lua the settle window.
+// generation, server and the loss fields; flaked init makes it (init.lua).
 const (
-	MetaGeneration     = "generation"
-	MetaCreatedMs      = "created_ms"
-	MetaCreatedTick    = "created_tick"
-	MetaHorizon        = "horizon" // ticks: the fleet's reach
-	MetaCounterLead    = "counter_lead"
-	MetaServer         = "server" // run_id:master_replid of the Redis that last wrote
-	MetaLossMs         = "loss_ms"
-	MetaLossID         = "loss_id"
-	MetaReserved       = "reserved" // "1" once a claim wrote {ns}:reserved: its absence then is a loss (guard.lua)
-	MetaLayoutSettleMs = "layout_settle_ms"
-	MetaLayoutLossID   = "layout_loss_id"
-	MetaLayoutSettleID = "layout_settle_id"
+	MetaGeneration  = "generation"
+	MetaCreatedMs   = "created_ms"
+	MetaCreatedTick = "created_tick"
+	MetaHorizon     = "horizon" // ticks: the fleet's reach
+	MetaCounterLead = "counter_lead"
+	MetaServer      = "server" // run_id:master_replid of the Redis that last wrote
+	MetaLossMs      = "loss_ms"
+	MetaLossID      = "loss_id"
+	MetaReserved    = "reserved" // "1" once a claim wrote {ns}:reserved: its absence then is a loss (guard.lua)
 	// MetaReplicas is the fleet's high-water mark of replicas: how many
 	// must acknowledge a grant before it is used (replicas.lua). Raised by
 	// the scripts, lowered by flaked audit replicas --set.
@@ -105,7 +102,6 @@ const (
 	FieldDetail             = "detail"
 	FieldLayout             = "layout"
 	FieldStored             = "stored"
-	FieldRefused            = "refused"
 	FieldServer             = "server"
 	FieldPreviousServer     = "previous_server"
 	FieldGeneration         = "generation"

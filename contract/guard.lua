@@ -70,8 +70,20 @@ local function replicasAfterChange(meta, previous)
   return math.max(listedReplicas(), mark)
 end
 
+-- noRegistry ends the script before any write: the namespace has no
+-- registry (key is missing) and the caller has never run under it. A
+-- plain error (level 0: no position), not an error table, which miniredis
+-- does not pass on; Go finds the word in any server's wording.
+local function noRegistry(key)
+  error('NOREGISTRY ' .. key, 0)
+end
+
 -- guard checks {ns}:meta against this server; gen and created: what to
 -- make {ns}:meta with when it is missing; ev: the writer's event fields.
+-- Only flaked init (init.lua) makes a registry: a missing {ns}:meta is
+-- restored by a caller that has run under it (gen ~= ''), with a loss
+-- recorded now, and refused (NOREGISTRY) to anyone else, who cannot tell
+-- a new fleet from a Redis that lost everything.
 -- Returns generation, loss_ms, how ('' | 'created' | 'server'), loss_id
 -- (this server and the time of the last possible loss). {ns}:reserved
 -- gone while {ns}:meta says a claim wrote it counts as a loss.
@@ -81,6 +93,7 @@ local function guard(meta, events, maxlen, gen, created, ev, identity)
   local lossID = id .. '@' .. nowText
   local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms', 'loss_id', 'reserved')
   if not m[1] then
+    if gen == '' then noRegistry(meta) end
     redis.call('HSET', meta, 'generation', gen, 'created_ms', nowText, 'server', id,
       'loss_ms', nowText, 'loss_id', lossID, 'replicas', listedReplicas(), unpack(created))
     return gen, nowMs, 'created', lossID
@@ -101,6 +114,21 @@ local function guard(meta, events, maxlen, gen, created, ev, identity)
   redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', 'dataloss', 'mid', '',
     'server', id, 'previous_server', m[2] or '', 'detail', detail, unpack(ev))
   return m[1], lossMs, 'server', lossID
+end
+
+-- fleetLayout is the fleet's layout ({ns}:layout at key), which flaked
+-- init stores with {ns}:meta. When Redis lost it, a caller that has run
+-- under its layout (gen ~= '') restores it, anyone else is refused
+-- (NOREGISTRY): so no layout is ever stored but the one the fleet was
+-- made with, and a misconfigured node is refused, never adopted.
+local function fleetLayout(key, layout, gen, events, maxlen, ev)
+  local stored = redis.call('GET', key)
+  if stored then return stored end
+  if gen == '' then noRegistry(key) end
+  redis.call('SET', key, layout)
+  redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', 'layout_restored', 'mid', '', 'layout', layout,
+    'detail', 'fleet layout missing: restored by a node of the fleet', unpack(ev))
+  return layout
 end
 
 -- tickOf converts Redis milliseconds to a tick of the layout.

@@ -11,8 +11,8 @@ import (
 	"testing"
 )
 
-// allScripts is the text of every script, guard and layout included.
-var allScripts = guard + layout + claim + renew + release + counter + Check + Prune + initScript
+// allScripts is the text of every script, guard included.
+var allScripts = guard + claim + renew + release + counter + Check + Prune + initScript
 
 func TestCheckNamespace(t *testing.T) {
 	for _, ns := range []string{"flaked", "a", "prod-eu.1_x", strings.Repeat("n", 64)} {

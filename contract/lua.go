@@ -3,9 +3,9 @@
 // one namespace, which share a {hash tag}, so it runs on Redis Cluster.
 // Every script starts with args.lua, which reads ARGV as name/value pairs.
 // The scripts that write the registry or the counter start with guard.lua,
-// which notices that Redis may have lost acknowledged writes; those that
-// may store the fleet layout then have layout.lua, its settle window, and
-// those that grant have replicas.lua, the count of replicas that must
+// which notices that Redis may have lost acknowledged writes and refuses
+// a namespace without a registry to a caller that never ran under it;
+// those that grant then have replicas.lua, the count of replicas that must
 // acknowledge a grant before it is used.
 //
 // The package is also the one home of what the scripts and the Go side
@@ -31,9 +31,6 @@ var guardLua string
 // guard is what the writing scripts start with: args.lua and guard.lua.
 var guard = argsLua + guardLua
 
-//go:embed layout.lua
-var layout string
-
 //go:embed replicas.lua
 var replicas string
 
@@ -51,16 +48,16 @@ var (
 )
 
 // Claim atomically claims one machine ID (see claim.lua).
-var Claim = guard + layout + replicas + claim
+var Claim = guard + replicas + claim
 
 // Renew extends leases and raises the reservation (see renew.lua).
-var Renew = guard + layout + replicas + renew
+var Renew = guard + replicas + renew
 
 // Release gives leases back with the exact last tick (see release.lua).
 var Release = guard + release
 
 // Counter hands out a segment of counter-mode values (see counter.lua).
-var Counter = guard + layout + replicas + counter
+var Counter = guard + replicas + counter
 
 //go:embed probe.lua
 var probe string
@@ -69,8 +66,8 @@ var probe string
 // probe.lua): flaked doctor and flaked serve's checks.
 var Probe = guard + probe
 
-// Init makes a new fleet's registry: no loss floor, no layout settle
-// window (see init.lua); flaked init runs it.
+// Init makes a fleet's registry, which no node's call makes (see
+// init.lua); flaked init runs it.
 var Init = guard + initScript
 
 var (

@@ -68,9 +68,31 @@ func ExplainRefusal(s string) string {
 	return UnsafePrefix + check + ": " + text
 }
 
+// ErrNoRegistry: the namespace has no registry and the caller never ran
+// under it (guard.lua's "NOREGISTRY <key>"), so it cannot tell a new fleet
+// from a Redis that lost everything.
+var ErrNoRegistry = errors.New("no registry")
+
+// noRegistryPrefix starts guard.lua's NOREGISTRY refusal.
+const noRegistryPrefix = "NOREGISTRY "
+
+// noRegistry is a written-out NOREGISTRY refusal: a Redis error reply
+// that is also ErrNoRegistry.
+type noRegistry struct{ refusal }
+
+func (noRegistry) Unwrap() error { return ErrNoRegistry }
+
+// NoRegistryText is the text of a NOREGISTRY refusal of key.
+func NoRegistryText(key string) string {
+	return "NOREGISTRY " + key + " is missing: this namespace has no registry. For a new fleet, run" +
+		" `flaked init` once with the fleet's layout flags; after Redis lost its data, a running node of the" +
+		" fleet restores it at its next call (or run flaked init, which waits out the loss floor)"
+}
+
 // Explain returns err with a guard.lua refusal written out (see
-// ExplainRefusal): still a Redis error reply, so UnsafeCheck reads it.
-// Any other error is returned as it is.
+// ExplainRefusal): still a Redis error reply, so UnsafeCheck reads it; a
+// NOREGISTRY refusal is also ErrNoRegistry. Any other error is returned as
+// it is.
 func Explain(err error) error {
 	var re interface {
 		error
@@ -78,6 +100,10 @@ func Explain(err error) error {
 	}
 	if err == nil || !errors.As(err, &re) {
 		return err
+	}
+	if _, rest, ok := strings.Cut(re.Error(), noRegistryPrefix); ok {
+		key, _, _ := strings.Cut(rest, " ")
+		return noRegistry{refusal(NoRegistryText(key))}
 	}
 	text := ExplainRefusal(re.Error())
 	if text == re.Error() {

@@ -17,9 +17,8 @@
 -- past Redis TIME + the fleet's horizon. A missing lease is lost
 -- ("expired"), never re-asserted; nothing is extended when the loss ID
 -- changed since the owner's last renewal ("loss"). After a total loss the
--- owner restores {ns}:meta and the layout; while a layout stored after a
--- loss settles, an owner from before it restores its own (layout.lua).
--- Why: docs/design.md, Why the scripts are safe.
+-- owner restores {ns}:meta, with the fleet horizon it knew, and the layout
+-- (guard.lua). Why: docs/design.md, Why the scripts are safe.
 --
 -- Returns {"OK", reservation, data loss ("" | "created" | "server"),
 -- Redis time (ms), loss ID, replicas needed, replicas listed} or {"LOST",
@@ -33,7 +32,7 @@ local mode, host, pid, addr, version = A.mode, A.host, A.pid, A.addr, A.version
 local layout, generation, horizon, node, knownLoss = A.layout, A.generation, A.horizon, A.node, A.lossID
 local epochUs, unitUs = tonumber(A.epochUs), tonumber(A.tickUs)
 local ids = list(A.ids)
-local nowText, nowNum, nowUs = redisNow()
+local nowText, _, nowUs = redisNow()
 local who = {'token', token, 'host', host, 'pid', pid, 'addr', addr}
 
 local function event(kind, id, ...)
@@ -41,46 +40,23 @@ local function event(kind, id, ...)
     'token', token, 'host', host, 'pid', pid, 'addr', addr, ...)
 end
 
-local gen, lossMs, how, lossID = guard(KEYS[4], KEYS[2], maxlen, generation,
-  {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', horizon}, who, A.identity)
+local _, lossMs, how, lossID = guard(KEYS[4], KEYS[2], maxlen, generation,
+  {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', math.max(tonumber(horizon), knownHorizon)},
+  who, A.identity)
 if how == 'created' then
   event('dataloss', ids[1], 'generation', generation,
     'detail', 'meta-missing')
 end
-local stored = redis.call('GET', KEYS[5])
-local settle, storedUnder, current = layoutWindow(KEYS[4], lossID, nowNum, 0)
--- An owner from before the loss after which a claim stored the layout,
--- while the layout's window is open (layout.lua).
-local before = settle > nowNum and gen ~= generation and (storedUnder == nil or storedUnder == lossID)
--- An owner that renewed under the loss ID the layout was stored under, so
--- held its leases through that window and restored its layout then: Redis
--- has gone back to a copy made in the window (layout.lua), and the node
--- that stored this layout was refused.
-local through = storedUnder ~= nil and storedUnder == knownLoss and storedUnder ~= lossID
-  and (not current or settle > nowNum)
-if not stored then
-  redis.call('SET', KEYS[5], layout)
-  event('layout_restored', ids[1], 'layout', layout, 'detail', 'fleet layout missing: restored by an owner holding leases')
-elseif stored ~= layout then
-  if before or through then
-    overrideLayout(KEYS[5], KEYS[4], layout)
-    local detail = 'a claim stored another layout after Redis lost its data; restored by an owner holding leases from before'
-    if through then
-      detail = 'Redis went back to a copy holding a layout this owner had already refused; restored again'
-    end
-    event('layout_restored', ids[1], 'layout', layout, 'refused', stored, 'detail', detail)
-  else
-    event('renew_fail', ids[1], 'reason', 'layout', 'layout', layout, 'stored', stored)
-    return {'LOST', ids[1], stored, '', 'layout', '', ''}
-  end
+local stored = fleetLayout(KEYS[5], layout, generation, KEYS[2], maxlen, who)
+if stored ~= layout then
+  event('renew_fail', ids[1], 'reason', 'layout', 'layout', layout, 'stored', stored)
+  return {'LOST', ids[1], stored, '', 'layout', '', ''}
 end
+-- A {ns}:meta restored by a counter has none: the fleet's, as this owner
+-- knew it.
 local metaHorizon = tonumber(redis.call('HGET', KEYS[4], 'horizon') or -1)
 if metaHorizon < 0 then
-  metaHorizon = tonumber(horizon)
-  redis.call('HSET', KEYS[4], 'horizon', metaHorizon)
-end
-if (before or through) and knownHorizon > metaHorizon then
-  metaHorizon = knownHorizon
+  metaHorizon = math.max(tonumber(horizon), knownHorizon)
   redis.call('HSET', KEYS[4], 'horizon', metaHorizon)
 end
 local cap = math.floor((nowUs - epochUs) / unitUs) + metaHorizon

@@ -30,7 +30,11 @@ func BenchmarkClaim(b *testing.B) {
 			rdb := srv.Client(b)
 			ctx := context.Background()
 			fill(b, rdb, registered)
-			reg, err := coord.NewRegistry(rdb, coord.Options{Horizon: time.Millisecond, LayoutSettle: time.Millisecond})
+			o := coord.Options{Horizon: time.Millisecond}
+			if err := coord.InitNoWait(ctx, rdb, o); err != nil {
+				b.Fatal(err)
+			}
+			reg, err := coord.NewRegistry(rdb, o)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -25,14 +25,9 @@ import (
 	"github.com/flaked/flaked/internal/redistest"
 )
 
-// newGuardReg is newReg with a short LayoutSettle, unless o sets one:
-// a claim that stores the layout on an empty registry waits that long
-// (default LeaseTTL/3 + 1s), which only the settle tests are about.
+// newGuardReg is newReg that waits for a loss floor.
 func newGuardReg(t *testing.T, rdb redis.UniversalClient, o coord.Options) *coord.Registry {
 	t.Helper()
-	if o.LayoutSettle == 0 {
-		o.LayoutSettle = time.Millisecond
-	}
 	if o.MaxWait == 0 {
 		o.MaxWait = time.Minute // claims after a loss wait for the loss floor
 	}
@@ -492,21 +487,17 @@ func TestGuard_TotalLoss_OwnerRestoresLayout_OtherLayoutRefused(t *testing.T) {
 }
 
 // Fault: as above, but the node with layout Y claims first, on the empty
-// registry, and stores Y. Guard: a claim that stores the layout waits
-// LayoutSettle (renewing) before it returns; an owner from before the loss
-// that renews meanwhile restores its layout X (layout_restored, refused Y),
-// and Y's next renewal fails, so Y's Claim returns ErrLayoutMismatch and
-// never a lease. A duplicate shows as Y getting a lease (it would issue IDs
-// of another layout next to the fleet's).
-func TestGuard_TotalLoss_OtherLayoutClaimsFirst_OwnerWinsDuringSettle(t *testing.T) {
+// namespace, and so does a new process of the fleet's layout X that never
+// ran under the registry (no state file). Guard (guard.lua): only flaked
+// init makes a registry, and only a caller that ran under it restores it,
+// so both are refused with ErrNoRegistry and store nothing; the owner's
+// renewal then restores X, and Y is refused for its layout. A duplicate
+// shows as Y getting a lease (IDs of two layouts overlap: a Y ID can
+// equal an X ID of another node), or Y's layout stored.
+func TestGuard_TotalLoss_OtherLayoutFirst_RefusedUntilOwnerRestores(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		x, y := flake.DefaultLayout(), otherLayout(t)
 		regX := newGuardReg(t, rdb, coord.Options{Layout: x})
-		// Settles for 1.33 s; waits for the loss floor like a node (MaxWait).
-		regY := newReg(t, rdb, coord.Options{Layout: y, LeaseTTL: time.Second, MaxWait: time.Minute})
-		if regY.Options().LayoutSettle <= 0 {
-			t.Fatal("no layout settle")
-		}
 		a, err := regX.Claim(ctxT(t), coord.ClaimOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -514,61 +505,38 @@ func TestGuard_TotalLoss_OtherLayoutClaimsFirst_OwnerWinsDuringSettle(t *testing
 		if err := rdb.FlushAll(ctxT(t)).Err(); err != nil {
 			t.Fatal(err)
 		}
-		type result struct {
-			lease *coord.Lease
-			err   error
-			took  time.Duration
+		regY, err := coord.NewRegistry(rdb, coord.Options{Layout: y, MaxWait: time.Minute})
+		if err != nil {
+			t.Fatal(err)
 		}
-		done := make(chan result, 1)
-		start, ctx := time.Now(), ctxT(t)
-		go func() {
-			lease, err := regY.Claim(ctx, coord.ClaimOptions{})
-			done <- result{lease, err, time.Since(start)}
-		}()
-		// Wait until Y's claim has stored its layout.
-		for rdb.Get(ctxT(t), "{flaked}:layout").Val() != y.String() {
-			select {
-			case r := <-done:
-				t.Fatalf("Y's claim returned before A could renew (after %v): lease %v, err %v", r.took, r.lease, r.err)
-			case <-time.After(time.Millisecond):
+		freshX, err := coord.NewRegistry(rdb, coord.Options{Layout: x, MaxWait: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, reg := range map[string]*coord.Registry{"layout Y": regY, "a new process of layout X": freshX} {
+			lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+			if !errors.Is(err, coord.ErrNoRegistry) || lease != nil {
+				t.Fatalf("%s on the emptied namespace: lease %v, err %v; want ErrNoRegistry", name, lease, err)
 			}
-			if time.Since(start) > 5*time.Second {
-				t.Fatal("Y's claim did not store its layout")
+			if !strings.Contains(err.Error(), "flaked init") {
+				t.Fatalf("%s: %v does not name flaked init", name, err)
 			}
 		}
-		select {
-		case r := <-done:
-			t.Fatalf("Y's claim returned at once (after %v), before the layout settled: lease %v, err %v", r.took, r.lease, r.err)
-		default:
+		if keys := rdb.Keys(ctxT(t), "{flaked}:*").Val(); len(keys) != 0 {
+			t.Fatalf("refused claims left keys behind: %v", keys)
 		}
 		if err := a.Renew(ctxT(t)); !errors.Is(err, coord.ErrLeaseLost) || errors.Is(err, coord.ErrLayoutMismatch) {
-			t.Fatalf("A's renewal during the settle window: %v, want ErrLeaseLost for the lease only (not a layout refusal)", err)
+			t.Fatalf("the owner's renewal after the loss: %v, want its lease lost (not a layout refusal)", err)
 		}
 		if got := rdb.Get(ctxT(t), "{flaked}:layout").Val(); got != x.String() {
-			t.Fatalf("layout after A's renewal = %q, want A's %q restored over Y's", got, x.String())
+			t.Fatalf("layout after the owner's renewal = %q, want %q restored", got, x.String())
 		}
-		findEvent(t, rdb, "layout_restored", map[string]string{"layout": x.String(), "refused": y.String(), "token": a.Token()})
-		var r result
-		select {
-		case r = <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Y's claim did not return")
-		}
-		if r.lease != nil || !errors.Is(r.err, coord.ErrLayoutMismatch) {
-			t.Fatalf("Y's claim: lease %v, err %v; want ErrLayoutMismatch and no lease", r.lease, r.err)
-		}
-		if keys := rdb.Keys(ctxT(t), "{flaked}:lease:*").Val(); len(keys) != 0 {
-			t.Fatalf("leases left after Y's refused claim: %v", keys)
-		}
-		if got := rdb.Get(ctxT(t), "{flaked}:layout").Val(); got != x.String() {
-			t.Fatalf("layout after Y gave up = %q, want %q", got, x.String())
-		}
-		// From now on Y is refused at once, and X claims.
+		findEvent(t, rdb, "layout_restored", map[string]string{"layout": x.String(), "token": a.Token()})
 		if _, err := regY.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrLayoutMismatch) {
-			t.Fatalf("a later claim with layout Y: %v, want ErrLayoutMismatch", err)
+			t.Fatalf("a claim with layout Y after the restore: %v, want ErrLayoutMismatch", err)
 		}
-		if _, err := regX.Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
-			t.Fatalf("a later claim with layout X: %v", err)
+		if _, err := freshX.Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
+			t.Fatalf("a claim with layout X after the restore: %v", err)
 		}
 	})
 }
@@ -808,97 +776,6 @@ func putRegistry(t *testing.T, rdb redis.UniversalClient, c registryCopy) {
 	}
 	if err := rdb.HSet(ctx, "{flaked}:meta", "server", "someoneelse").Err(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// Fault: after Redis lost everything, a node with another layout Y stored
-// it and the owner from before (layout X) restored X in the settle window,
-// as above; then Redis went back to a copy made in that window (a failover
-// to a replica, a restart from a snapshot, a restored backup), which holds
-// Y again, with the window it was stored in. The owner now holds a lease
-// claimed under the registry Y's claim made, so it is no longer "from
-// before" that registry. Guard (contract/layout.lua): the owner renewed
-// under the loss ID Y was stored under, so it restores X again; a claim
-// that sees the interrupted window opens it again and waits. A duplicate
-// shows as Y getting a lease (its IDs next to the fleet's), or the owner
-// refused for its layout (the fleet's X nodes would lose to a node the
-// fleet had refused). Found by the simulator.
-func TestGuard_RollbackIntoLayoutWindow_OwnerRestoresAgain(t *testing.T) {
-	for _, order := range []string{"owner renews first", "Y claims first"} {
-		t.Run(order, func(t *testing.T) {
-			backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-				x, y := flake.DefaultLayout(), otherLayout(t)
-				regX := newGuardReg(t, rdb, coord.Options{Layout: x})
-				regY := newReg(t, rdb, coord.Options{Layout: y, LeaseTTL: time.Second, MaxWait: time.Minute})
-				a, err := regX.Claim(ctxT(t), coord.ClaimOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := rdb.FlushAll(ctxT(t)).Err(); err != nil {
-					t.Fatal(err)
-				}
-				claimY := func() chan error {
-					done := make(chan error, 1)
-					go func() {
-						lease, err := regY.Claim(ctxT(t), coord.ClaimOptions{})
-						if lease != nil {
-							err = fmt.Errorf("Y got machine ID %v", lease.MachineIDs())
-						}
-						done <- err
-					}()
-					return done
-				}
-				waitLayout := func(want flake.Layout) {
-					t.Helper()
-					for start := time.Now(); rdb.Get(ctxT(t), "{flaked}:layout").Val() != want.String(); time.Sleep(time.Millisecond) {
-						if time.Since(start) > 5*time.Second {
-							t.Fatalf("layout is not %v", want)
-						}
-					}
-				}
-				done := claimY()
-				waitLayout(y)
-				window := copyRegistry(t, rdb) // Y stored, window open
-				if err := a.Renew(ctxT(t)); !errors.Is(err, coord.ErrLeaseLost) || errors.Is(err, coord.ErrLayoutMismatch) {
-					t.Fatalf("A's renewal in the window: %v, want the lease lost to the loss, not to the layout", err)
-				}
-				if err := <-done; !errors.Is(err, coord.ErrLayoutMismatch) {
-					t.Fatalf("Y's claim: %v, want ErrLayoutMismatch", err)
-				}
-				a2, err := regX.Claim(ctxT(t), coord.ClaimOptions{}) // A claims again, in the registry Y made
-				if err != nil {
-					t.Fatal(err)
-				}
-
-				putRegistry(t, rdb, window) // Redis goes back to the copy
-				if order == "Y claims first" {
-					done = claimY()
-					for start := time.Now(); len(rdb.Keys(ctxT(t), "{flaked}:lease:*").Val()) == len(window.strs)-1; time.Sleep(time.Millisecond) {
-						if time.Since(start) > 5*time.Second {
-							t.Fatal("Y's claim took no machine ID")
-						}
-					}
-					select {
-					case err := <-done:
-						t.Fatalf("Y's claim returned at once, in a window a loss interrupted: %v", err)
-					default:
-					}
-				}
-				if err := a2.Renew(ctxT(t)); errors.Is(err, coord.ErrLayoutMismatch) {
-					t.Fatalf("A's renewal after Redis went back to the window: %v; the fleet's layout lost to one it had refused", err)
-				}
-				waitLayout(x)
-				findEvent(t, rdb, "layout_restored", map[string]string{"layout": x.String(), "refused": y.String(), "token": a2.Token()})
-				if order == "Y claims first" {
-					if err := <-done; !errors.Is(err, coord.ErrLayoutMismatch) {
-						t.Fatalf("Y's claim in the reopened window: %v, want ErrLayoutMismatch", err)
-					}
-				}
-				if _, err := regY.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrLayoutMismatch) {
-					t.Fatalf("a later claim with layout Y: %v, want ErrLayoutMismatch", err)
-				}
-			})
-		})
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/flake"
 )
 
 // ErrRegistryExists is returned by Init when the namespace already holds a
@@ -16,22 +18,48 @@ var ErrRegistryExists = errors.New("registry exists")
 
 var initScript = redis.NewScript(contract.Init)
 
-// Init makes the registry of a new fleet (flaked init): {ns}:meta under
-// this Redis server's identity with no possible data loss, and the fleet
-// layout, stored with no settle window. A registry made by a node's first
-// claim instead cannot tell a new fleet from a Redis that lost everything,
-// so its first IDs wait for the loss floor (about a horizon) and its
-// layout settles for RenewInterval + 1s; after Init the first claim and
-// the first counter segment start at once. Only for a fleet that has
-// issued no ID in this namespace: a registry or layout that exists is
-// refused (ErrRegistryExists), and after Redis lost its data the nodes
-// restore the registry themselves, above the floors. It returns the
+// Init makes the registry of a fleet (flaked init): {ns}:meta and the
+// fleet layout, which no node's claim or counter call makes. A node that
+// finds none cannot tell a new fleet from a Redis that lost everything, so
+// it is refused (ErrNoRegistry) unless it ran under the registry before,
+// and then restores it; a misconfigured node is never adopted as the
+// fleet's layout. The registry is made with a possible loss now, as a
+// restored one is: Init cannot tell a new namespace from one whose Redis
+// lost everything a moment ago while its nodes still issue. It waits that
+// loss floor out (Options.Horizon + contract.RedisSkew, about 6 s by
+// default), so the first claims after it start at once. A registry or
+// layout that exists is refused (ErrRegistryExists). It returns the
 // registry's generation.
 func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return "", err
 	}
+	gen, lossMs, err := initRegistry(ctx, rdb, o)
+	if err != nil {
+		return "", err
+	}
+	// The loss floor of claim.lua for a node of horizon o.Horizon.
+	l := o.Layout
+	floor := l.Tick(time.UnixMilli(lossMs).Add(contract.RedisSkew)) + int64(o.Horizon/l.TimeUnit)
+	for {
+		t, err := rdb.Time(ctx).Result()
+		if err != nil {
+			return "", fmt.Errorf("init registry %q: made (generation %s), waiting out its loss floor: %w", o.Namespace, gen, err)
+		}
+		left := l.TickTime(floor + 1).Sub(t)
+		if left <= 0 {
+			return gen, nil
+		}
+		if err := flake.Sleep(ctx, o.Clock, min(left, 100*time.Millisecond)); err != nil {
+			return "", fmt.Errorf("init registry %q: made (generation %s), waiting out its loss floor: %w", o.Namespace, gen, err)
+		}
+	}
+}
+
+// initRegistry runs init.lua: the registry's generation and the Redis
+// time of its loss.
+func initRegistry(ctx context.Context, rdb redis.UniversalClient, o Options) (string, int64, error) {
 	gen := newToken(o.Rand)
 	keys, argv := contract.InitArgs{
 		Keys: contract.NewKeys(o.Namespace), Generation: gen, Layout: o.Layout.String(),
@@ -41,14 +69,14 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 	v, err := initScript.Run(ctx, rdb, keys, argv...).Slice()
 	if err != nil {
 		err = contract.Explain(err)
-		return "", fmt.Errorf("init registry %q: %w", o.Namespace, err)
+		return "", 0, fmt.Errorf("init registry %q: %w", o.Namespace, err)
 	}
 	if len(v) == 3 && v[0] == "EXISTS" {
-		return "", fmt.Errorf("%w: %v holds %v: flaked init is only for a new fleet; a fleet whose Redis lost its data is restored by its nodes",
+		return "", 0, fmt.Errorf("%w: %v holds %v: flaked init is only for a namespace without a registry; a fleet whose Redis lost its data is restored by its nodes",
 			ErrRegistryExists, v[1], v[2])
 	}
-	if len(v) != 3 || v[0] != "OK" {
-		return "", fmt.Errorf("init registry %q: unexpected reply %v", o.Namespace, v)
+	if len(v) != 4 || v[0] != "OK" {
+		return "", 0, fmt.Errorf("init registry %q: unexpected reply %v", o.Namespace, v)
 	}
-	return gen, nil
+	return gen, toInt64(v[3]), nil
 }

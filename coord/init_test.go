@@ -2,6 +2,7 @@ package coord_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,47 +14,109 @@ import (
 	"github.com/flaked/flaked/internal/redistest"
 )
 
-// flaked init on an empty Redis: the first claim starts at once (no loss
-// floor, no layout settle window), and a second init, or one over a
-// registry a node made, is refused: init can never lower the floors of a
-// fleet that has issued IDs. A duplicate would need init to succeed over
-// an existing registry (resetting loss_ms) or the first claim after init
-// to start below a reservation, which it checks.
-func TestInit_NewFleet_FirstClaimAtOnce_SecondRefused(t *testing.T) {
+// flaked init on an empty Redis records a possible loss and waits it
+// out, so the first claim after it starts at once; a second init, or one
+// over a registry a node restored, is refused: init can never lower the
+// floors of a fleet that has issued IDs. A duplicate would need init to
+// succeed over an existing registry (resetting loss_ms) or the first
+// claim after init to start below a reservation, which it checks.
+func TestInit_FirstClaimAtOnce_SecondRefused(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-		o := coord.Options{LeaseTTL: time.Minute, MaxWait: time.Nanosecond} // a claim takes no ID ahead of the clock
+		o := coord.Options{LeaseTTL: time.Minute, Horizon: 100 * time.Millisecond}
 		if _, err := coord.Init(ctxT(t), rdb, o); err != nil {
 			t.Fatal(err)
 		}
 		if got := rdb.Get(ctxT(t), "{flaked}:layout").Val(); got != flake.DefaultLayout().String() {
 			t.Fatalf("layout after init = %q", got)
 		}
+		if loss := rdb.HGet(ctxT(t), "{flaked}:meta", contract.MetaLossMs).Val(); loss == "" || loss == "0" {
+			t.Fatalf("init recorded no loss (loss_ms %q): a registry made after Redis lost everything would start below the grants made before", loss)
+		}
+		o.MaxWait = time.Nanosecond // a claim takes no ID ahead of the clock
 		reg, err := coord.NewRegistry(rdb, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		l, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
 		if err != nil {
-			t.Fatalf("the first claim after init: %v (it must need no loss floor)", err)
+			t.Fatalf("the first claim after init: %v (init waits out its loss floor)", err)
 		}
 		if now := flake.DefaultLayout().Tick(time.Now()); l.Floor() >= now {
 			t.Fatalf("the first claim after init starts after tick %d, ahead of the clock %d", l.Floor(), now)
 		}
-		if w := rdb.HGet(ctxT(t), "{flaked}:meta", contract.MetaLayoutSettleMs).Val(); w != "" {
-			t.Fatalf("a settle window was opened after init (until %s)", w)
-		}
 		if _, err := coord.Init(ctxT(t), rdb, o); !errors.Is(err, coord.ErrRegistryExists) {
 			t.Fatalf("a second init: %v, want ErrRegistryExists", err)
 		}
-		// A registry a node made (no init) is refused too.
+		// A registry an owner restored after Redis lost everything is
+		// refused too.
 		if err := rdb.FlushAll(ctxT(t)).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newGuardReg(t, rdb, coord.Options{MaxWait: time.Minute}).Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
-			t.Fatal(err)
+		if err := l.Renew(ctxT(t)); !errors.Is(err, coord.ErrLeaseLost) {
+			t.Fatalf("renewal after FLUSHALL: %v, want ErrLeaseLost", err)
 		}
 		if _, err := coord.Init(ctxT(t), rdb, o); !errors.Is(err, coord.ErrRegistryExists) {
-			t.Fatalf("init over a registry a node made: %v, want ErrRegistryExists", err)
+			t.Fatalf("init over a registry an owner restored: %v, want ErrRegistryExists", err)
+		}
+	})
+}
+
+// Fault: Redis loses everything while a node of the fleet still issues
+// under a reservation ahead of its clock (cut off, paused), and an
+// operator runs flaked init at once, taking the namespace for new. Guard:
+// init records a loss at its time, as a restore does, so a claim after it
+// starts above every tick granted before (loss + skew + horizon). A
+// duplicate shows as the new node's floor at or below the old grant on
+// the same (only) machine ID.
+func TestInit_RightAfterTotalLoss_ClaimAboveOldGrant(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := tinyLayout(t)
+		o := coord.Options{Layout: l, Horizon: time.Second, MaxWait: time.Minute}
+		old := newReg(t, rdb, o)
+		a, err := old.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grant, err := a.Reserve(ctxT(t), redisNowTick(t, rdb, l)+90) // 0.9 s ahead, within the horizon
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.FlushAll(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := coord.Init(ctxT(t), rdb, o); err != nil {
+			t.Fatal(err)
+		}
+		reg, err := coord.NewRegistry(rdb, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.MachineIDs()[0] == a.MachineIDs()[0] && b.Floor() < grant {
+			t.Fatalf("after init, machine ID %d is claimed from tick %d, below the grant %d the old owner still issues under",
+				b.MachineIDs()[0], b.Floor()+1, grant)
+		}
+	})
+}
+
+// A node that never ran under the namespace's registry is refused on an
+// empty namespace, with the fix named, in flake and counter mode alike
+// (fallback's tests), and leaves no key behind.
+func TestClaim_NoRegistry_RefusedNamingInit(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		reg, err := coord.NewRegistry(rdb, coord.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = reg.Claim(ctxT(t), coord.ClaimOptions{})
+		if !errors.Is(err, coord.ErrNoRegistry) || !strings.Contains(err.Error(), "flaked init") {
+			t.Fatalf("claim on an empty namespace: %v, want ErrNoRegistry naming flaked init", err)
+		}
+		if keys := rdb.Keys(ctxT(t), "*").Val(); len(keys) != 0 {
+			t.Fatalf("a refused claim left keys: %v", keys)
 		}
 	})
 }
@@ -67,7 +130,7 @@ func TestInit_RedisRestartAfterInit_LossFloorAsUsual(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{AOF: true})
 	rdb := srv.Client(t)
-	o := coord.Options{MaxWait: time.Minute}
+	o := coord.Options{MaxWait: time.Minute, Horizon: time.Second}
 	if _, err := coord.Init(ctxT(t), rdb, o); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +140,7 @@ func TestInit_RedisRestartAfterInit_LossFloorAsUsual(t *testing.T) {
 		t.Fatal(err)
 	}
 	now, _ := rdb.Time(ctxT(t)).Result()
-	granted, err := a.Reserve(ctxT(t), flake.DefaultLayout().Tick(now)+300)
+	granted, err := a.Reserve(ctxT(t), flake.DefaultLayout().Tick(now)+90)
 	if err != nil {
 		t.Fatal(err)
 	}

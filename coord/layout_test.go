@@ -11,6 +11,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 func layoutOf(t *testing.T, s flake.Settings) flake.Layout {
@@ -31,10 +32,10 @@ func TestLayoutWidthMismatch_Refused_NamesBoth(t *testing.T) {
 	for _, pair := range [][2]flake.Layout{{wide, narrow}, {narrow, wide}} {
 		backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 			fleet, node := pair[0], pair[1]
-			// The fleet's layout stored by Init: no settle window to wait out
-			// (a layout stored by a claim is refused alike:
+			// The fleet's layout stored as flaked init does (a layout an
+			// owner restored is refused alike:
 			// TestGuard_TotalLoss_OwnerRestoresLayout_OtherLayoutRefused).
-			if _, err := coord.Init(ctxT(t), rdb, coord.Options{Layout: fleet}); err != nil {
+			if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, fleet.String()); err != nil {
 				t.Fatal(err)
 			}
 			_, err := newReg(t, rdb, coord.Options{Layout: node}).Claim(ctxT(t), coord.ClaimOptions{})
@@ -56,7 +57,7 @@ func TestRegionMismatch_Refused_NamesBoth(t *testing.T) {
 		layoutOf(t, flake.Settings{BitsMachineID: 4}),
 	} {
 		backends(t, func(t *testing.T, rdb redis.UniversalClient) {
-			if _, err := coord.Init(ctxT(t), rdb, coord.Options{Layout: fleet}); err != nil { // as above
+			if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, fleet.String()); err != nil { // as above
 				t.Fatal(err)
 			}
 			_, err := newReg(t, rdb, coord.Options{Layout: node}).Claim(ctxT(t), coord.ClaimOptions{})

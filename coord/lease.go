@@ -181,42 +181,6 @@ func (l *Lease) Reserve(ctx context.Context, upTo int64) (int64, error) {
 	return got, nil
 }
 
-// settle waits until the layout this lease's claim stored has settled
-// (Redis ms until), renewing meanwhile, then renews once more: that
-// renewal fails when an owner from before a data loss restored another
-// layout in the meantime (renew.lua), and nothing was issued. Such an
-// owner may also have restored a longer fleet horizon: the lease then
-// starts above loss + that horizon.
-func (l *Lease) settle(ctx context.Context, until int64) error {
-	for {
-		if err := l.Renew(ctx); err != nil {
-			return err
-		}
-		wait := time.Duration(until-l.lastOK) * time.Millisecond // lastOK: that renewal's Redis TIME
-		if wait <= 0 {
-			break
-		}
-		if err := flake.Sleep(ctx, l.reg.opts.Clock, min(wait+time.Millisecond, l.reg.opts.LeaseTTL/3)); err != nil {
-			return fmt.Errorf("%w: waiting for the new registry's layout to settle: %w", ErrNoMachineID, err)
-		}
-	}
-	r := l.reg
-	m, err := r.rdb.HMGet(ctx, r.keys.Meta, contract.MetaHorizon, contract.MetaLossMs).Result()
-	if err != nil {
-		return fmt.Errorf("read registry metadata: %w", err)
-	}
-	h, loss := toInt64(m[0]), toInt64(m[1])
-	lay := r.opts.Layout
-	floor := lay.Tick(time.UnixMilli(loss).Add(contract.RedisSkew)) + max(h, r.horizonTicks())
-	if floor > l.floor {
-		if _, err := l.Reserve(ctx, floor); err != nil {
-			return err
-		}
-		l.floor = floor
-	}
-	return nil
-}
-
 // Renew extends the leases and writes a heartbeat without raising the
 // reservation. KeepAlive calls it every LeaseTTL/3.
 func (l *Lease) Renew(ctx context.Context) error {

@@ -21,9 +21,6 @@ const (
 	DefaultHorizon      = 5 * time.Second
 	DefaultMaxWait      = 2 * time.Second
 	DefaultEventsMaxLen = 100_000
-	// MaxLayoutSettle is the longest LayoutSettle: the default for the
-	// longest lease TTL (10m/3 + 1s) fits.
-	MaxLayoutSettle = 5 * time.Minute
 )
 
 // Limits of Options, named in its errors; flaked serve takes its flags'
@@ -84,12 +81,6 @@ type Options struct {
 	// claim tries; nil means crypto/rand. The simulator sets a seeded one,
 	// so a run is a function of its seed.
 	Rand io.Reader
-	// LayoutSettle: a claim that stores the fleet layout in an empty
-	// registry (a new fleet, or Redis lost its data) issues nothing for
-	// this long, so owners from before a loss can restore their layout
-	// first and a misconfigured node is refused (renew.lua). 0..5m,
-	// default LeaseTTL/3 + 1s: one renewal period with slack.
-	LayoutSettle time.Duration
 	// ReplicaWait bounds the WAIT after each claim and renewal: a grant is
 	// used only once the replicas the fleet has had acknowledge it (see
 	// Split brain in the package doc); one they do not acknowledge in time
@@ -189,12 +180,6 @@ func (o Options) withDefaults() (Options, error) {
 	if err := contract.CheckIdentity(o.RedisIdentity); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	if o.LayoutSettle == 0 {
-		o.LayoutSettle = o.LeaseTTL/3 + time.Second
-	}
-	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
-		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
-	}
 	if o.ReplicaWait == 0 {
 		o.ReplicaWait = replwait.DefaultTimeout
 	}
@@ -203,9 +188,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ReplicaWait < replwait.MinTimeout || o.ReplicaWait > replwait.MaxTimeout {
 		return o, fmt.Errorf("%w: replica wait %v: valid range is %v..%v", ErrInvalidOptions, o.ReplicaWait, replwait.MinTimeout, replwait.MaxTimeout)
-	}
-	if o.Private {
-		o.LayoutSettle = time.Nanosecond
 	}
 	return o, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,6 +38,11 @@ var (
 	// grant made before the loss is below the loss floor, where any claim
 	// after it starts (node keeps issuing under it).
 	ErrPossibleLoss = errors.New("possible data loss")
+	// ErrNoRegistry: the namespace has no registry ({ns}:meta and
+	// {ns}:layout), and this registry never ran under it, so it cannot tell
+	// a new fleet from a Redis that lost everything. flaked init (Init)
+	// makes one; after a loss, a node that ran under it restores it.
+	ErrNoRegistry = contract.ErrNoRegistry
 )
 
 var (
@@ -52,6 +58,14 @@ type Registry struct {
 	opts Options
 	keys contract.Keys
 	wait replwait.Waiter // the WAIT after claims and renewals
+
+	// known is set once this registry has run under the namespace's
+	// registry (a claim, or a state file of its namespace and layout):
+	// from then on its claims restore a registry Redis lost, which only
+	// flaked init makes otherwise (guard.lua). fleetHorizon is the fleet's
+	// horizon its last claim read, which a restore writes back.
+	known        atomic.Bool
+	fleetHorizon atomic.Int64
 }
 
 // NewRegistry validates opts and returns a registry on rdb. It does not
@@ -71,20 +85,28 @@ func (r *Registry) Options() Options { return r.opts }
 // Client returns the Redis client.
 func (r *Registry) Client() redis.UniversalClient { return r.rdb }
 
+// Known reports whether this registry has run under the namespace's
+// registry (a claim, or a state file of it), so restores it when Redis
+// lost it.
+func (r *Registry) Known() bool { return r.known.Load() }
+
 // Layout returns the fleet layout this registry enforces.
 func (r *Registry) Layout() flake.Layout { return r.opts.Layout }
 
-// PrepareFresh marks an empty, private store (Options.Private: a
-// standalone node's embedded one, made a moment ago) as a registry that has
-// lost nothing, so the first claim does not wait out a loss floor: nobody
-// but this process can have been granted a tick in it, and the state file
-// carries this node's own reservation.
+// PrepareFresh makes the registry of an empty, private store
+// (Options.Private: a standalone node's embedded one, made a moment ago)
+// as one that has lost nothing, so the first claim does not wait out a
+// loss floor: nobody but this process can have been granted a tick in it,
+// and the state file carries this node's own reservation.
 func (r *Registry) PrepareFresh(ctx context.Context) error {
 	if !r.opts.Private {
 		return fmt.Errorf("%w: PrepareFresh is only for a private store", ErrInvalidOptions)
 	}
-	return r.rdb.HSet(ctx, r.keys.Meta, contract.MetaGeneration, newToken(r.opts.Rand), contract.MetaServer, "", contract.MetaLossMs, 0,
-		contract.MetaCreatedMs, r.opts.Clock.Now().UnixMilli(), contract.MetaHorizon, r.horizonTicks()).Err()
+	if err := r.rdb.HSet(ctx, r.keys.Meta, contract.MetaGeneration, newToken(r.opts.Rand), contract.MetaServer, "", contract.MetaLossMs, 0,
+		contract.MetaCreatedMs, r.opts.Clock.Now().UnixMilli(), contract.MetaHorizon, r.horizonTicks()).Err(); err != nil {
+		return err
+	}
+	return r.rdb.Set(ctx, r.keys.Layout, r.opts.Layout.String(), 0).Err()
 }
 
 // horizonTicks is Options.Horizon in ticks of the layout, as the scripts
@@ -137,6 +159,9 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		if err := checkState(p, path, r.opts.Namespace, l.String()); err != nil {
 			return nil, err
 		}
+		// A state file is written only after a claim under the
+		// namespace's registry, with the layout stored there.
+		r.known.Store(true)
 		prefer, req.prevToken, req.localFloor = p.MachineIDs, p.Token, p.Reservation
 		if bugs.StateFileToken {
 			lease.token = p.Token
@@ -145,7 +170,6 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 	if err := r.checkClock(ctx); err != nil {
 		return nil, err
 	}
-	var settle int64
 	for i := 0; i < co.Count; i++ {
 		req.prefer = -1
 		if i < len(prefer) {
@@ -172,7 +196,6 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		} else if res.lossID != lease.lossID {
 			lease.lossID = "changed during the claim" // matches no loss ID: never extended
 		}
-		settle = max(settle, res.settle)
 		lease.horizon = max(lease.horizon, res.horizon, r.horizonTicks())
 		// A private store is new at every start: another generation there
 		// is how it always is, not a loss.
@@ -183,12 +206,6 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		}
 	}
 	lease.granted.Store(lease.floor)
-	if settle > 0 {
-		if err := lease.settle(ctx, settle); err != nil {
-			_ = lease.release(context.WithoutCancel(ctx), lease.floor)
-			return nil, err
-		}
-	}
 	if co.State != nil {
 		lease.state = co.State
 		lease.mu.Lock()
@@ -221,22 +238,25 @@ type claimResult struct {
 	event      string
 	clone      string // "host pid" of a live process run from a copy of our state file
 	redisMs    int64  // Redis TIME of the claim
-	settle     int64  // Redis ms until which the layout this claim stored is unsettled
 	horizon    int64  // the fleet's horizon in {ns}:meta (ticks)
 	lossID     string // guard.lua's name of the last possible data loss
 }
 
 // claimArgs are what one round of a claim gives claim.lua, its
-// candidates drawn afresh.
+// candidates drawn afresh. A registry that has not run under the
+// namespace's sends no generation, so it cannot restore a registry.
 func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, req claimRequest) contract.ClaimArgs {
 	l, o := r.opts.Layout, r.opts.Owner
+	if !r.known.Load() {
+		gen = ""
+	}
 	return contract.ClaimArgs{
 		Keys: r.keys, Token: token, Layout: l.String(), Generation: gen,
-		Horizon: r.horizonTicks(), Now: now, LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(), EventsMaxLen: r.opts.EventsMaxLen,
+		Horizon: max(r.horizonTicks(), r.fleetHorizon.Load()), Now: now, LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(), EventsMaxLen: r.opts.EventsMaxLen,
 		Preferred: preferred, LocalFloor: req.localFloor, MaxWait: maxWait,
 		EpochUs: l.StartTime.UnixMicro(), TickUs: tickMicros(l), CounterID: l.CounterMachineID(),
 		Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version, Mode: o.Mode,
-		Skip: req.taken, PrevToken: req.prevToken, Node: req.node, LayoutSettleMs: r.opts.LayoutSettle.Milliseconds(),
+		Skip: req.taken, PrevToken: req.prevToken, Node: req.node,
 		MinID: l.MinMachineID(), MaxID: l.MaxMachineID(), Identity: r.opts.RedisIdentity,
 		Candidates: candidates(r.opts.Rand, req.prefer, l.MinMachineID(), l.MaxMachineID(), req.taken),
 	}
@@ -263,9 +283,11 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 		switch v[0] {
 		case "OK":
 			id, _ := strconv.Atoi(fmt.Sprint(v[1]))
-			return claimResult{id: id, floor: toInt64(v[2]), generation: fmt.Sprint(v[3]), event: fmt.Sprint(v[4]),
-				clone: fmt.Sprint(v[6]), redisMs: toInt64(v[7]), settle: toInt64(v[8]), horizon: toInt64(v[9]),
-				lossID: fmt.Sprint(v[10])}, nil
+			res := claimResult{id: id, floor: toInt64(v[2]), generation: fmt.Sprint(v[3]), event: fmt.Sprint(v[4]),
+				clone: fmt.Sprint(v[6]), redisMs: toInt64(v[7]), horizon: toInt64(v[8]), lossID: fmt.Sprint(v[9])}
+			r.known.Store(true)
+			r.fleetHorizon.Store(max(r.fleetHorizon.Load(), res.horizon))
+			return res, nil
 		case "NONE":
 			// Free IDs exist but start later than allowed: when the soonest
 			// is within MaxWait (a registry created a moment ago), wait for

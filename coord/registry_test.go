@@ -51,15 +51,18 @@ func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 
 func newReg(t *testing.T, rdb redis.UniversalClient, o coord.Options) *coord.Registry {
 	t.Helper()
+	ns := cmp.Or(o.Namespace, coord.DefaultNamespace)
 	if o.Horizon == 0 {
 		// Most tests are not about data loss: the registry looks as if this
 		// server had always held it, so claims do not wait for a loss floor,
 		// and the horizon (the reach of any reservation) is the default.
 		o.Horizon = coord.DefaultHorizon
-		ns := cmp.Or(o.Namespace, coord.DefaultNamespace)
-		if err := redistest.ForgetLoss(context.Background(), rdb, ns); err != nil {
+		if err := redistest.InitRegistry(context.Background(), rdb, ns, fleetLayout(o).String()); err != nil {
 			t.Fatal(err)
 		}
+	} else if err := coord.InitNoWait(context.Background(), rdb, o); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
+		// flaked init's registry, with its loss floor not waited out.
+		t.Fatal(err)
 	}
 	r, err := coord.NewRegistry(rdb, o)
 	if err != nil {
@@ -397,6 +400,15 @@ func TestRedisFlushed_MidRun_NoDuplicate(t *testing.T) {
 		horizon := 3 * time.Second
 		regA := newReg(t, rdb, coord.Options{Layout: l, Horizon: horizon, MaxWait: time.Minute})
 		regB := newReg(t, rdb, coord.Options{Layout: l, Horizon: horizon, MaxWait: time.Minute})
+		// B ran under the registry before, so it restores it after the
+		// loss (a node that never did is refused: ErrNoRegistry).
+		pre, err := regB.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pre.Release(ctxT(t), pre.Floor()); err != nil {
+			t.Fatal(err)
+		}
 		a, err := regA.Claim(ctxT(t), coord.ClaimOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -657,4 +669,13 @@ func TestRenew_OwnerHashGone_WrittenWhole(t *testing.T) {
 			}
 		}
 	})
+}
+
+// fleetLayout is the layout a registry of options o runs (the default
+// when o sets none).
+func fleetLayout(o coord.Options) flake.Layout {
+	if o.Layout.BitsTime == 0 {
+		return flake.DefaultLayout()
+	}
+	return o.Layout
 }

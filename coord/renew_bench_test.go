@@ -19,7 +19,11 @@ func BenchmarkRenew(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
 	rdb := srv.Client(b)
 	ctx := context.Background()
-	reg, err := coord.NewRegistry(rdb, coord.Options{Horizon: time.Millisecond, LayoutSettle: time.Millisecond})
+	o := coord.Options{Horizon: time.Millisecond}
+	if err := coord.InitNoWait(ctx, rdb, o); err != nil {
+		b.Fatal(err)
+	}
+	reg, err := coord.NewRegistry(rdb, o)
 	if err != nil {
 		b.Fatal(err)
 	}

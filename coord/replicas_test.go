@@ -13,6 +13,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/faultproxy"
 	"github.com/flaked/flaked/internal/redistest"
 )
@@ -233,7 +234,7 @@ func TestReplicaWait_MasterRestartedCutOff_StillRefuses(t *testing.T) {
 	rdb := master.Client(t)
 	waitOnline(t, rdb, 1)
 	reg := newRegKeepLoss(t, rdb, coord.Options{ReplicaWait: 100 * time.Millisecond, MaxWait: 30 * time.Second})
-	if err := redistest.ForgetLoss(ctxT(t), rdb, coord.DefaultNamespace); err != nil {
+	if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
@@ -346,7 +347,7 @@ func TestReplicaWait_NodeACLUser(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: master.Addr(), Username: "flaked-node", Password: "flaked-node-CHANGE-ME"})
 	defer rdb.Close()
-	if err := redistest.ForgetLoss(ctxT(t), admin, coord.DefaultNamespace); err != nil {
+	if err := redistest.InitRegistry(ctxT(t), admin, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
 		t.Fatal(err)
 	}
 	reg := newRegKeepLoss(t, rdb, coord.Options{})
@@ -418,10 +419,10 @@ func TestReplicaWait_Cluster_SlotMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := redistest.ForgetLoss(ctx, cc, coord.DefaultNamespace); err != nil {
+	if err := redistest.InitRegistry(ctx, cc, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
 		t.Fatal(err)
 	}
-	reg := newRegKeepLoss(t, cc, coord.Options{ReplicaWait: 100 * time.Millisecond, MaxWait: 30 * time.Second, LayoutSettle: time.Millisecond})
+	reg := newRegKeepLoss(t, cc, coord.Options{ReplicaWait: 100 * time.Millisecond, MaxWait: 30 * time.Second})
 	claimWithin(t, reg, 10*time.Second, "with the slot master's replica attached")
 	for _, s := range cl.Servers() {
 		n := waits(t, s.Client(t))

@@ -84,6 +84,10 @@ func TestSonyflakeAdapters_TwoProcesses_NoDuplicates(t *testing.T) {
 	for _, version := range []string{"v1", "v2"} {
 		t.Run(version, func(t *testing.T) {
 			dir := t.TempDir()
+			// flaked init, as before the first process of a fleet.
+			if _, err := coord.Init(ctxT(t), srv.Client(t), coord.Options{Namespace: "sf" + version, Horizon: time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
 			var cmds []*exec.Cmd
 			for i := range 2 {
 				cmd := exec.Command(os.Args[0], "-test.run=^TestSonyflakeChild$", "-test.count=1")

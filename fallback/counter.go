@@ -29,6 +29,9 @@ var (
 	// layout (width, region, ...) because the fleet stored another one:
 	// a configuration error that waiting does not cure.
 	ErrLayoutMismatch = errors.New("layout differs from the fleet's")
+	// ErrNoRegistry: the namespace has no registry and this counter never
+	// ran under it (coord.ErrNoRegistry).
+	ErrNoRegistry = contract.ErrNoRegistry
 )
 
 var counterScript = redis.NewScript(contract.Counter)
@@ -117,10 +120,11 @@ type Counter struct {
 	cancel  context.CancelFunc
 
 	fetched, fetchErrs, waits atomic.Uint64
-	// known is set once counter.lua has handed this counter a segment:
-	// its layout was then the fleet's, so when Redis has lost the layout
-	// since, this counter restores it the way a lease owner's renewal does
-	// (renew.lua), opening no settle window for itself to wait out.
+	// known is set once counter.lua has handed this counter a segment
+	// (or Options.Known): its layout was then the fleet's, so when Redis
+	// has lost the registry since, this counter restores it, as a lease
+	// owner's renewal does; until then it sends no generation, and a
+	// missing registry is refused (guard.lua).
 	known atomic.Bool
 }
 
@@ -151,9 +155,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	c.args = contract.CounterArgs{
 		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
 		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,
-		CounterID: l.CounterMachineID(), Host: o.Host, PID: o.PID, LayoutSettleMs: o.LayoutSettle.Milliseconds(),
-		Identity: o.RedisIdentity,
+		CounterID: l.CounterMachineID(), Host: o.Host, PID: o.PID, Identity: o.RedisIdentity,
 	}
+	c.known.Store(o.Known)
 	empty := newSegment(0, 0)
 	empty.fetchAt.Store(-1)
 	c.cur.Store(empty)
@@ -257,16 +261,20 @@ func (c *Counter) Warm() {
 // CheckLayout reads the fleet's stored layout and returns an error
 // wrapping ErrLayoutMismatch, naming both, when it differs from the
 // counter's: counter.lua would refuse every fetch (it makes the same
-// comparison first). None stored yet is no error: the first fetch stores
-// it. A node started in counter mode calls it so that a wrong layout
-// (width, region) fails its start, not its first ID; it is one GET, so
-// the start does not wait for a segment.
+// comparison first). None stored is ErrNoRegistry unless the counter
+// knows the registry (it restores it then). A node started in counter
+// mode calls it so that a wrong layout (width, region) or a namespace
+// flaked init never made fails its start, not its first ID; it is one
+// GET, so the start does not wait for a segment.
 func (c *Counter) CheckLayout(ctx context.Context) error {
 	want := c.opts.Layout.String()
 	fleet, err := c.rdb.Get(ctx, c.keys.Layout).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return nil
+		if c.known.Load() {
+			return nil
+		}
+		return fmt.Errorf("%w: %s", ErrNoRegistry, contract.NoRegistryText(c.keys.Layout))
 	case err != nil:
 		return fmt.Errorf("%w: reading the fleet layout %s: %w", ErrUnavailable, c.keys.Layout, err)
 	case fleet != want:
@@ -428,11 +436,11 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		c.mu.Unlock()
 		start := c.opts.Clock.Monotonic()
 		a := c.args
-		a.Size, a.Generation = size, newGeneration(c.opts.Rand)
-		a.MinTick, a.MinSeq = int64(minValue>>c.seqBits), int64(minValue&(1<<c.seqBits-1))
+		a.Size = size
 		if c.known.Load() {
-			a.LayoutSettleMs = 0
+			a.Generation = newGeneration(c.opts.Rand)
 		}
+		a.MinTick, a.MinSeq = int64(minValue>>c.seqBits), int64(minValue&(1<<c.seqBits-1))
 		keys, argv := a.KeysArgv()
 		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait, nil)
 		rtt := c.opts.Clock.Monotonic() - start
@@ -458,16 +466,6 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 			}
 			c.known.Store(true)
 			return newSegment(first, int64(last-first+1)), rtt, nil
-		}
-		if len(res) == 3 && res[0] == "SETTLE" {
-			// The layout was just stored on an empty registry: wait for it
-			// to settle (counter.lua), on Redis's clock.
-			now, _ := res[1].(int64)
-			until, _ := res[2].(int64)
-			if !c.waitTicks(min(until-now, int64(time.Minute/unit))) {
-				return nil, 0, ErrClosed
-			}
-			continue
 		}
 		if len(res) != 3 || res[0] != "AHEAD" {
 			return nil, 0, fmt.Errorf("counter.lua on %s: unexpected reply %v", c.keys.Counter, res)

@@ -64,13 +64,12 @@ type Options struct {
 	// os.Hostname() and os.Getpid().
 	Host string
 	PID  int
-	// LayoutSettle: a fetch that stores the fleet layout in an empty
-	// registry hands nothing out for this long, so lease owners from
-	// before a data loss can restore theirs (coord.Options.LayoutSettle,
-	// which a node passes here). 0..5m, 0 means none. A counter that has
-	// had a segment opens none (Counter.known), and a node passes 0 once
-	// it has issued under the fleet's layout.
-	LayoutSettle time.Duration
+	// Known says the caller has run under the namespace's registry (a
+	// node whose lease or state file did): the counter then restores a
+	// registry Redis lost, as it does once it has had a segment
+	// (Counter.known). Otherwise a namespace without a registry is refused
+	// (ErrNoRegistry) until flaked init makes one.
+	Known bool
 	// RedisIdentity is coord.Options.RedisIdentity, for counter.lua's
 	// guard (a node passes its registry's).
 	RedisIdentity string
@@ -96,9 +95,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Reader
-	}
-	if o.LayoutSettle < 0 || o.LayoutSettle > MaxLayoutSettle {
-		return o, fmt.Errorf("%w: layout settle %v: valid range is 0..%v", ErrInvalidOptions, o.LayoutSettle, MaxLayoutSettle)
 	}
 	if err := contract.CheckIdentity(o.RedisIdentity); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)

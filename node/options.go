@@ -203,7 +203,6 @@ func (o *Options) registryOptions(standalone bool) (coord.Options, error) {
 func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
 	co := o.Counter
 	co.Namespace, co.Layout, co.Clock, co.Rand = reg.Options().Namespace, reg.Layout(), o.Clock, reg.Options().Rand
-	co.LayoutSettle = reg.Options().LayoutSettle // none when private
 	co.RedisIdentity = reg.Options().RedisIdentity
 	if co.ReplicaWait == 0 {
 		co.ReplicaWait = reg.Options().ReplicaWait

@@ -50,7 +50,7 @@ const counterStartWait = 2 * time.Second
 func (n *Node) checkCounterLayout(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, counterStartWait)
 	defer cancel()
-	if err := n.src.Load().ctr.CheckLayout(ctx); errors.Is(err, fallback.ErrLayoutMismatch) {
+	if err := n.src.Load().ctr.CheckLayout(ctx); errors.Is(err, fallback.ErrLayoutMismatch) || errors.Is(err, fallback.ErrNoRegistry) {
 		return fmt.Errorf("counter mode: %w", err)
 	}
 	return nil
@@ -62,6 +62,7 @@ func (n *Node) checkCounterLayout(ctx context.Context) error {
 func fallsBack(err error) bool {
 	switch {
 	case errors.Is(err, coord.ErrLayoutMismatch), errors.Is(err, fallback.ErrLayoutMismatch), errors.Is(err, coord.ErrInvalidOptions),
+		errors.Is(err, coord.ErrNoRegistry),
 		errors.Is(err, coord.ErrStateCorrupt), errors.Is(err, coord.ErrStateMismatch),
 		errors.Is(err, coord.ErrStateLocked), errors.Is(err, ErrClosed):
 		return false
@@ -175,11 +176,10 @@ func (n *Node) restartFlakeLocked(ctx context.Context, lead time.Duration) error
 func (n *Node) toCounterLocked(ctx context.Context, reason string) error {
 	n.stopFlakeLocked()
 	co := n.opts.Counter
-	if n.bound >= 0 || n.lease != nil {
-		// This node issued, or holds a lease, under the fleet's layout:
-		// like a lease owner it restores that layout if Redis lost it,
-		// with no settle window to wait out (fallback.Options.LayoutSettle).
-		co.LayoutSettle = 0
+	if n.bound >= 0 || n.lease != nil || n.reg.Known() {
+		// This node issued, or holds a lease, under the fleet's registry:
+		// like a lease owner it restores the registry if Redis lost it.
+		co.Known = true
 	}
 	ctr, err := fallback.New(n.rdb, co)
 	if err != nil {

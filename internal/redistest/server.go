@@ -432,6 +432,23 @@ func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error
 	return rdb.HSet(ctx, meta, contract.MetaServer, id, contract.MetaLossMs, 0).Err()
 }
 
+// InitRegistry makes the registry of namespace ns on rdb as flaked init
+// does (coord.Init), but as a fleet that has issued nothing yet, with no
+// loss floor to wait out: {ns}:meta as ForgetLoss leaves it, and the fleet
+// layout unless one is stored. Tests start their fleets with it; coord.Init's own tests run the
+// real thing.
+func InitRegistry(ctx context.Context, rdb redis.UniversalClient, ns, layout string) error {
+	if err := ForgetLoss(ctx, rdb, ns); err != nil {
+		return err
+	}
+	key := contract.NewKeys(ns).Layout
+	// GET then SET, which internal/simredis implements: test set-up.
+	if err := rdb.Get(ctx, key).Err(); !errors.Is(err, redis.Nil) {
+		return err // a layout stored (nil), kept as it is, or a failure
+	}
+	return rdb.Set(ctx, key, layout, 0).Err()
+}
+
 func infoValue(info, field string) string {
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
