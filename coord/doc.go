@@ -63,11 +63,11 @@
 //     come only with the lease, and a lease that expired is lost: the node
 //     claims its ID again, above the reservation whoever used it since
 //     raised.
-//   - Misconfigured nodes: another layout is refused while {ns}:layout is
-//     stored; after Redis lost it, owners that renew restore it, and a claim
-//     that stored a layout itself issues nothing until LayoutSettle has
-//     passed and its own renewal confirms it (renew.lua); a loss that
-//     interrupts that window opens it again (layout.lua).
+//   - Misconfigured nodes: another layout is refused. Only flaked init
+//     (Init) makes a registry; after Redis lost it, only a process that ran
+//     under it restores it, with the layout it ran under, and anyone else
+//     gets ErrNoRegistry: so the fleet's layout is the only one ever stored
+//     (guard.lua's fleetLayout).
 //
 // # Split brain
 //
