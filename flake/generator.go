@@ -383,7 +383,12 @@ func (g *Generator) slow(ctx context.Context) error {
 			return fmt.Errorf("%w: tick %d > %d (%s)", ErrOverTimeLimit, need, g.layout.MaxTick(),
 				g.layout.TickTime(g.layout.MaxTick()).Format(time.RFC3339))
 		}
-		if need > g.granted.Load() {
+		// A tick past max lead is waited for before it is reserved: the
+		// store grants no further than its clock + the fleet's horizon,
+		// which a floor set after a data loss (loss + skew + horizon) or
+		// a takeover above another process's grant can be past for a
+		// while; asking early would fail the caller instead of waiting.
+		if need > g.granted.Load() && need <= now+g.leadTicks {
 			if err := g.reserveWait(ctx, need, g.want(max(need, now), now)); err != nil {
 				return err
 			}
