@@ -76,7 +76,10 @@ type Settings struct {
 	// granted, made durable before it returns. A grant below the tick the
 	// generator needs, or an error, means NextID fails with ErrReserve once
 	// the current grant is used up; IDs are never issued past a grant.
-	// It is called from one goroutine at a time, mostly in the background.
+	// A caller asks for a tick only once it is within MaxLead of the
+	// clock (a store grants up to its own clock + a horizon): before,
+	// NextID waits for the clock. It is called from one goroutine at a
+	// time, mostly in the background.
 	Reserve func(ctx context.Context, upTo int64) (granted int64, err error)
 	// ReserveAhead is how far ahead of the clock each Reserve asks for:
 	// >= one TimeUnit, 0 means 2 s. A new grant is requested when less
