@@ -12,6 +12,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/doctor"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -197,7 +198,10 @@ func TestDoctor_SplitBrain_MarkAgainstSentinel(t *testing.T) {
 	redistest.Require(t, "redis-server", "redis-sentinel")
 	s := redistest.StartSentinel(t)
 	rdb := s.Client(t)
-	reg, err := coord.NewRegistry(rdb, coord.Options{LayoutSettle: time.Millisecond, MaxWait: time.Minute})
+	if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := coord.NewRegistry(rdb, coord.Options{MaxWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
