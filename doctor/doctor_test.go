@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/doctor"
 	"github.com/flaked/flaked/flake"
@@ -67,6 +68,27 @@ func TestDoctor_HealthyServer_NothingUnsafe(t *testing.T) {
 	}
 	p, _ := results(t, doctor.Target{Redis: srv.Client(t)}, "persistence")
 	mustStatus(t, p, doctor.OK, "appendfsync always")
+}
+
+// A namespace without a registry: costly (doctor cannot tell a new fleet
+// from a Redis that lost its data, whose nodes restore it), naming
+// NOREGISTRY and flaked init; after init the fleet check is ok.
+func TestDoctor_Fleet_NoRegistry_NamesInit(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client(t)
+	f, _ := results(t, doctor.Target{Redis: rdb}, "fleet")
+	mustStatus(t, f, doctor.Costly, "no registry", "NOREGISTRY", "flaked init")
+	if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = results(t, doctor.Target{Redis: rdb}, "fleet")
+	mustStatus(t, f, doctor.OK, "generation test")
+	if err := rdb.Del(ctxT(t), contract.NewKeys(coord.DefaultNamespace).Layout).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = results(t, doctor.Target{Redis: rdb}, "fleet")
+	mustStatus(t, f, doctor.Costly, "{flaked}:layout missing")
 }
 
 // narrowUser creates a user with the node's rules but INFO replaced by
