@@ -595,9 +595,11 @@ func Watch(t testing.TB, daemons []*Daemon) func() {
 	return func() { close(stop); <-done }
 }
 
-// fleet starts n daemons on redisURL with extra flags.
+// fleet makes the registry and starts n daemons on redisURL with extra
+// flags.
 func fleet(t *testing.T, n int, redisURL string, extra ...string) []*Daemon {
 	t.Helper()
+	initRegistry(t, append([]string{"--redis", redisURL}, extra...)...)
 	var ds []*Daemon
 	for i := range n {
 		d := NewDaemon(t, fmt.Sprintf("node%d", i+1), redisURL, extra...)
