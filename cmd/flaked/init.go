@@ -30,7 +30,8 @@ func initCommand() *cli.Command {
 			"it out (the horizon of a node with these --max-lead and --max-skew, plus 1 s of skew: about 4 s by\n" +
 			"default) before it returns: the first claims then start at once, and an init run after a total\n" +
 			"loss of Redis's data is safe too. It refuses (status 1) a namespace that holds a registry or a\n" +
-			"layout; --if-missing makes that a success, for deploy steps run at every start. After Redis lost\n" +
+			"layout; --if-missing makes that a success (status 2 if the stored layout differs from the flags'),\n" +
+			"for deploy steps run at every start (a one-shot Compose service, an init container). After Redis lost\n" +
 			"its data, running nodes restore the registry themselves: no init is needed.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "redis", EnvVars: envVars("redis"), Required: true,
@@ -76,6 +77,13 @@ func runInit(c *cli.Context) error {
 	start := time.Now()
 	gen, err := coord.Init(ctx, rdb, o)
 	if errors.Is(err, coord.ErrRegistryExists) && c.Bool("if-missing") {
+		// Run at every start of a deployment: a layout changed in its
+		// flags is caught here, before the nodes are refused one by one.
+		stored, gerr := rdb.Get(ctx, contract.NewKeys(ns).Layout).Result()
+		if gerr == nil && stored != layout.String() {
+			return usagef("--if-missing: namespace %s holds layout %s, the flags give %s: start the fleet with the stored layout's flags (flaked parse shows them)",
+				ns, stored, layout)
+		}
 		fmt.Fprintf(c.App.Writer, "namespace %s has a registry already (--if-missing): nothing done: %v\n", ns, err)
 		return nil
 	}

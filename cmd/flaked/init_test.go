@@ -15,7 +15,7 @@ import (
 // flaked init makes the registry once and refuses a second time (status
 // 1, naming why), so it cannot reset the loss floors of a fleet that has
 // issued IDs; --if-missing makes the refusal a success and changes
-// nothing; bad flags are usage errors (status 2). Fault covered: init
+// nothing, unless its layout flags differ from the stored layout; bad flags are usage errors (status 2). Fault covered: init
 // returning before the possible loss it records is waited out, which
 // would make the first claims of a default flaked serve node wait (or,
 // were the floor ignored, issue below grants made before a total loss):
@@ -72,6 +72,10 @@ func TestInit_WaitsOutFloor_OnceThenRefused(t *testing.T) {
 	}
 	if after, err := rdb.HGet(ctx, "{flaked}:meta", "generation").Result(); err != nil || after != gen {
 		t.Fatalf("init --if-missing changed the generation %q to %q (%v)", gen, after, err)
+	}
+	code, _, errOut = runT(t, nil, "init", "--redis", srv.URL(), "--if-missing", "--bits-machine", "10")
+	if code != exitUsage || !strings.Contains(errOut, "holds layout") {
+		t.Fatalf("init --if-missing with another layout: status %d, %q; want %d naming the stored layout", code, errOut, exitUsage)
 	}
 	for _, bad := range [][]string{{"--bits-id", "99"}, {"--namespace", "a b"}, {"--max-lead", "2h"}, {"--redis-identity", "maybe"}} {
 		if code, _, errOut := runT(t, nil, append([]string{"init", "--redis", srv.URL()}, bad...)...); code != exitUsage {
