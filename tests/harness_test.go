@@ -600,6 +600,13 @@ func Watch(t testing.TB, daemons []*Daemon) func() {
 func fleet(t *testing.T, n int, redisURL string, extra ...string) []*Daemon {
 	t.Helper()
 	initRegistry(t, append([]string{"--redis", redisURL}, extra...)...)
+	return startFleet(t, n, redisURL, extra...)
+}
+
+// startFleet starts n daemons on redisURL with extra flags, on the
+// registry there.
+func startFleet(t *testing.T, n int, redisURL string, extra ...string) []*Daemon {
+	t.Helper()
 	var ds []*Daemon
 	for i := range n {
 		d := NewDaemon(t, fmt.Sprintf("node%d", i+1), redisURL, extra...)
