@@ -200,6 +200,18 @@ func (o *Options) registryOptions(standalone bool) (coord.Options, error) {
 	return ro, nil
 }
 
+// Horizon is the data-loss horizon a node with these options claims
+// under: Registry.Horizon, or MaxLead + ReserveAhead + MaxSkew + a tick.
+// flaked init waits out a loss floor of this horizon, so the first claims
+// of nodes with these options start at once.
+func (o Options) Horizon() (time.Duration, error) {
+	if err := o.withDefaults(); err != nil {
+		return 0, err
+	}
+	ro, err := o.registryOptions(false)
+	return ro.Horizon, err
+}
+
 // counterOptions is Counter completed from the registry: counter mode
 // shares its namespace, layout, randomness and owner, and the node's clock.
 func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
