@@ -21,12 +21,13 @@
  * writes from some nodes). Switches: WAITSW (DESIGN-26 point 3: a grant is
  * used only after WAIT n), MINREP (the old master refuses writes LAG ticks
  * after the cut: min-replicas-to-write 1), LAYOUT (a node of another
- * layout; STRAY_SILENT asserts it never issues), CLONE (a process started
+ * layout; STRAY_SILENT asserts it never issues), MIXED (the fleet in
+ * counter mode, the last slot in flake mode), CLONE (a process started
  * from a copy of a node's state file), REGIONS (two regions' counters).
  * BUG_x brings back one bug of the teeth list.
  *
  * The registry ({ns}:meta and {ns}:layout A) is there at the start, made
- * by flaked init (init.lua: a possible loss recorded at its time, tick 0).
+ * by flaked init (init.lua: a possible loss recorded at its time).
  * Only a process that has run under it (pknown: a claim or a counter
  * segment granted, or a state file of its layout at start) restores a
  * registry Redis lost; any other gets NOREGISTRY and writes nothing
@@ -181,8 +182,8 @@ inline cleardata(D_) {
  * the state), the copy a restart or promotion brings back is drawn key by
  * key: each lease back to no one or to any token handed out so far, each
  * reservation missing or lower, the counter missing or lower, {ns}:meta
- * and {ns}:layout each kept or gone (a total loss: both gone). Every prefix of the writes is among these
- * (or differs only in reservations higher than the loss floor, which no
+ * and {ns}:layout kept, the layout gone, or both gone (a total loss).
+ * Every prefix of the writes is among these (or differs only in reservations higher than the loss floor, which no
  * claim after the loss starts below: docs/model.md), and many states that
  * no prefix holds: the check covers more than can happen. */
 inline havoc(S_) {
