@@ -21,9 +21,17 @@
  * writes from some nodes). Switches: WAITSW (DESIGN-26 point 3: a grant is
  * used only after WAIT n), MINREP (the old master refuses writes LAG ticks
  * after the cut: min-replicas-to-write 1), LAYOUT (a node of another
- * layout), CLONE (a process started from a copy of a node's state file),
- * ALLKEYS (an allkeys-* eviction policy: the guard refuses), REGIONS (two
- * regions' counters). BUG_x brings back one bug of the teeth list.
+ * layout; STRAY_SILENT asserts it never issues), MIXED (the fleet in
+ * counter mode, the last slot in flake mode), CLONE (a process started
+ * from a copy of a node's state file), REGIONS (two regions' counters).
+ * BUG_x brings back one bug of the teeth list.
+ *
+ * The registry ({ns}:meta and {ns}:layout A) is there at the start, made
+ * by flaked init (init.lua: a possible loss recorded at its time).
+ * Only a process that has run under it (pknown: a claim or a counter
+ * segment granted, or a state file of its layout at start) restores a
+ * registry Redis lost; any other gets NOREGISTRY and writes nothing
+ * past the guard (guard.lua's fleetLayout).
  */
 
 #ifndef M
@@ -42,13 +50,6 @@
 #define SEQ 2          /* counter values per tick (one sequence bit) */
 #ifndef SEG
 #define SEG 2          /* counter segment size */
-#endif
-#ifndef SETTLE
-#ifdef LAYOUT
-#define SETTLE 1       /* layout settle window, in ticks */
-#else
-#define SETTLE 0       /* one layout: no window (a claim then waits for nothing) */
-#endif
 #endif
 #ifndef MAXTOK
 #define MAXTOK 4      /* claims in a run: tokens are fresh numbers up to it */
@@ -77,9 +78,6 @@ byte mgen[2];        /* meta generation */
 bit mres[2];         /* meta reserved: a claim wrote {ns}:reserved (guard.lua reads it gone as a loss) */
 byte mhw[2];         /* meta replicas: the high-water mark (WAITSW) */
 byte lay[2];         /* {ns}:layout: 0 none, 1 the fleet's (A), 2 another (B) */
-short mset[2];       /* meta layout_settle_ms, in ticks */
-byte mund[2];        /* meta layout_loss_id, 0: absent */
-byte msid[2];        /* meta layout_settle_id */
 short ctr[2];        /* {ns}:counter, NONE: missing */
 #ifdef REGIONS
 short ctr2[2];       /* region 1's counter key */
@@ -115,7 +113,7 @@ short plast[P];      /* last tick it issued (any machine ID) */
 byte plid[P];        /* loss ID at its last claim or renewal */
 byte pgen[P];
 byte play[P];        /* its layout: 1 (A) or 2 (B) */
-short psettle[P];    /* issue nothing before a renewal at or after it */
+bit pknown[P];       /* it has run under the registry: it restores a lost one */
 short pvlast[P];     /* last counter value it used */
 #ifdef WAITSW
 byte ppend[P];       /* a grant awaiting WAIT: 1 claim, 2 renew, 3 counter */
@@ -135,10 +133,10 @@ short sffloor[P];
  * it from its first issue, and the search runs every choice. So the state
  * holds three numbers instead of the set of every ID issued. */
 bit wset;            /* a flake ID is watched */
-byte wcell;          /* its machine ID (cell of the fleet's layout) */
+byte wcell;          /* its cell of the fleet's ID space (machine ID of layout A) */
 byte wtick;          /* its tick */
 bit cset;            /* a counter value is watched */
-byte ccm;            /* its counter machine ID */
+byte ccm;            /* its cell: the counter machine ID's (CCELL) */
 byte cval;           /* the value */
 
 #define RT(ws) (now - off[ws])
@@ -147,10 +145,14 @@ byte cval;           /* the value */
 #define LF(ws) (mloss[ws] + SK + H)     /* claim.lua's loss floor */
 #define REP (1 - repof)
 
-/* the ID-space cell of machine ID m in layout l: another layout's machine
- * ID m overlaps the fleet's machine ID m+1 (one sequence bit moved into
- * the machine ID, the simulator's stray) */
-#define CELL(xm, l) ((l) == 1 -> (xm) : (((xm) + 1) % M))
+/* the ID-space cell of machine ID m in layout l: the fleet's (A) machine
+ * IDs are cells 0..M-1 and its counter machine ID cell M (CCELL);
+ * another layout's (B) machine ID m overlaps the fleet's cell m+1, so its
+ * last one overlaps the fleet's counter machine ID (one sequence bit moved
+ * into the machine ID, the simulator's stray) */
+#define CELL(xm, l) ((l) == 1 -> (xm) : ((xm) + 1))
+#define CCELL M
+#define CCELL1 (M + 1)   /* region 1's counter machine ID (REGIONS) */
 
 /* ---- Redis data as a whole: replication, snapshots ---- */
 inline copydata(D_, S_) {
@@ -158,8 +160,7 @@ inline copydata(D_, S_) {
     lease[D_*M+xi] = lease[S_*M+xi]; resv[D_*M+xi] = resv[S_*M+xi]
   }
   meta[D_] = meta[S_]; msrv[D_] = msrv[S_]; mloss[D_] = mloss[S_]; mlid[D_] = mlid[S_];
-  mgen[D_] = mgen[S_]; mhw[D_] = mhw[S_]; mres[D_] = mres[S_]; lay[D_] = lay[S_]; mset[D_] = mset[S_];
-  mund[D_] = mund[S_]; msid[D_] = msid[S_]; ctr[D_] = ctr[S_];
+  mgen[D_] = mgen[S_]; mhw[D_] = mhw[S_]; mres[D_] = mres[S_]; lay[D_] = lay[S_]; ctr[D_] = ctr[S_];
 #ifdef REGIONS
   ctr2[D_] = ctr2[S_];
 #endif
@@ -169,7 +170,7 @@ inline copydata(D_, S_) {
 inline cleardata(D_) {
   for (xi : 0 .. M-1) { lease[D_*M+xi] = 0; resv[D_*M+xi] = NONE }
   meta[D_] = 0; msrv[D_] = 0; mloss[D_] = 0; mlid[D_] = 0; mgen[D_] = 0; mhw[D_] = 0; mres[D_] = 0;
-  lay[D_] = 0; mset[D_] = 0; mund[D_] = 0; msid[D_] = 0; ctr[D_] = NONE;
+  lay[D_] = 0; ctr[D_] = NONE;
 #ifdef REGIONS
   ctr2[D_] = NONE;
 #endif
@@ -181,8 +182,8 @@ inline cleardata(D_) {
  * the state), the copy a restart or promotion brings back is drawn key by
  * key: each lease back to no one or to any token handed out so far, each
  * reservation missing or lower, the counter missing or lower, {ns}:meta
- * and {ns}:layout kept or gone. Every prefix of the writes is among these
- * (or differs only in reservations higher than the loss floor, which no
+ * and {ns}:layout kept, the layout gone, or both gone (a total loss).
+ * Every prefix of the writes is among these (or differs only in reservations higher than the loss floor, which no
  * claim after the loss starts below: docs/model.md), and many states that
  * no prefix holds: the check covers more than can happen. */
 inline havoc(S_) {
@@ -205,17 +206,15 @@ inline havoc(S_) {
   :: ctr[S_] >= 1 -> ctr[S_] = ctr[S_] - 1
   :: ctr[S_] >= SEQ -> ctr[S_] = ctr[S_] - SEQ
   fi;
-  if
-  :: skip
-  :: meta[S_] = 0; msrv[S_] = 0; mloss[S_] = 0; mlid[S_] = 0; mgen[S_] = 0; mhw[S_] = 0; mres[S_] = 0;
-     mset[S_] = 0; mund[S_] = 0; msid[S_] = 0
-  fi;
-#ifdef LAYOUT
+  /* {ns}:layout is written only with or after {ns}:meta (init.lua,
+   * fleetLayout after the guard) and neither is ever deleted: a copy
+   * without {ns}:meta has no {ns}:layout (a total loss) */
   if
   :: skip
   :: lay[S_] = 0
+  :: meta[S_] = 0; msrv[S_] = 0; mloss[S_] = 0; mlid[S_] = 0; mgen[S_] = 0; mhw[S_] = 0; mres[S_] = 0;
+     lay[S_] = 0
   fi;
-#endif
   printf("EV DATAX %d %d %d %d\n", S_, ctr[S_], meta[S_], lay[S_]);
   xi = 0; xq = 0
 }
@@ -242,12 +241,23 @@ inline havoc(S_) {
 #endif
 
 /* ---- guard.lua ---- */
+/* K_: the caller has run under the registry (it sends a generation). Only
+ * such a caller restores a registry Redis lost (xnoreg = 0); any other is
+ * refused (NOREGISTRY, xnoreg = 1) before the guard writes anything. */
+#ifdef BUG_restore_by_stranger
+#define KNOWS(K_) (1)      /* the bug: anyone restores (makes) the registry */
+#else
+#define KNOWS(K_) (K_)
+#endif
+
 /* how: 0 same server, 1 created, 2 server changed */
-inline guard(S_, G_) {
+inline guard(S_, G_, K_) {
+  xnoreg = 0;
   if
-  :: !meta[S_] ->
+  :: !meta[S_] && !KNOWS(K_) -> xnoreg = 1; xhow = 0
+  :: !meta[S_] && KNOWS(K_) ->
      meta[S_] = 1; msrv[S_] = ident[S_]; mloss[S_] = RT(S_); nlid++; mlid[S_] = nlid;
-     if :: G_ == 0 -> ngen++; mgen[S_] = ngen :: else -> mgen[S_] = G_ fi; mhw[S_] = 0; mset[S_] = 0; mund[S_] = 0; msid[S_] = 0; xhow = 1
+     if :: G_ == 0 -> ngen++; mgen[S_] = ngen :: else -> mgen[S_] = G_ fi; mhw[S_] = 0; xhow = 1
   :: meta[S_] && msrv[S_] == ident[S_] && !RESGONE(S_) -> xhow = 0
   :: else ->
      /* reservations gone under the same server: the next claim writes both again */
@@ -262,64 +272,78 @@ inline guard(S_, G_) {
   fi;
 #ifdef WAITSW
   /* the script reads connected_slaves and raises the high-water mark */
-  mhw[S_] = MAX(mhw[S_], listed[S_]);
-  xn = MAX(listed[S_], mhw[S_]);
+  if
+  :: !xnoreg ->
+     mhw[S_] = MAX(mhw[S_], listed[S_]);
+     xn = MAX(listed[S_], mhw[S_]);
 #ifdef WAIT_MIN
-  /* a floor the operator configures: the replicas the deployment has */
-  xn = MAX(xn, WAIT_MIN);
+     /* a floor the operator configures: the replicas the deployment has */
+     xn = MAX(xn, WAIT_MIN);
 #endif
+     skip
+  :: else -> skip
+  fi;
 #endif
   skip
 }
 
-/* ---- layout.lua: layoutWindow ---- */
-/* returns wuntil, wunder (0: nil), wcur */
-inline layoutWindow(S_, L_, R_) {
-  xwuntil = mset[S_]; xwunder = mund[S_]; xwcur = 0;
+/* ---- guard.lua: fleetLayout, after the guard ----
+ * A missing {ns}:layout is restored with the caller's layout by a caller
+ * that has run under the registry, and refused (NOREGISTRY) to any other:
+ * the guard's writes stay (Redis keeps a script's writes before an
+ * error). The caller compares lay[S_] with its own layout after it. */
+inline fleetLayout(S_, Y_, K_) {
   if
-  :: xwunder == 0 -> skip
-  :: xwunder != 0 && msid[S_] != L_ ->
-     if
-     :: R_ > 0 -> xwuntil = RT(S_) + R_; mset[S_] = xwuntil; msid[S_] = L_; xwcur = 1
-     :: else -> skip
-     fi
-  :: xwunder != 0 && msid[S_] == L_ && xwuntil <= RT(S_) ->
-     mset[S_] = 0; mund[S_] = 0; msid[S_] = 0; xwuntil = 0; xwunder = 0; xwcur = 1
-  :: else -> xwcur = 1
-  fi
-}
-
-inline storeLayout(S_, Y_, L_) {
-  lay[S_] = Y_;
-  if
-  :: SETTLE > 0 -> mset[S_] = RT(S_) + SETTLE; mund[S_] = L_; msid[S_] = L_
+  :: lay[S_] == 0 && KNOWS(K_) -> lay[S_] = Y_
+  :: lay[S_] == 0 && !KNOWS(K_) -> xnoreg = 1
   :: else -> skip
   fi
 }
 
+/* the caller's layout differs from the one stored: refused (LAYOUT) */
+#ifdef BUG_layout_unchecked
+#define LAYOUTDIFF(S_, p) (0)   /* the bug: any stored layout accepted */
+#else
+#define LAYOUTDIFF(S_, p) (lay[S_] != play[p])
+#endif
+
 /* ---- issue: the invariants ---- */
 inline issue(P_, T_) {
+#ifdef STRAY_SILENT
+  assert(play[P_] == 1);               /* a node of another layout never issues */
+#endif
   xc = CELL(pmid[P_] - 1, play[P_]);
   /* no (machine ID, tick) issued by two processes: a process enters a
    * tick at sequence 0, so two in one tick share (machine ID, tick, 0) */
   assert(!(wset && wcell == xc && wtick == T_));
+  /* nor a tick of the fleet's counter machine ID (the stray's last
+   * machine ID overlaps it): the generator may issue every sequence of
+   * the tick, so any counter value in it is a duplicate */
+  assert(!(cset && ccm == xc && cval / SEQ == T_));
   /* each process strictly increasing */
   assert(T_ > plast[P_]);
   if
   :: !wset -> wset = 1; wcell = xc; wtick = T_
   :: true -> skip
   fi;
+  printf("EV ISSUE %d %d %d\n", P_, xc, T_);
   plast[P_] = T_
 }
 
 inline usecounter(P_, C_, F_, E_) {
+#ifdef STRAY_SILENT
+  assert(play[P_] == 1);               /* a node of another layout never issues */
+#endif
   assert(F_ > pvlast[P_]);             /* each process strictly increasing */
   /* every counter value handed out once */
   assert(!(cset && ccm == C_ && cval >= F_ && cval <= E_));
+  /* and none in a tick a flake ID of the same cell was issued in */
+  assert(!(wset && wcell == C_ && wtick >= F_ / SEQ && wtick <= E_ / SEQ));
   if
   :: !cset -> select(xv : F_ .. E_); cset = 1; ccm = C_; cval = xv
   :: true -> skip
   fi;
+  printf("EV USE %d %d %d %d\n", P_, C_, F_, E_);
   pvlast[P_] = E_
 }
 
@@ -331,8 +355,8 @@ inline usecounter(P_, C_, F_, E_) {
 #else
 #define CLRPEND(p) skip
 #endif
-#define LOSE(p) pmid[p] = 0; ptok[p] = 0; pfloor[p] = 0; presv[p] = 0; plid[p] = 0; pgen[p] = 0; psettle[p] = 0
-#define DOWN(p) LOSE(p); up[p] = 0; pconn[p] = 0; plast[p] = NONE; pvlast[p] = NONE; CLRPEND(p)
+#define LOSE(p) pmid[p] = 0; ptok[p] = 0; pfloor[p] = 0; presv[p] = 0; plid[p] = 0; pgen[p] = 0
+#define DOWN(p) LOSE(p); up[p] = 0; pconn[p] = 0; plast[p] = NONE; pvlast[p] = NONE; pknown[p] = 0; CLRPEND(p)
 
 #ifdef REGIONS
 #define REGION0(p) (p != P-1)
@@ -340,12 +364,22 @@ inline usecounter(P_, C_, F_, E_) {
 #define REGION0(p) (1)
 #endif
 
+/* MIXED (with FLAKE and COUNTER): the last slot claims (flake mode), the
+ * others use the counter (counter mode); otherwise every slot may do both */
+#ifdef MIXED
+#define FLAKEP(p) (p == P-1)
+#define CTRP(p) (p != P-1)
+#else
+#define FLAKEP(p) (1)
+#define CTRP(p) (1)
+#endif
+
 /* a server takes writes from p */
 #define CANWRITE(p) (acc[pconn[p]])
 
 /* scratch variables of one atomic step: hidden, so not part of the state */
-hidden byte xi, ws, xm, xc, xhow, xn, xwcur, xwunder, xg, xtok, xq;
-hidden short xwuntil, xfl, wr, xv, xt, xcur, xfirst, xlast, xlim, xcap, xminv;
+hidden byte xi, ws, xm, xc, xhow, xn, xnoreg, xg, xtok, xq;
+hidden short xfl, wr, xv, xt, xcur, xfirst, xlast, xlim, xcap, xminv;
 hidden byte xok;
 
 /* a lease at (s, m) that can expire or be evicted */
@@ -372,17 +406,23 @@ end:
   do
   /* start, with the slot's state file (a clone slot may copy node 0's) */
   :: atomic { !up[p] ->
-       up[p] = 1; pconn[p] = mst; pmid[p] = 0; plast[p] = NONE; pvlast[p] = NONE; psettle[p] = 0;
+       up[p] = 1; pconn[p] = mst; pmid[p] = 0; plast[p] = NONE; pvlast[p] = NONE;
 #ifdef WAITSW
        ppend[p] = 0;
 #endif
 #ifdef CLONE
+       /* (a copy of a file of another layout is refused by the claim's
+        * state file check: the clone slot runs the fleet's layout) */
        if
-       :: p == P-1 && !cloned -> cloned = 1; sftok[p] = sftok[0]; sfmid[p] = sfmid[0]; sffloor[p] = sffloor[0];
+       :: p == P-1 && !cloned && play[p] == play[0] ->
+          cloned = 1; sftok[p] = sftok[0]; sfmid[p] = sfmid[0]; sffloor[p] = sffloor[0];
           printf("EV CLONE %d 0\n", p)
        :: else -> skip
        fi;
 #endif
+       /* a state file is written only after a claim under the registry,
+        * with its layout: the process knows the registry (coord.Registry.known) */
+       pknown[p] = (sftok[p] != 0);
        printf("EV START %d %d\n", p, pconn[p]) }
 
   /* crash (kill -9): nothing is released */
@@ -390,7 +430,7 @@ end:
 
 #ifdef FLAKE
   /* claim.lua, taking any candidate the script would take (docs/model.md) */
-  :: atomic { ntok < MAXTOK && up[p] && pmid[p] == 0 && CANWRITE(p) && IDLE(p) && ANYELIG(p) ->
+  :: atomic { ntok < MAXTOK && FLAKEP(p) && up[p] && pmid[p] == 0 && CANWRITE(p) && IDLE(p) && ANYELIG(p) ->
        do
        :: ELIG(p, 0) -> xm = 0; break
        :: ELIG(p, 1) -> xm = 1; break
@@ -399,10 +439,13 @@ end:
 #endif
        od;
        ws = pconn[p];
-       guard(ws, 0);
+       guard(ws, 0, pknown[p]);
+       if :: !xnoreg -> fleetLayout(ws, play[p], pknown[p]) :: else -> skip fi;
        if
-       :: lay[ws] != 0 && lay[ws] != play[p] ->
-          printf("EV CLAIM %d %d %d %d LAYOUT\n", p, ws, xm, play[p])
+       :: xnoreg ->
+          printf("EV CLAIM %d %d %d %d %d NOREG\n", p, ws, xm, play[p], pknown[p])
+       :: !xnoreg && LAYOUTDIFF(ws, p) ->
+          printf("EV CLAIM %d %d %d %d %d LAYOUT\n", p, ws, xm, play[p], pknown[p])
        :: else ->
 #ifdef BUG_loss_floor_ignored
           xfl = MAX(resv[ws*M+xm], -1);
@@ -414,10 +457,6 @@ end:
           /* the preferred ID floored at the state file and the loss only */
           if :: xm == sfmid[p] -> xfl = MAX(LF(ws), sffloor[p]) :: else -> skip fi;
 #endif
-          if
-          :: lay[ws] == 0 -> storeLayout(ws, play[p], mlid[ws])
-          :: else -> skip
-          fi;
 #ifdef BUG_state_file_token
           if :: sftok[p] != 0 -> xtok = sftok[p] :: else -> ntok++; xtok = ntok fi;
 #else
@@ -426,15 +465,14 @@ end:
           lease[ws*M+xm] = xtok;
           if :: xfl > resv[ws*M+xm] -> resv[ws*M+xm] = xfl :: else -> skip fi;
           mres[ws] = 1;
-          layoutWindow(ws, mlid[ws], SETTLE);
-          if :: xwuntil <= RT(ws) -> xwuntil = 0 :: else -> skip fi;
-          printf("EV CLAIM %d %d %d %d OK %d %d %d\n", p, ws, xm, play[p], xfl, xwuntil, xtok);
+          printf("EV CLAIM %d %d %d %d %d OK %d %d\n", p, ws, xm, play[p], pknown[p], xfl, xtok);
+          pknown[p] = 1;     /* set at the reply, before any WAIT */
 #ifdef WAITSW
-          ppend[p] = 1; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfl; pb[p] = xwuntil; pc[p] = xtok; pd[p] = xm;
+          ppend[p] = 1; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfl; pc[p] = xtok; pd[p] = xm;
           pe[p] = mlid[ws]; pg[p] = mgen[ws]
 #else
           pmid[p] = xm + 1; ptok[p] = xtok; pfloor[p] = xfl; presv[p] = xfl; plid[p] = mlid[ws];
-          pgen[p] = mgen[ws]; psettle[p] = xwuntil;
+          pgen[p] = mgen[ws];
           sftok[p] = xtok; sfmid[p] = xm; sffloor[p] = xfl
 #endif
        fi }
@@ -442,23 +480,13 @@ end:
   /* renew.lua: extend, and raise the reservation as far as allowed */
   :: atomic { up[p] && pmid[p] != 0 && CANWRITE(p) && IDLE(p) ->
        ws = pconn[p]; xm = pmid[p] - 1; xok = 1;
-       guard(ws, pgen[p]);
-#ifndef BUG_renew_without_layout
-       layoutWindow(ws, mlid[ws], 0);
+       /* an owner: it always sends its generation, so restores a lost registry */
+       guard(ws, pgen[p], 1);
+       fleetLayout(ws, play[p], 1);
        if
-       :: lay[ws] == 0 -> lay[ws] = play[p]
-       :: lay[ws] != 0 && lay[ws] != play[p] ->
-          if
-          /* before: an owner from before the loss after which the layout was stored */
-          :: (xwuntil > RT(ws) && mgen[ws] != pgen[p] && (xwunder == 0 || xwunder == mlid[ws])) ||
-             /* through: it held its leases through that window */
-             (xwunder != 0 && xwunder == plid[p] && xwunder != mlid[ws] && (!xwcur || xwuntil > RT(ws))) ->
-             lay[ws] = play[p]; mset[ws] = 0; mund[ws] = 0; msid[ws] = 0
-          :: else -> xok = 0; printf("EV RENEW %d %d LOST layout\n", p, ws)
-          fi
+       :: LAYOUTDIFF(ws, p) -> xok = 0; printf("EV RENEW %d %d LOST layout\n", p, ws)
        :: else -> skip
        fi;
-#endif
        /* a lease gone (expired while the owner paused) is lost, never
         * re-asserted: the node claims again with its preferred ID */
        if
@@ -482,15 +510,9 @@ end:
           resv[ws*M+xm] = wr;
           printf("EV RENEW %d %d OK %d %d\n", p, ws, wr, RT(ws));
 #ifdef WAITSW
-          ppend[p] = 2; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = wr; pb[p] = RT(ws)
+          ppend[p] = 2; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = wr
 #else
-          presv[p] = wr; sffloor[p] = wr;
-          if
-          :: psettle[p] != 0 && RT(ws) >= psettle[p] ->
-             /* settled (coord Lease.settle): start above the loss floor read now */
-             psettle[p] = 0; pfloor[p] = MAX(pfloor[p], LF(ws))
-          :: else -> skip
-          fi
+          presv[p] = wr; sffloor[p] = wr
 #endif
        :: else -> LOSE(p)
        fi }
@@ -499,7 +521,7 @@ end:
    * within its reservation. Only the next one: a generator that skips ticks
    * issues a subset of what this one issues, ending at the same last tick,
    * so every duplicate it could make this one makes too. */
-  :: atomic { up[p] && pmid[p] != 0 && psettle[p] == 0 &&
+  :: atomic { up[p] && pmid[p] != 0 &&
 #ifdef BUG_issue_past_reservation
        presv[p] + 1 > MAX(pfloor[p], plast[p]) ->
 #else
@@ -519,7 +541,7 @@ end:
 #else
           xt = MAX(plast[p], pfloor[p]);
 #endif
-          guard(ws, pgen[p]);
+          guard(ws, pgen[p], 1);
           if
           :: lease[ws*M+xm] == ptok[p] -> lease[ws*M+xm] = 0; resv[ws*M+xm] = xt
           :: lease[ws*M+xm] != ptok[p] && xt > resv[ws*M+xm] -> resv[ws*M+xm] = xt
@@ -534,18 +556,15 @@ end:
 #endif
 #ifdef COUNTER
   /* counter.lua (REGIONS: the last slot is region 1's, below) */
-  :: atomic { up[p] && CANWRITE(p) && IDLE(p) && REGION0(p) ->
+  :: atomic { up[p] && CANWRITE(p) && IDLE(p) && REGION0(p) && CTRP(p) ->
        ws = pconn[p];
-       guard(ws, 0);
+       guard(ws, 0, pknown[p]);
+       if :: !xnoreg -> fleetLayout(ws, play[p], pknown[p]) :: else -> skip fi;
        xminv = pvlast[p] + 1;
        if
-       :: lay[ws] != 0 && lay[ws] != play[p] -> printf("EV COUNTER %d %d %d %d ERR\n", p, ws, xminv, play[p])
+       :: xnoreg -> printf("EV COUNTER %d %d %d %d %d NOREG\n", p, ws, xminv, play[p], pknown[p])
+       :: !xnoreg && LAYOUTDIFF(ws, p) -> printf("EV COUNTER %d %d %d %d %d LAYOUT\n", p, ws, xminv, play[p], pknown[p])
        :: else ->
-          if :: lay[ws] == 0 -> storeLayout(ws, play[p], mlid[ws]) :: else -> skip fi;
-          layoutWindow(ws, mlid[ws], SETTLE);
-          if
-          :: xwuntil > RT(ws) -> printf("EV COUNTER %d %d %d %d SETTLE\n", p, ws, xminv, play[p])
-          :: else ->
              xfl = mloss[ws] + SK;        /* lossTick */
              if
              :: ctr[ws] != NONE ->
@@ -561,19 +580,19 @@ end:
              if
              :: xfirst / SEQ > xlim ->
                 if :: ctr[ws] == NONE -> ctr[ws] = xcur :: else -> skip fi;
-                printf("EV COUNTER %d %d %d %d AHEAD\n", p, ws, xminv, play[p])
+                printf("EV COUNTER %d %d %d %d %d AHEAD\n", p, ws, xminv, play[p], pknown[p])
              :: else ->
                 xlast = xfirst + SEG - 1;
                 if :: xlast / SEQ > xlim -> xlast = xlim * SEQ + SEQ - 1 :: else -> skip fi;
                 ctr[ws] = xlast;
-                printf("EV COUNTER %d %d %d %d OK %d %d\n", p, ws, xminv, play[p], xfirst, xlast);
+                printf("EV COUNTER %d %d %d %d %d OK %d %d\n", p, ws, xminv, play[p], pknown[p], xfirst, xlast);
+                pknown[p] = 1;     /* fallback.Counter.known, set at the reply */
 #ifdef WAITSW
                 ppend[p] = 3; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfirst; pb[p] = xlast
 #else
-                usecounter(p, 0, xfirst, xlast)
+                usecounter(p, CCELL, xfirst, xlast)
 #endif
              fi
-          fi
        fi }
 
 #endif
@@ -586,9 +605,9 @@ end:
        xfirst = MAX(ctr2[ws], RT(ws) * SEQ - 1) + 1;
        ctr2[ws] = xfirst;
 #ifdef BUG_counter_fleet_wide
-       usecounter(p, 0, xfirst, xfirst)    /* the fleet-wide last machine ID: region 0's */
+       usecounter(p, CCELL, xfirst, xfirst)    /* the fleet-wide last machine ID: region 0's */
 #else
-       usecounter(p, 1, xfirst, xfirst)
+       usecounter(p, CCELL1, xfirst, xfirst)
 #endif
      }
 #endif
@@ -608,15 +627,11 @@ end:
           if
           :: ppend[p] == 1 ->
              pmid[p] = pd[p] + 1; ptok[p] = pc[p]; pfloor[p] = pa[p]; presv[p] = pa[p];
-             plid[p] = pe[p]; pgen[p] = pg[p]; psettle[p] = pb[p];
+             plid[p] = pe[p]; pgen[p] = pg[p];
              sftok[p] = pc[p]; sfmid[p] = pd[p]; sffloor[p] = pa[p]
           :: ppend[p] == 2 ->
-             presv[p] = pa[p]; sffloor[p] = pa[p];
-             if
-             :: psettle[p] != 0 && pb[p] >= psettle[p] -> psettle[p] = 0; pfloor[p] = MAX(pfloor[p], LF(ws))
-             :: else -> skip
-             fi
-          :: ppend[p] == 3 -> usecounter(p, 0, pa[p], pb[p])
+             presv[p] = pa[p]; sffloor[p] = pa[p]
+          :: ppend[p] == 3 -> usecounter(p, CCELL, pa[p], pb[p])
           fi
        :: else ->
           /* not acknowledged: treated as refused (a renewal keeps what it held) */
@@ -639,16 +654,10 @@ init {
 #endif
     for (p : 0 .. P-1) {
       up[p] = 0; pconn[p] = 0; pmid[p] = 0; plast[p] = NONE; pvlast[p] = NONE;
-      play[p] = 1; sftok[p] = 0; sfmid[p] = NONE; sffloor[p] = NONE; psettle[p] = 0
+      play[p] = 1; sftok[p] = 0; sfmid[p] = NONE; sffloor[p] = NONE; pknown[p] = 0
     }
 #ifdef LAYOUT
     play[P-1] = 2;
-#endif
-#ifdef WAIT_NOFIRST
-    /* the fleet ran with the replica attached before: {ns}:meta holds it
-     * in its high-water mark, on the master and the replica */
-    meta[0] = 1; msrv[0] = ident[0]; nlid = 1; mlid[0] = 1; ngen = 1; mgen[0] = 1;
-    mhw[0] = 1; lay[0] = 1; copydata(1, 0);
 #endif
     p = 0
   }
@@ -659,6 +668,30 @@ init {
   :: off[0] = SK; off[1] = 0
   fi;
   printf("EV OFF %d %d\n", off[0], off[1]);
+  /* flaked init makes the registry on server 0 before any node starts:
+   * {ns}:meta with a possible loss at its time (init.lua), and the
+   * fleet's layout */
+  d_step {
+    meta[0] = 1; msrv[0] = ident[0]; mloss[0] = RT(0); nlid = 1; mlid[0] = 1; ngen = 1; mgen[0] = 1;
+    lay[0] = 1;
+#ifdef WAITSW
+    mhw[0] = listed[0];
+#endif
+#ifdef WAIT_NOFIRST
+    /* the fleet ran with the replica attached before: {ns}:meta holds it
+     * in its high-water mark, on the master and the replica */
+    mhw[0] = 1; copydata(1, 0);
+#endif
+    skip
+  }
+#if defined(WAITSW) && !defined(WAIT_NOFIRST)
+  /* init ran while the replica was listed, or before it attached */
+  if
+  :: skip
+  :: mhw[0] = 0
+  fi;
+#endif
+  printf("EV INIT 0\n");
   atomic {
     for (p : 0 .. P-1) { run Proc(p) }
     p = 0

@@ -32,8 +32,17 @@ const (
 // replayFlags are the -D flags of the simulations: a fleet in flake and
 // counter mode at once, bounds wider than the exhaustive checks (a random
 // run goes deep rather than wide).
-var replayFlags = []string{"-DM=2", "-DP=2", "-DH=3", "-DLEAD=2", "-DSEG=2",
-	"-DFLAKE", "-DCOUNTER", "-DCLONE", "-DTMAX=12", "-DMAXTOK=12", "-DMAXF=4"}
+var replayFlags = []string{"-DM=2", "-DH=3", "-DLEAD=2", "-DSEG=2",
+	"-DFLAKE", "-DCOUNTER", "-DTMAX=12", "-DMAXTOK=12", "-DMAXF=4"}
+
+// replayConfigs are the fault configurations replayed, each with its
+// process slots: two nodes and a clone of node 0's state file; and two
+// nodes of the fleet's layout beside one of another layout (the stray).
+var replayConfigs = [][]string{
+	{"-DCFG_LOSS", "-DP=2", "-DCLONE"},
+	{"-DCFG_FAILOVER", "-DP=2", "-DCLONE"},
+	{"-DCFG_LOSS", "-DP=3", "-DLAYOUT"},
+}
 
 // TestReplay_ScriptsMatchModel ties the model to the code: SPIN simulates
 // random runs of the model (spin -n SEED), each printing every script call
@@ -45,16 +54,27 @@ var replayFlags = []string{"-DM=2", "-DP=2", "-DH=3", "-DLEAD=2", "-DSEG=2",
 // drifts from the model (a floor, a refusal, a cap changed) fails here;
 // the model's exhaustive checks (scripts/model) then say nothing about it
 // until the model is changed too.
+//
+// The registry rules are replayed too (the fault: Redis losing the
+// registry, {ns}:meta and {ns}:layout, while a node of the fleet still
+// issues, and a node that never ran under it, or runs another layout,
+// coming up then): the registry is made by init.lua; a process sends a
+// generation only once it has run under the registry, as coord and
+// fallback do (known), and the replay tracks that itself and requires the
+// model's knowledge to agree; a knower's call on a Redis that lost the
+// registry restores it with its layout, a stranger's is refused
+// (NOREGISTRY) and stores no layout. The test requires both to have
+// happened, and a stray's LAYOUT refusal, so that it cannot stop covering them.
 func TestReplay_ScriptsMatchModel(t *testing.T) {
 	redistest.Require(t, "spin")
 	pml, err := filepath.Abs("flaked.pml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := 0
-	for _, cfg := range []string{"-DCFG_LOSS", "-DCFG_FAILOVER"} {
+	var total tally
+	for _, cfg := range replayConfigs {
 		for seed := 1; seed <= 60; seed++ {
-			args := append([]string{"-T", "-n" + strconv.Itoa(seed), "-u20000", cfg}, replayFlags...)
+			args := append(append([]string{"-T", "-n" + strconv.Itoa(seed), "-u20000"}, cfg...), replayFlags...)
 			cmd := exec.Command("spin", append(args, pml)...)
 			cmd.Dir = t.TempDir()
 			out, err := cmd.Output()
@@ -62,19 +82,41 @@ func TestReplay_ScriptsMatchModel(t *testing.T) {
 				t.Fatalf("spin %s: %v", strings.Join(args, " "), err)
 			}
 			r := newReplay(t, fmt.Sprintf("spin %s", strings.Join(args, " ")))
-			steps += r.run(out)
+			r.run(out)
+			total.add(r.tally)
 		}
 	}
-	t.Logf("%d script calls replayed", steps)
-	if steps < 500 {
-		t.Fatalf("only %d script calls replayed: the simulations no longer print them?", steps)
+	t.Logf("%d script calls replayed; registry restored by a knower %d times, refused to a stranger (NOREGISTRY) %d times, "+
+		"a stray's layout refused %d times", total.calls, total.restored, total.noRegistry, total.layout)
+	if total.calls < 500 {
+		t.Fatalf("only %d script calls replayed: the simulations no longer print them?", total.calls)
 	}
+	if total.restored == 0 || total.noRegistry == 0 || total.layout == 0 {
+		t.Fatalf("the simulations no longer reach a registry restore (%d), a NOREGISTRY refusal (%d) or a LAYOUT refusal (%d)",
+			total.restored, total.noRegistry, total.layout)
+	}
+}
+
+// tally counts what a replay went through.
+type tally struct {
+	calls      int // script calls
+	restored   int // calls of a knower that found the registry (part of it) missing and restored it
+	noRegistry int // NOREGISTRY refusals of a stranger
+	layout     int // LAYOUT refusals (claims and counters)
+}
+
+func (t *tally) add(o tally) {
+	t.calls += o.calls
+	t.restored += o.restored
+	t.noRegistry += o.noRegistry
+	t.layout += o.layout
 }
 
 // proc is what the replay knows of one process slot, from the real
 // scripts' replies.
 type proc struct {
 	up                 bool
+	known              bool // it has run under the registry: sends a generation
 	conn               int
 	mid                int // -1: none
 	token, lossID, gen string
@@ -93,8 +135,8 @@ type replay struct {
 	keys  contract.Keys
 	procs [3]*proc
 	gens  int
-	calls int
 	lines []string
+	tally
 }
 
 func newReplay(t *testing.T, what string) *replay {
@@ -130,7 +172,7 @@ func (r *replay) do(s int, args ...string) any {
 }
 
 func (r *replay) eval(s int, script string, keys []string, argv []any) []any {
-	r.calls++
+	r.tally.calls++
 	cmd := []string{"EVAL", script, strconv.Itoa(len(keys))}
 	cmd = append(cmd, keys...)
 	for _, a := range argv {
@@ -177,8 +219,8 @@ func layoutName(l string) string {
 
 func (r *replay) gen() string { r.gens++; return "g" + strconv.Itoa(r.gens) }
 
-// run replays one simulation's events and returns the script calls made.
-func (r *replay) run(out []byte) int {
+// run replays one simulation's events.
+func (r *replay) run(out []byte) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -193,15 +235,21 @@ func (r *replay) run(out []byte) int {
 			r.off = [2]int64{n(1), n(2)}
 		case "TIME":
 			r.now = n(1)
+		case "INIT":
+			r.init(int(n(1)))
 		case "START":
 			p := r.procs[n(1)]
 			p.up, p.conn, p.mid, p.counterLast = true, int(n(2)), -1, -1
+			// coord.Registry.Claim with a state file of the namespace
+			// and layout: written after a claim under the registry
+			p.known = p.sfTok != ""
 		case "CLONE":
 			p, o := r.procs[n(1)], r.procs[n(2)]
 			p.sfTok, p.sfMid, p.sfFloor = o.sfTok, o.sfMid, o.sfFloor
 		case "KILL", "STOP":
 			p := r.procs[n(1)]
-			p.up, p.mid = false, -1
+			p.up, p.mid, p.known = false, -1, false
+		case "ISSUE", "USE": // the generator's use of a grant: no script call
 		case "CONN":
 			r.procs[n(1)].conn = int(n(2))
 		case "EXPIRE":
@@ -253,12 +301,70 @@ func (r *replay) run(out []byte) int {
 			r.fail("unknown model event %q", line)
 		}
 	}
-	return r.calls
 }
 
-// claim: CLAIM p s m layout (LAYOUT | OK floor settle token)
+// init runs init.lua on server s as flaked init does (coord.Init) for the
+// fleet's layout A, at the model's time.
+func (r *replay) init(s int) {
+	keys, argv := contract.InitArgs{
+		Keys: r.keys, Generation: r.gen(), Layout: layoutName("1"), EpochUs: 0, TickUs: tickUs,
+		EventsMaxLen: 100, Host: "h", PID: 1,
+	}.KeysArgv()
+	if res := r.eval(s, contract.Init, keys, argv); str(res[0]) != "OK" {
+		r.fail("init: %v", res)
+	}
+}
+
+// registryCall wraps a script call that may restore or refuse a missing
+// registry: it checks the process's knowledge against the model's (f, the
+// 0/1 it printed), returns the generation to send, and after the call
+// (done, given the script's first reply item) checks what happened to the
+// registry: a knower restored a missing one with its layout; a stranger
+// was refused NOREGISTRY exactly when part of it was missing, and stored
+// no layout.
+func (r *replay) registryCall(p *proc, s int, f, layout string) (gen string, done func(res []any) string) {
+	if want := f == "1"; p.known != want {
+		r.fail("the process knows the registry: %v by the replay's tracking (coord, fallback), %v by the model", p.known, want)
+	}
+	missing := r.do(s, "EXISTS", r.keys.Meta, r.keys.Layout) != int64(2)
+	before, _ := r.do(s, "GET", r.keys.Layout).(string)
+	if p.known {
+		gen = r.gen()
+	}
+	return gen, func(res []any) string {
+		got := str(res[0])
+		if got == "ERR" && strings.Contains(str(res[1]), "NOREGISTRY") {
+			got = "NOREG"
+		}
+		stored, _ := r.do(s, "GET", r.keys.Layout).(string)
+		switch {
+		case got == "NOREG" && (p.known || !missing):
+			r.fail("NOREGISTRY to a process that knows the registry (%v) or with the registry present (%v): %v", p.known, !missing, res)
+		case got == "NOREG" && stored != before:
+			r.fail("a refused stranger changed the stored layout from %q to %q", before, stored)
+		case got == "NOREG":
+			r.tally.noRegistry++
+		case got == "ERR":
+			r.fail("%v", res)
+		case missing && !p.known:
+			r.fail("a stranger was not refused on a namespace without its registry: %v", res)
+		case missing:
+			if stored != layout || r.do(s, "EXISTS", r.keys.Meta) != int64(1) {
+				r.fail("a knower of layout %s left the registry missing or another layout (%q): %v", layout, stored, res)
+			}
+			r.tally.restored++
+		}
+		if got == "LAYOUT" {
+			r.tally.layout++
+		}
+		return got
+	}
+}
+
+// claim: CLAIM p s m layout known (NOREG | LAYOUT | OK floor token)
 func (r *replay) claim(f []string) {
 	p, s, m := r.procs[atoi(r.t, f[1])], int(atoi(r.t, f[2])), f[3]
+	gen, done := r.registryCall(p, s, f[5], layoutName(f[4]))
 	pref, local := "", int64(-1)
 	if p.sfMid != "" {
 		pref, local = p.sfMid, p.sfFloor
@@ -268,11 +374,11 @@ func (r *replay) claim(f []string) {
 		prev = "t" + p.sfTok
 	}
 	tok := ""
-	if f[5] == "OK" {
+	if f[6] == "OK" {
 		tok = f[8]
 	}
 	keys, argv := contract.ClaimArgs{
-		Keys: r.keys, Token: "t" + tok, Layout: layoutName(f[4]), Generation: r.gen(),
+		Keys: r.keys, Token: "t" + tok, Layout: layoutName(f[4]), Generation: gen,
 		Horizon: horizon, Now: 1 << 40, LeaseTTLMs: 1 << 40, EventsMaxLen: 100,
 		Preferred: pref, LocalFloor: local, MaxWait: -1, EpochUs: 0, TickUs: tickUs,
 		CounterID: counterID, Host: "h", PID: 1, Addr: "a", Version: "v", Mode: "flake",
@@ -280,19 +386,19 @@ func (r *replay) claim(f []string) {
 		Candidates: []int{int(atoi(r.t, m))},
 	}.KeysArgv()
 	res := r.eval(s, contract.Claim, keys, argv)
-	got := str(res[0])
-	if got != f[5] {
-		r.fail("claim: the script says %v, the model %s", res, f[5])
+	got := done(res)
+	if got != f[6] {
+		r.fail("claim: the script says %v, the model %s", res, f[6])
 	}
 	if got != "OK" {
 		return
 	}
-	if str(res[1]) != m || str(res[2]) != f[6] || str(res[8]) != f[7] {
-		r.fail("claim: the script gave ID %v floor %v settle %v, the model ID %s floor %s settle %s",
-			res[1], res[2], res[8], m, f[6], f[7])
+	if str(res[1]) != m || str(res[2]) != f[7] {
+		r.fail("claim: the script gave ID %v floor %v, the model ID %s floor %s", res[1], res[2], m, f[7])
 	}
-	p.mid, p.token, p.held, p.gen, p.lossID = int(atoi(r.t, m)), "t"+tok, num(res[2]), str(res[3]), str(res[10])
+	p.mid, p.token, p.held, p.gen, p.lossID = int(atoi(r.t, m)), "t"+tok, num(res[2]), str(res[3]), str(res[9])
 	p.sfTok, p.sfMid, p.sfFloor = tok, m, num(res[2])
+	p.known = true // coord.Registry.known: set at an OK reply
 }
 
 // renew: RENEW p s (OK reservation redis-tick | LOST kind)
@@ -344,25 +450,27 @@ func (r *replay) release(f []string) {
 	p.sfFloor = last
 }
 
-// counter: COUNTER p s min layout (OK first last | AHEAD | SETTLE | ERR)
+// counter: COUNTER p s min layout known (OK first last | AHEAD | LAYOUT | NOREG)
 func (r *replay) counter(f []string) {
 	p, s := r.procs[atoi(r.t, f[1])], int(atoi(r.t, f[2]))
 	minv := atoi(r.t, f[3])
+	gen, done := r.registryCall(p, s, f[5], layoutName(f[4]))
 	keys, argv := contract.CounterArgs{
 		Keys: r.keys, Size: segment, EpochUs: 0, TickUs: tickUs, SeqBits: 1, Lead: lead,
 		MinTick: max(minv, 0) >> 1, MinSeq: max(minv, 0) & 1, Layout: layoutName(f[4]), EventsMaxLen: 100, CounterID: counterID,
-		Host: "h", PID: 1, Generation: r.gen(),
+		Host: "h", PID: 1, Generation: gen,
 	}.KeysArgv()
 	res := r.eval(s, contract.Counter, keys, argv)
-	got := str(res[0])
-	if got != f[5] {
-		r.fail("counter: the script says %v, the model %s", res, strings.Join(f[5:], " "))
+	got := done(res)
+	if got != f[6] {
+		r.fail("counter: the script says %v, the model %s", res, strings.Join(f[6:], " "))
 	}
 	if got == "OK" {
 		first, last := num(res[1])<<1|num(res[2]), num(res[3])<<1|num(res[4]) // one sequence bit
-		if strconv.FormatInt(first, 10) != f[6] || strconv.FormatInt(last, 10) != f[7] {
-			r.fail("counter: the script handed out %v..%v, the model %s..%s", first, last, f[6], f[7])
+		if strconv.FormatInt(first, 10) != f[7] || strconv.FormatInt(last, 10) != f[8] {
+			r.fail("counter: the script handed out %v..%v, the model %s..%s", first, last, f[7], f[8])
 		}
 		p.counterLast = last
+		p.known = true // fallback.Counter.known: set at a segment
 	}
 }
