@@ -154,6 +154,9 @@ func printSummary(s sim.Summary) {
 	fmt.Printf("simulated time: %.1f h\n", s.Virtual.Hours())
 	fmt.Printf("IDs checked:    %d\n", s.IDs)
 	fmt.Printf("failing seeds:  %d\n", len(s.Failures))
+	fmt.Printf("strays refused: %d (another layout; %d more started in counter mode, refused at their first segment)\n",
+		s.StraysRefused, s.StraysStarted)
+	fmt.Printf("no registry:    %d starts refused (NOREGISTRY), retried\n", s.NoRegistry)
 	fmt.Printf("wall time:      %v (%.0f schedules/min)\n", s.Elapsed.Round(time.Second), float64(s.Schedules)/s.Elapsed.Minutes())
 	kinds := make([]string, 0, len(s.Faults))
 	total := 0
