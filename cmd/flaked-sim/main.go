@@ -111,7 +111,7 @@ func hunt(c *cli.Context) error {
 		fmt.Fprintf(os.Stderr, "%d schedules, %d failing, %.0f/min%s", s.Schedules, len(s.Failures),
 			float64(s.Schedules)/s.Elapsed.Minutes(), end)
 	}
-	if o.Run.Mutation != "" {
+	if m, err := sim.FindMutation(o.Run.Mutation); err == nil && m.Switch != "" {
 		o.Workers = 1 // a Go mutation is a global switch
 	}
 	s := sim.Hunt(o)
