@@ -9,8 +9,8 @@ import (
 )
 
 // teethSeeds bounds the seeds the simulator may need to find each bug
-// (renew-across-loss, the narrowest, within about 6,300; allkeys-allowed by
-// about 2,900, through the evict-vs-claim pattern).
+// (allkeys-allowed, the narrowest, by 5,532 through the evict-vs-claim
+// pattern; reclaim-below-reservation by 5,354; RELIABILITY.md, Teeth).
 const teethSeeds = 7000
 
 // TestTeeth brings back each bug the design exists to prevent and shows
