@@ -413,7 +413,7 @@ func TestFleet_Clone_StateFileCopied(t *testing.T) {
 	rdb := client(t, srv.URL())
 	ctx := ctxT(t)
 	f := statefulFleet{t: t, ctx: ctx, rdb: rdb, ns: "copies"}
-	if err := redistest.ForgetLoss(ctx, rdb, f.ns); err != nil { // no claim waits a loss floor
+	if err := redistest.InitRegistry(ctx, rdb, f.ns, fleetLayout(3).String()); err != nil { // no claim waits a loss floor
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -469,7 +469,7 @@ type statefulFleet struct {
 // host:7379.
 func (f statefulFleet) registry(host string, pid int) *coord.Registry {
 	f.t.Helper()
-	r, err := coord.NewRegistry(f.rdb, coord.Options{Namespace: f.ns, Layout: fleetLayout(3), LayoutSettle: time.Millisecond,
+	r, err := coord.NewRegistry(f.rdb, coord.Options{Namespace: f.ns, Layout: fleetLayout(3),
 		Owner: coord.Owner{Host: host, PID: pid, Addr: host + ":7379"}})
 	if err != nil {
 		f.t.Fatal(err)

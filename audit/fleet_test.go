@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -143,6 +144,7 @@ func startNode(t *testing.T, url, ns string, bitsMachine int, addr string) *proc
 
 func newProc(t *testing.T, url, ns string, bitsMachine int, addr string) *proc {
 	t.Helper()
+	initFleet(t, client(t, url), ns, fleetLayout(bitsMachine))
 	cfg, _ := json.Marshal(nodeConfig{Redis: url, Namespace: ns, BitsMachine: bitsMachine, Addr: addr})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "FLAKED_AUDIT_TEST_NODE="+string(cfg))
@@ -296,8 +298,18 @@ func checkOwner(t *testing.T, l flake.Layout, m audit.Machine, p *proc, state au
 	}
 }
 
-// startFleet starts n nodes at once (each waits out the new registry's
-// horizon, so starting them together saves time).
+// initFleet makes the registry of ns as flaked init does (coord.Init,
+// whose created time the audit needs to call its event stream complete)
+// unless it exists, waiting out a loss floor of a 1 ms horizon.
+func initFleet(t *testing.T, rdb redis.UniversalClient, ns string, l flake.Layout) {
+	t.Helper()
+	_, err := coord.Init(ctxT(t), rdb, coord.Options{Namespace: ns, Layout: l, Horizon: time.Millisecond})
+	if err != nil && !errors.Is(err, coord.ErrRegistryExists) {
+		t.Fatal(err)
+	}
+}
+
+// startFleet starts n nodes at once.
 func startFleet(t *testing.T, url, ns string, bits int, addrs ...string) []*proc {
 	t.Helper()
 	var ps []*proc

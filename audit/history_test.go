@@ -22,7 +22,7 @@ const (
 //	     fencing web-5, whose next renewal is refused
 //	10h  web-7 starts from an older copy: 4 is held under its node, it
 //	     takes 5 instead (a clone, live now)
-//	5h   the layout a claim stored after a loss is overridden by web-6
+//	5h   the fleet layout, lost with Redis's data, is restored by web-6
 //	4h   web-6 renews after another possible loss, with a lease missing
 //	3h   {ns}:meta was gone at web-6's renewal
 func copiesFixture() *fixture {
@@ -42,8 +42,7 @@ func copiesFixture() *fixture {
 	f.event(10*h, "clone", 4, tokC, "web-7", "70", "10.0.0.7:7379", "holder", tokB, "node", node1, "holder_host", "web-6", "holder_pid", "60",
 		"detail", "a live process holds this machine ID under the same state-file node ID: two processes run from copies of one state file")
 	f.event(5*h, "layout_restored", 4, tokB, "web-6", "60", "10.0.0.6:7379", "layout", f.s.LayoutText,
-		"refused", "time=40,seq=7,machine=16,tick=10ms,epoch=2025-01-01T00:00:00Z",
-		"detail", "a claim stored another layout after Redis lost its data; restored by an owner holding leases from before")
+		"detail", "fleet layout missing: restored by a node of the fleet")
 	f.event(4*h, "renew_fail", 4, tokB, "web-6", "60", "10.0.0.6:7379", "reason", "lease missing after possible data loss",
 		"loss_ms", ms(4*h+time.Second), "held", strconv.FormatInt(f.tick(4*h-2*time.Second), 10))
 	f.event(3*h, "dataloss", 4, tokB, "web-6", "60", "10.0.0.6:7379", "generation", "gen1",

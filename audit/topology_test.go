@@ -7,6 +7,7 @@ import (
 
 	"github.com/flaked/flaked/audit"
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -17,6 +18,7 @@ func auditOver(t *testing.T, url string) {
 	t.Helper()
 	rdb := client(t, url)
 	ctx := ctxT(t)
+	initFleet(t, rdb, "topo", flake.DefaultLayout())
 	reg, err := coord.NewRegistry(rdb, coord.Options{Namespace: "topo", Horizon: time.Millisecond, LeaseTTL: 5 * time.Second,
 		Owner: coord.Owner{Host: "topo-host", Addr: "topo:1"}})
 	if err != nil {
@@ -42,7 +44,7 @@ func auditOver(t *testing.T, url string) {
 	}
 	rep := audit.Build(s)
 	if !rep.Consistent() || row(t, rep, live.MachineIDs()[0]).State != audit.Live ||
-		row(t, rep, gone.MachineIDs()[0]).State != audit.Released || !s.Stream.Complete || len(s.Events) != 3 {
+		row(t, rep, gone.MachineIDs()[0]).State != audit.Released || !s.Stream.Complete || len(s.Events) != 4 /* init, 2 claims, a release */ {
 		t.Fatalf("report %+v, findings %v, %d events, stream %+v, meta %+v", rep.Machines, rep.Findings, len(s.Events), s.Stream, s.Meta)
 	}
 	id, err := s.Layout.Compose(live.Floor()+1, 0, live.MachineIDs()[0])

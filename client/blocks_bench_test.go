@@ -69,6 +69,7 @@ func blockRounds() int {
 //	go test -run '^$' -bench BenchmarkClientBlocks -benchtime 1s -count 1 ./client/
 func BenchmarkClientBlocks(b *testing.B) {
 	f := newFleet(b)
+	f.init(b, wideLayout)
 	n, err := node.New(idtest.Context(b, 30*time.Second), node.Options{
 		Redis: f.rdb, MaxLead: wideLead, Registry: coord.Options{Layout: wideLayout},
 		StateFile: filepath.Join(b.TempDir(), "node.state"),

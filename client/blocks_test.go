@@ -173,6 +173,7 @@ func TestBlocks_DaemonWithoutBlocks_FallsBackToNEXTIDS(t *testing.T) {
 // client serves their IDs in order, all three machine IDs in each step.
 func TestBlocks_InterleavedMachineIDs(t *testing.T) {
 	f := newFleet(t)
+	f.init(t, testLayout)
 	n, err := node.New(idtest.Context(t, 30*time.Second), node.Options{
 		Redis: f.rdb, MachineIDs: 3, Registry: coord.Options{Layout: testLayout},
 		StateFile: filepath.Join(t.TempDir(), "node.state"),

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -43,6 +44,21 @@ func newFleet(t testing.TB) *fleet {
 	return &fleet{redis: r, rdb: r.Client(t)}
 }
 
+// init makes the fleet's registry with layout l unless Redis holds one,
+// as flaked init does for a fleet that issued nothing yet
+// (redistest.InitRegistry): a fleet's nodes start only once it is there.
+func (f *fleet) init(t testing.TB, l flake.Layout) {
+	t.Helper()
+	ctx := idtest.Context(t, 10*time.Second)
+	err := f.rdb.HGet(ctx, "{"+coord.DefaultNamespace+"}:meta", "generation").Err()
+	if errors.Is(err, redis.Nil) {
+		err = redistest.InitRegistry(ctx, f.rdb, coord.DefaultNamespace, l.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // testDaemon is a node and its protocol server on 127.0.0.1:0.
 type testDaemon struct {
 	addr  string
@@ -61,6 +77,7 @@ func (f *fleet) start(t testing.TB, sopts server.Options) *testDaemon {
 // startMode starts a daemon in a mode of node: flake, counter or auto.
 func (f *fleet) startMode(t testing.TB, mode node.Mode, sopts server.Options) *testDaemon {
 	t.Helper()
+	f.init(t, testLayout)
 	n, err := node.New(idtest.Context(t, 30*time.Second), node.Options{
 		Redis:     f.rdb,
 		Mode:      mode,
@@ -70,9 +87,8 @@ func (f *fleet) startMode(t testing.TB, mode node.Mode, sopts server.Options) *t
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
 	}
-	// A fresh registry starts its IDs a few seconds ahead (coord's
-	// Horizon), and NEXTID waits until the clock is near them: wait that
-	// out here, so tests time the client, not the fleet's first start.
+	// The node's first ID takes its first reservation: made here, so
+	// tests time the client, not the node's start.
 	if _, err := n.NextID(idtest.Context(t, 30*time.Second)); err != nil {
 		t.Fatalf("first ID of the node: %v", err)
 	}

@@ -26,6 +26,7 @@ func TestParse_BitsID53Region_EqualsDaemonPARSE(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFleet(t)
+	f.init(t, l)
 	ctx := idtest.Context(t, 60*time.Second)
 	var addrs []string
 	for _, mode := range []node.Mode{node.ModeFlake, node.ModeCounter} {

@@ -12,8 +12,9 @@
 --   burst, maxJump = the tag's options (create, and restore of a missing
 --   tag): max and maxJump 0 for none, rate in values per second; above =
 --   the value restored above (restore); maxlen = events maxlen; host, pid =
---   the caller's; generation = to create {ns}:meta with; identity = "info"
---   or "none" (guard.lua).
+--   the caller's; generation = to restore {ns}:meta with ("" when the
+--   caller has never run under the registry: then a missing one is
+--   refused, guard.lua); identity = "info" or "none" (guard.lua).
 --
 -- The tag's hash is {ns}:seq:<tag>; {ns}:seqs lists the tags. Values are
 -- integers below 2^53, written with %d. Dense in normal operation: a

@@ -1,10 +1,12 @@
 package deploy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
 	"path"
 	"slices"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 // composeFile is the part of the Compose file format these tests read
@@ -30,6 +34,10 @@ type composeService struct {
 	Healthcheck *struct {
 		Test []string `json:"test"`
 	} `json:"healthcheck"`
+	DependsOn map[string]struct {
+		Condition string `json:"condition"`
+	} `json:"depends_on"`
+	Restart         string   `json:"restart"`
 	StopGracePeriod string   `json:"stop_grace_period"`
 	StopSignal      string   `json:"stop_signal"`
 	Ports           []string `json:"ports"`
@@ -64,26 +72,12 @@ func (s composeService) env(t *testing.T) map[string]string {
 // daemon's ports on loopback only and keep their state file on a volume of
 // their own. The Dockerfile's HEALTHCHECK is run the same way.
 func TestCompose_ServicesRunTheDaemon(t *testing.T) {
-	raw := readFile(t, "../docker-compose.yml")
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		t.Fatalf("docker-compose.yml: %v", err)
-	}
-	var cf composeFile
-	if err := json.Unmarshal(js, &cf); err != nil {
-		t.Fatalf("docker-compose.yml: %v", err)
-	}
+	cf := readCompose(t)
 	flags := serveFlags(t)
 	checkDockerfileStopSignal(t)
 	imageEnv := dockerfileEnv(t)
 	stateVolumes := map[string]string{}
-	var names []string
-	for name, s := range cf.Services {
-		if s.Build != nil || strings.HasPrefix(s.Image, "flaked") {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
+	names, _ := cf.flakedServices(t)
 	if len(names) < 2 {
 		t.Fatalf("docker-compose.yml: flaked services %v; want a fleet (read through the <<: merge key)", names)
 	}
@@ -99,19 +93,12 @@ func TestCompose_ServicesRunTheDaemon(t *testing.T) {
 				env[k] = v
 			}
 			checkEnvNames(t, flags, svcEnv)
-			var args []string
-			switch c := s.Command.(type) {
-			case nil: // the image's CMD: serve
-			case []any:
-				for _, a := range c {
-					args = append(args, fmt.Sprint(a))
-				}
-				if len(args) == 0 || args[0] != "serve" {
+			args := s.command(t) // nil: the image's CMD, serve
+			if args != nil {
+				if args[0] != "serve" {
 					t.Fatalf("command %q: want serve and its flags", args)
 				}
 				args = args[1:]
-			default:
-				t.Fatalf("command %v: write it as a list", c)
 			}
 			cfg := serveConfig{args: args, env: env}
 
@@ -127,6 +114,7 @@ func TestCompose_ServicesRunTheDaemon(t *testing.T) {
 			}
 			grace := 10 * time.Second // Compose's default
 			if s.StopGracePeriod != "" {
+				var err error
 				if grace, err = time.ParseDuration(s.StopGracePeriod); err != nil {
 					t.Fatalf("stop_grace_period %q: %v", s.StopGracePeriod, err)
 				}
@@ -174,6 +162,133 @@ func TestCompose_ServicesRunTheDaemon(t *testing.T) {
 			runHealthcheck(t, "healthcheck", s.Healthcheck.Test, metrics, r)
 			runHealthcheck(t, "Dockerfile HEALTHCHECK", dockerfileHealthcheck(t), metrics, r)
 		})
+	}
+}
+
+// readCompose decodes ../docker-compose.yml (anchors and <<: merges
+// resolved).
+func readCompose(t *testing.T) composeFile {
+	t.Helper()
+	js, err := yaml.YAMLToJSON(readFile(t, "../docker-compose.yml"))
+	if err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	var cf composeFile
+	if err := json.Unmarshal(js, &cf); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	return cf
+}
+
+// command is the service's command as a list (nil: the image's CMD).
+func (s composeService) command(t *testing.T) []string {
+	t.Helper()
+	var args []string
+	switch c := s.Command.(type) {
+	case nil:
+	case []any:
+		for _, a := range c {
+			args = append(args, fmt.Sprint(a))
+		}
+	default:
+		t.Fatalf("command %v: write it as a list", c)
+	}
+	return args
+}
+
+// flakedServices are the names of the services running the flaked image:
+// the nodes (flaked serve), sorted, and the flaked init ones.
+func (cf composeFile) flakedServices(t *testing.T) (nodes, inits []string) {
+	t.Helper()
+	for name, s := range cf.Services {
+		if s.Build == nil && !strings.HasPrefix(s.Image, "flaked") {
+			continue
+		}
+		if args := s.command(t); len(args) > 0 && args[0] == "init" {
+			inits = append(inits, name)
+		} else {
+			nodes = append(nodes, name)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes, inits
+}
+
+// The compose file makes the fleet's registry before its nodes start: one
+// service runs flaked init --if-missing once (restart "no") after Redis is
+// healthy, every node waits for it to complete, and it reads the nodes'
+// own values of every setting it has (the Redis URL, namespace, layout,
+// lead and skew: one place, the nodes' environment). Run for real on a
+// redis-server with that command and environment, it makes the registry,
+// and a second run (the next "docker compose up") does nothing, status 0.
+func TestCompose_InitServiceBeforeTheNodes(t *testing.T) {
+	cf := readCompose(t)
+	nodes, inits := cf.flakedServices(t)
+	if len(inits) != 1 {
+		t.Fatalf("docker-compose.yml: flaked init services %v; want one", inits)
+	}
+	name := inits[0]
+	s := cf.Services[name]
+	args := s.command(t)
+	if !slices.Contains(args, "--if-missing") {
+		t.Errorf("%s: command %q: without --if-missing the next \"up\" fails (the registry exists) and no node starts", name, args)
+	}
+	if s.Restart != "no" && s.Restart != "on-failure" {
+		t.Errorf("%s: restart %q: a one-shot service (\"no\" or on-failure)", name, s.Restart)
+	}
+	initFlags, _ := commandFlags(t, "init")
+	env := s.env(t)
+	for _, n := range nodes {
+		ns := cf.Services[n]
+		if c := ns.DependsOn[name].Condition; c != "service_completed_successfully" {
+			t.Errorf("%s: depends_on %s condition %q: want service_completed_successfully (no node before the registry)", n, name, c)
+		}
+		nodeEnv := ns.env(t)
+		for _, f := range initFlags {
+			if f.env != "" && f.name != "if-missing" && !strings.HasPrefix(f.name, "log-") && env[f.env] != nodeEnv[f.env] {
+				t.Errorf("%s: %s=%q, but node %s has %q: init must make the nodes' registry", name, f.env, env[f.env], n, nodeEnv[f.env])
+			}
+		}
+	}
+	redisURL := env["FLAKED_REDIS"]
+	checkRedisURL(t, "FLAKED_REDIS", redisURL)
+	if pu, err := url.Parse(redisURL); err != nil || cf.Services[pu.Hostname()].Image == "" {
+		t.Errorf("FLAKED_REDIS %s: no service %q in the file", redisURL, pu.Hostname())
+	} else if c := s.DependsOn[pu.Hostname()].Condition; c != "service_healthy" {
+		t.Errorf("%s: depends_on %s condition %q: want service_healthy", name, pu.Hostname(), c)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	run := func() string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, flakedBin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+		for k, v := range dockerfileEnv(t) {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		for k, v := range env {
+			if k == "FLAKED_REDIS" {
+				v = srv.URL()
+			}
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: flaked %q: %v\n%s", name, args, err, out)
+		}
+		return string(out)
+	}
+	if out := run(); !strings.Contains(out, "made") {
+		t.Fatalf("%s on an empty Redis: %s", name, out)
+	}
+	if out := run(); !strings.Contains(out, "nothing done") {
+		t.Fatalf("%s again (the next up): %s", name, out)
 	}
 }
 

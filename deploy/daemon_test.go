@@ -65,18 +65,7 @@ var helpLine = regexp.MustCompile(`^\s+--([a-z0-9-]+)(?:, -\w+)?( value)?\s{2,}(
 // not against a second copy of its flags.
 func serveFlags(t *testing.T) map[string]flagInfo {
 	t.Helper()
-	out, err := exec.Command(flakedBin, "serve", "--help").Output()
-	if err != nil {
-		t.Fatalf("flaked serve --help: %v", err)
-	}
-	flags := map[string]flagInfo{}
-	for _, line := range strings.Split(string(out), "\n") {
-		m := helpLine.FindStringSubmatch(line)
-		if m == nil || m[1] == "help" {
-			continue
-		}
-		flags[m[1]] = flagInfo{name: m[1], hasValue: m[2] != "", def: strings.Trim(m[4], `"`), env: m[5]}
-	}
+	flags, out := commandFlags(t, "serve")
 	// The parse itself is checked: a help text this test no longer reads
 	// must fail here, not pass every flag check below vacuously.
 	for _, name := range []string{"listen", "metrics-addr", "state-file", "shutdown-timeout", "redis", "pprof"} {
@@ -88,6 +77,25 @@ func serveFlags(t *testing.T) map[string]flagInfo {
 		t.Fatalf("flaked serve --help: --shutdown-timeout read as %+v", f)
 	}
 	return flags
+}
+
+// commandFlags reads the flags of `flaked <command> --help` from the
+// built binary, and the help text.
+func commandFlags(t *testing.T, command string) (map[string]flagInfo, []byte) {
+	t.Helper()
+	out, err := exec.Command(flakedBin, command, "--help").Output()
+	if err != nil {
+		t.Fatalf("flaked %s --help: %v", command, err)
+	}
+	flags := map[string]flagInfo{}
+	for _, line := range strings.Split(string(out), "\n") {
+		m := helpLine.FindStringSubmatch(line)
+		if m == nil || m[1] == "help" {
+			continue
+		}
+		flags[m[1]] = flagInfo{name: m[1], hasValue: m[2] != "", def: strings.Trim(m[4], `"`), env: m[5]}
+	}
+	return flags, out
 }
 
 // envFlags maps FLAKED_* environment variables to their flags.

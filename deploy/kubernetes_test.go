@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 // manifests are the objects of deploy/kubernetes/, decoded strictly.
@@ -456,5 +459,97 @@ func TestKubernetes_Kustomization(t *testing.T) {
 		if name, _, _ := strings.Cut(image, ":"); img.Name != name {
 			t.Errorf("kustomization.yaml image %q: the StatefulSet's image is %q", img.Name, image)
 		}
+	}
+}
+
+// The StatefulSet makes the fleet's registry before its node starts: one
+// init container runs flaked init --if-missing (a no-op once the registry
+// exists, so every pod start may run it) with the node's own values of
+// every setting init has (layout, namespace, lead, skew: flags or
+// environment) and the same Redis URL from the Secret, under the node's
+// securityContext. Run for real on a redis-server with those arguments, it
+// makes the registry, and again it does nothing, status 0.
+func TestKubernetes_InitContainerMakesTheRegistry(t *testing.T) {
+	m := loadManifests(t, "kubernetes")
+	if len(m.sts) != 1 {
+		t.Fatalf("want one StatefulSet, have %d", len(m.sts))
+	}
+	pod := m.sts[0].Spec.Template.Spec
+	if len(pod.InitContainers) != 1 || len(pod.Containers) != 1 {
+		t.Fatalf("want one init container and one container, have %d and %d", len(pod.InitContainers), len(pod.Containers))
+	}
+	ic, c := pod.InitContainers[0], pod.Containers[0]
+	if len(ic.Command) != 0 || len(ic.Args) == 0 || ic.Args[0] != "init" || ic.Image != c.Image {
+		t.Fatalf("init container: image %q, command %q, args %q; want the node's image and entrypoint, args init and its flags", ic.Image, ic.Command, ic.Args)
+	}
+	initFlags, _ := commandFlags(t, "init")
+	initVals := parseArgs(t, initFlags, ic.Args[1:])
+	if initVals["if-missing"] != "true" {
+		t.Errorf("init container args %q: without --if-missing every pod start after the first fails (the registry exists)", ic.Args)
+	}
+	nodeVals := parseArgs(t, serveFlags(t), c.Args[1:])
+	envOf := func(c corev1.Container) map[string]string {
+		env := map[string]string{}
+		for _, e := range c.Env {
+			switch {
+			case e.ValueFrom == nil:
+				env[e.Name] = e.Value
+			case e.ValueFrom.SecretKeyRef != nil:
+				env[e.Name] = "secret " + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+			}
+		}
+		return env
+	}
+	initEnv, nodeEnv := envOf(ic), envOf(c)
+	for name, f := range initFlags {
+		if name == "if-missing" || name == "help" || strings.HasPrefix(name, "log-") { // the registry's settings only
+			continue
+		}
+		if initVals[name] != nodeVals[name] || initEnv[f.env] != nodeEnv[f.env] {
+			t.Errorf("--%s: init container %q (%s=%q), node %q (%s=%q): init must make the node's registry",
+				name, initVals[name], f.env, initEnv[f.env], nodeVals[name], f.env, nodeEnv[f.env])
+		}
+	}
+	if !strings.HasPrefix(initEnv["FLAKED_REDIS"], "secret ") {
+		t.Errorf("init container FLAKED_REDIS %q: from the Secret, as the node's", initEnv["FLAKED_REDIS"])
+	}
+	csc := ic.SecurityContext
+	if csc == nil || csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem ||
+		csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation ||
+		csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL") {
+		t.Error("init container securityContext: want readOnlyRootFilesystem, allowPrivilegeEscalation false, capabilities drop ALL")
+	}
+	if ic.Resources.Requests.Cpu().IsZero() || ic.Resources.Requests.Memory().IsZero() || ic.Resources.Limits.Memory().IsZero() {
+		t.Error("init container resources: want cpu and memory requests and a memory limit")
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	run := func() string {
+		t.Helper()
+		cmd := exec.Command(flakedBin, ic.Args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "FLAKED_REDIS=" + srv.URL()}
+		for k, v := range dockerfileEnv(t) {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		for k, v := range initEnv {
+			if k != "FLAKED_REDIS" {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("init container: flaked %q: %v\n%s", ic.Args, err, out)
+		}
+		return string(out)
+	}
+	if out := run(); !strings.Contains(out, "made") {
+		t.Fatalf("init container on an empty Redis: %s", out)
+	}
+	if out := run(); !strings.Contains(out, "nothing done") {
+		t.Fatalf("init container again (the next pod start): %s", out)
 	}
 }

@@ -98,6 +98,10 @@ func TestRedis_ShippedConfs_SentinelFailover(t *testing.T) {
 	}
 	startSentinel(t, sentAddr, sconf)
 
+	// The fleet's registry first, through Sentinel as the nodes reach Redis.
+	if out, err := exec.Command(flakedBin, "init", "--redis", "redis-sentinel://"+sentAddr+"/flaked").CombinedOutput(); err != nil {
+		t.Fatalf("flaked init through Sentinel: %v\n%s", err, out)
+	}
 	listen := freeAddr(t)
 	d := exec.Command(flakedBin, "serve", "--redis", "redis-sentinel://"+sentAddr+"/flaked", "--listen", listen,
 		"--metrics-addr", freeAddr(t), "--no-state-file", "--mode", "flake")

@@ -10,8 +10,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/doctor"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -66,6 +68,27 @@ func TestDoctor_HealthyServer_NothingUnsafe(t *testing.T) {
 	}
 	p, _ := results(t, doctor.Target{Redis: srv.Client(t)}, "persistence")
 	mustStatus(t, p, doctor.OK, "appendfsync always")
+}
+
+// A namespace without a registry: costly (doctor cannot tell a new fleet
+// from a Redis that lost its data, whose nodes restore it), naming
+// NOREGISTRY and flaked init; after init the fleet check is ok.
+func TestDoctor_Fleet_NoRegistry_NamesInit(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client(t)
+	f, _ := results(t, doctor.Target{Redis: rdb}, "fleet")
+	mustStatus(t, f, doctor.Costly, "no registry", "NOREGISTRY", "flaked init")
+	if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = results(t, doctor.Target{Redis: rdb}, "fleet")
+	mustStatus(t, f, doctor.OK, "generation test")
+	if err := rdb.Del(ctxT(t), contract.NewKeys(coord.DefaultNamespace).Layout).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = results(t, doctor.Target{Redis: rdb}, "fleet")
+	mustStatus(t, f, doctor.Costly, "{flaked}:layout missing")
 }
 
 // narrowUser creates a user with the node's rules but INFO replaced by
@@ -197,7 +220,10 @@ func TestDoctor_SplitBrain_MarkAgainstSentinel(t *testing.T) {
 	redistest.Require(t, "redis-server", "redis-sentinel")
 	s := redistest.StartSentinel(t)
 	rdb := s.Client(t)
-	reg, err := coord.NewRegistry(rdb, coord.Options{LayoutSettle: time.Millisecond, MaxWait: time.Minute})
+	if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := coord.NewRegistry(rdb, coord.Options{MaxWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,10 @@ import (
 // fleet's horizon (how long claims wait after Redis lost writes) and the
 // counter's lead (how far counter segments start above the loss), and
 // whether the next script will record a loss (the server changed since
-// the last write).
+// the last write). A namespace without a registry is costly, not unsafe:
+// doctor cannot tell a new fleet (flaked init is missing) from a Redis
+// that lost its data, whose nodes restore the registry (flaked serve runs
+// these checks, and must not refuse such a node's restart).
 func init() { register("fleet", false, checkFleet) }
 
 func checkFleet(ctx context.Context, e *env) []Result {
@@ -38,9 +41,11 @@ func checkFleet(ctx context.Context, e *env) []Result {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return []Result{{Status: Costly, Detail: "cannot tell: GET " + k.Layout + ": " + err.Error()}}
 	}
-	if len(meta) == 0 && stored == "" {
-		r.Detail = "namespace " + e.t.Namespace + " holds no fleet yet: the first claim creates it"
-		return []Result{r}
+	if missing := missingRegistry(k, meta, stored); missing != "" {
+		return []Result{{Status: Costly,
+			Detail: "namespace " + e.t.Namespace + " has no registry (" + missing + " missing): flaked serve refuses to start (NOREGISTRY) " +
+				"unless it ran under the registry before (its state file), and then restores it: after Redis lost its data",
+			Fix: "for a new fleet, run flaked init once with the fleet's --redis, --namespace and layout flags"}}
 	}
 	l := e.t.Layout
 	if stored != "" {
@@ -68,4 +73,18 @@ func checkFleet(ctx context.Context, e *env) []Result {
 		r.Detail += "; the registry was last written under another server (a restart or failover since): the next script records a possible loss and claims wait a horizon"
 	}
 	return []Result{r}
+}
+
+// missingRegistry names the keys of the registry (made by flaked init,
+// restored by the fleet's nodes) that are missing: "" when none is.
+func missingRegistry(k contract.Keys, meta map[string]string, layout string) string {
+	switch {
+	case meta[contract.MetaGeneration] == "" && layout == "":
+		return k.Meta + " and " + k.Layout
+	case meta[contract.MetaGeneration] == "":
+		return k.Meta
+	case layout == "":
+		return k.Layout
+	}
+	return ""
 }

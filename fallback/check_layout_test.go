@@ -16,8 +16,9 @@ import (
 // CheckLayout makes the comparison counter.lua makes first, so a counter
 // node with another width or region fails its start instead of its first
 // ID (the fault: a counter under another layout issuing IDs that equal
-// the fleet's). None stored and the same layout are fine; a counter of
-// the fleet's layout is then refused nothing, the other one everything.
+// the fleet's). The same layout is fine: a counter of the fleet's layout
+// is refused nothing, the other one everything. (None stored:
+// TestCounter_EmptyNamespace_NoRegistry.)
 func TestCheckLayout_RefusesAnotherWidth(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := idtest.Context(t, 20*time.Second)
@@ -25,9 +26,9 @@ func TestCheckLayout_RefusesAnotherWidth(t *testing.T) {
 		other, _ := flake.Settings{BitsMachineID: 8, BitsID: 53}.Layout()
 		mine := newCounter(t, rdb, fallback.Options{Layout: fleet})
 		if err := mine.CheckLayout(ctx); err != nil {
-			t.Fatalf("no layout stored yet: %v", err)
+			t.Fatalf("the fleet's layout, before a segment: %v", err)
 		}
-		if _, err := mine.NextID(ctx); err != nil { // stores the fleet's layout
+		if _, err := mine.NextID(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := mine.CheckLayout(ctx); err != nil {

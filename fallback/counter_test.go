@@ -81,7 +81,22 @@ func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 	})
 }
 
+// newCounter returns a counter of o on rdb, closed with the test. Its
+// namespace gets a registry first when it has none, as flaked init makes
+// it (redistest.InitRegistry: a fleet that issued nothing yet), and the
+// counter's layout when {ns}:meta is there without one (a test that
+// planted it); a registry there is kept as it is. bareCounter makes none,
+// for the tests of a namespace without a registry.
 func newCounter(t testing.TB, rdb redis.UniversalClient, o fallback.Options) *fallback.Counter {
+	t.Helper()
+	c := bareCounter(t, rdb, o)
+	initRegistry(t, rdb, c.Options().Namespace, c.Options().Layout)
+	return c
+}
+
+// bareCounter returns a counter of o on rdb, closed with the test, and
+// leaves Redis as it is.
+func bareCounter(t testing.TB, rdb redis.UniversalClient, o fallback.Options) *fallback.Counter {
 	t.Helper()
 	c, err := fallback.New(rdb, o)
 	if err != nil {
@@ -89,6 +104,27 @@ func newCounter(t testing.TB, rdb redis.UniversalClient, o fallback.Options) *fa
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// initRegistry makes the registry of ns with layout l unless there is one
+// (see newCounter). HGET, GET and SET only: internal/simredis runs it too.
+func initRegistry(t testing.TB, rdb redis.UniversalClient, ns string, l flake.Layout) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	keys := contract.NewKeys(ns)
+	err := rdb.HGet(ctx, keys.Meta, contract.MetaGeneration).Err()
+	switch {
+	case errors.Is(err, redis.Nil):
+		err = redistest.InitRegistry(ctx, rdb, ns, l.String())
+	case err == nil:
+		if err = rdb.Get(ctx, keys.Layout).Err(); errors.Is(err, redis.Nil) {
+			err = rdb.Set(ctx, keys.Layout, l.String(), 0).Err()
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func layout(t testing.TB, seq, machine int, unit time.Duration, start time.Time) flake.Layout {
@@ -546,10 +582,7 @@ func TestCounter_RedisDown_Unavailable(t *testing.T) {
 
 func TestCounter_Close(t *testing.T) {
 	_, rdb := miniRedis(t)
-	c, err := fallback.New(rdb, fallback.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newCounter(t, rdb, fallback.Options{})
 	ctx := idtest.Context(t, 10*time.Second)
 	if _, err := c.NextID(ctx); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,12 @@
 //     ahead of it. When the key is missing (first use, or Redis lost
 //     its data) it restarts MaxLead + 1 tick ahead of Redis TIME, so values
 //     handed out before the loss never repeat.
+//   - A counter writes only under the namespace's registry ({ns}:meta and
+//     {ns}:layout), which flaked init makes (coord.Init). Where there is
+//     none, a counter that never ran under it (no segment yet, no
+//     Options.Known) gets ErrNoRegistry, whose text names flaked init, and
+//     writes nothing; one that did restores it after Redis lost it. So no
+//     counter ever stores a layout but the fleet's.
 //   - No ID is ever guessed: with the buffer spent and Redis unreachable,
 //     NextID fails with ErrUnavailable (bounded by its context).
 //

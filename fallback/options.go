@@ -21,8 +21,6 @@ const (
 	DefaultMaxLead    = time.Second
 	// SegmentLimit is the largest segment size counter.lua accepts.
 	SegmentLimit = 1 << 24
-	// MaxLayoutSettle is the longest LayoutSettle (coord's limit).
-	MaxLayoutSettle = 5 * time.Minute
 	// MaxLeadLimit is the largest MaxLead.
 	MaxLeadLimit = time.Hour
 )

@@ -39,12 +39,13 @@ func TestGuard_FailoverToAServerBehind_CounterAboveEarlierIDs(t *testing.T) {
 	rdb := srv.Client()
 	o := fallback.Options{MaxLead: time.Second, MinSegment: 1000, MaxSegment: 1000, Clock: clk}
 	ctx := context.Background()
+	initRegistry(t, rdb, fallback.DefaultNamespace, flake.DefaultLayout())
 
 	c1, err := fallback.New(rdb, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c1.NextID(ctx); err != nil { // creates the registry: settles, and floors after its creation
+	if _, err := c1.NextID(ctx); err != nil { // the first segment of a new fleet
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(5 * time.Second)

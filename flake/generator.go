@@ -76,7 +76,10 @@ type Settings struct {
 	// granted, made durable before it returns. A grant below the tick the
 	// generator needs, or an error, means NextID fails with ErrReserve once
 	// the current grant is used up; IDs are never issued past a grant.
-	// It is called from one goroutine at a time, mostly in the background.
+	// A caller asks for a tick only once it is within MaxLead of the
+	// clock (a store grants up to its own clock + a horizon): before,
+	// NextID waits for the clock. It is called from one goroutine at a
+	// time, mostly in the background.
 	Reserve func(ctx context.Context, upTo int64) (granted int64, err error)
 	// ReserveAhead is how far ahead of the clock each Reserve asks for:
 	// >= one TimeUnit, 0 means 2 s. A new grant is requested when less
@@ -383,7 +386,12 @@ func (g *Generator) slow(ctx context.Context) error {
 			return fmt.Errorf("%w: tick %d > %d (%s)", ErrOverTimeLimit, need, g.layout.MaxTick(),
 				g.layout.TickTime(g.layout.MaxTick()).Format(time.RFC3339))
 		}
-		if need > g.granted.Load() {
+		// A tick past max lead is waited for before it is reserved: the
+		// store grants no further than its clock + the fleet's horizon,
+		// which a floor set after a data loss (loss + skew + horizon) or
+		// a takeover above another process's grant can be past for a
+		// while; asking early would fail the caller instead of waiting.
+		if need > g.granted.Load() && need <= now+g.leadTicks {
 			if err := g.reserveWait(ctx, need, g.want(max(need, now), now)); err != nil {
 				return err
 			}

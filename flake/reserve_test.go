@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/flake/flaketest"
 )
 
 // slowStore is a Reserve hook answering after delay (or when gate is
@@ -144,4 +145,51 @@ func TestReserve_SlowRenewals_NeverPastGrant(t *testing.T) {
 	if !further {
 		t.Errorf("no reservation reached past reserve ahead (%d ticks) with round trips of %v: %v", aheadTicks, s.delay, s.reach)
 	}
+}
+
+// Fault: the generator starts with a floor past what the store can grant
+// yet (the store grants up to its clock + the fleet's horizon, as
+// renew.lua caps a reservation, and a lease claimed after a data loss
+// starts at loss + skew + horizon; a takeover starts above the previous
+// process's grant). Asking for the tick after the floor at once was
+// refused, and NextID failed with ErrReserve until the clock caught up.
+// Guard: a tick past max lead is waited for before it is reserved, so the
+// caller waits for the clock (ErrMaxLead only when its context ends), not
+// for a grant the store cannot make yet. (Background prefetches may still
+// be refused meanwhile; no caller sees it.) A duplicate would show as an
+// ID at or below the floor, or above the grant.
+func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
+	l := flake.DefaultLayout()
+	clk := flaketest.NewClock(t0)
+	horizon := int64(301) // ticks: the store's cap ahead of its clock
+	var mu sync.Mutex
+	var granted int64
+	var refused int
+	reserve := func(_ context.Context, upTo int64) (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if limit := l.Tick(clk.Now()) + horizon; upTo > limit {
+			refused++
+			upTo = limit
+		}
+		granted = max(granted, upTo)
+		return granted, nil
+	}
+	floor := l.Tick(t0) + horizon + 100 // loss + 1 s skew + horizon
+	granted = floor
+	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: floor, Reserve: reserve, MaxLead: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	_, err := g.NextIDContext(ctx)
+	cancel()
+	if !errors.Is(err, flake.ErrMaxLead) || errors.Is(err, flake.ErrReserve) {
+		t.Fatalf("NextID 4 s before the floor: %v; want a wait for the clock (ErrMaxLead at the caller's deadline)", err)
+	}
+	clk.Advance(time.Duration(floor+1-100-l.Tick(t0)) * l.TimeUnit) // the floor's next tick within max lead
+	id := next(t, g)
+	mu.Lock()
+	defer mu.Unlock()
+	if tick := l.Decompose(id).Tick; tick != floor+1 || tick > granted {
+		t.Fatalf("first ID at tick %d; want floor+1 = %d, within the grant %d", tick, floor+1, granted)
+	}
+	t.Logf("%d background reservations refused while the clock caught up", refused)
 }

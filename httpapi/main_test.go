@@ -15,7 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/internal/testcert"
 	"github.com/flaked/flaked/node"
 )
@@ -32,6 +37,16 @@ func standalone(t *testing.T) *node.Node {
 	}
 	t.Cleanup(func() { n.Close(context.Background()) })
 	return n
+}
+
+// initRegistry makes the registry of the default namespace and layout on
+// rdb, as flaked init does for a new fleet (redistest.InitRegistry): the
+// nodes of the tests on Redis start only once it is there.
+func initRegistry(t *testing.T, rdb redis.UniversalClient) {
+	t.Helper()
+	if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // served is the handler running on a real loopback TCP listener.

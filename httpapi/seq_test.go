@@ -26,6 +26,7 @@ func onRedis(t *testing.T, tags map[string]seq.TagOptions) (*node.Node, *rediste
 	t.Helper()
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
+	initRegistry(t, srv.Client(t))
 	n, err := node.New(ctxT(t), node.Options{Redis: srv.Client(t)})
 	if err != nil {
 		t.Fatal(err)

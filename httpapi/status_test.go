@@ -154,6 +154,7 @@ func TestStatusPage_Chromium(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
+	initRegistry(t, rdb)
 	start := func(host string, k int) *node.Node {
 		n, err := node.New(ctxT(t), node.Options{Redis: rdb, MachineIDs: k, Registry: coord.Options{Owner: coord.Owner{Host: host, Addr: host + ":7379"}}})
 		if err != nil {

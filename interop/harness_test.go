@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	startWithin  = 30 * time.Second // a daemon on an empty Redis settles its layout first (about 4.4 s)
+	startWithin  = 30 * time.Second
 	stopWithin   = 15 * time.Second // SIGTERM, then SIGKILL
 	bindAttempts = 3
 	password     = "interop-secret"
@@ -216,11 +216,15 @@ func (f *flavours) env(control string) []string {
 	}
 }
 
-// startFleet starts n daemons with the given layout flags on one new
-// redis-server, all at once (each settles the layout for a few seconds).
+// startFleet makes the registry of a new fleet on one new redis-server
+// with the flaked init binary (as the README's quick start does), then
+// starts n daemons with the given layout flags, all at once.
 func startFleet(t *testing.T, n int, layout ...string) []*daemon {
 	t.Helper()
 	r := redistest.Start(t, redistest.Options{})
+	if out, err := exec.Command(binary, append([]string{"init", "--redis", r.URL()}, layout...)...).CombinedOutput(); err != nil {
+		t.Fatalf("flaked init: %v\n%s", err, out)
+	}
 	ds := make([]*daemon, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,6 +70,7 @@ func TestAlarms_StateFileCopiesAfterStop_CountsClone_NoDuplicate(t *testing.T) {
 	opts := func(file string) node.Options {
 		return node.Options{Redis: client(t, srv), StateFile: file, Registry: coord.Options{Owner: coord.Owner{Host: filepath.Base(file)}}}
 	}
+	initRegistry(t, opts(orig))
 	n, err := node.New(ctxT(t), opts(orig))
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +109,7 @@ func TestAlarms_RedisLostRegistry_CountsDataLoss_NoDuplicate(t *testing.T) {
 	srv := realRedis(t)
 	file := filepath.Join(t.TempDir(), "n.state")
 	o := node.Options{Redis: client(t, srv), StateFile: file}
+	initRegistry(t, o)
 	n, err := node.New(ctxT(t), o)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +119,13 @@ func TestAlarms_RedisLostRegistry_CountsDataLoss_NoDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Flush(t)
-	n = newNode(t, o)
+	// node.New, not newNode, which would make a registry: the state file
+	// makes the node one that ran under it, so its claim restores it.
+	n, err = node.New(ctxT(t), o)
+	if err != nil {
+		t.Fatalf("a node with a state file of the lost registry: %v", err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
 	ids = append(ids, issue(t, n, 1000)...)
 	idtest.Unique(t, n.Layout(), ids)
 	if got, want := n.Alarms(), (node.Alarms{DataLosses: 1}); got != want {

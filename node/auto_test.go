@@ -240,8 +240,10 @@ func TestAuto_ClockSkewed_CounterUntilFixed(t *testing.T) {
 func TestAuto_StartsWithRedisAway(t *testing.T) {
 	srv := realRedis(t)
 	rdb := client(t, srv)
+	o := fast(node.Options{Redis: rdb, Mode: node.ModeAuto})
+	initRegistry(t, o) // the fleet's, made before Redis went away
 	srv.Pause()
-	n := newNode(t, fast(node.Options{Redis: rdb, Mode: node.ModeAuto}))
+	n := newNode(t, o)
 	if n.Mode() != node.ModeCounter || n.Ready() {
 		t.Fatalf("started with Redis away: mode %s, ready %v; want counter, not ready", n.Mode(), n.Ready())
 	}

@@ -66,6 +66,19 @@
 // layout, the options, the state file) never makes auto mode fall back:
 // New fails instead.
 //
+// # Registry
+//
+// Only flaked init (coord.Init) makes a namespace's registry. A node on a
+// namespace without one fails New in every mode with the NOREGISTRY text
+// naming flaked init (coord.ErrNoRegistry; flake and auto mode: the claim,
+// counter mode: Counter.CheckLayout), and auto mode does not fall back to
+// counter mode on it. A node that has run under the registry (a claim,
+// its state file, a counter segment, or a lease held when it switches to
+// counter mode: fallback.Options.Known) restores it when Redis lost it,
+// and issues on above the loss floor. One that never has (auto mode
+// started while Redis was away) issues nothing until the registry is
+// there: NextID waits within IDWait, then fails naming flaked init.
+//
 // Every switch stops the old source first and starts the new one above
 // the highest tick the old one may have issued, so IDs keep increasing.
 // Mode events that cannot be written (Redis away) are queued, the oldest

@@ -75,8 +75,8 @@ func TestFlake_RedisRestart_DrainsGrantWhileOtherClaimsAtLossFloor(t *testing.T)
 	if b.Lease().Floor() <= granted {
 		t.Fatalf("B starts after tick %d, not above A's grant %d from before the loss", b.Lease().Floor(), granted)
 	}
-	// B's first reservation can reach its floor only once Redis TIME +
-	// the horizon does (about a second): it is refused until then.
+	// B's floor is past Redis TIME + the horizon for about a second and
+	// past its max lead for longer: its first NextID waits for the clock.
 	var fromB []uint64
 	deadline := time.Now().Add(10 * time.Second)
 	for len(fromB) < 2000 {

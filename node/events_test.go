@@ -84,6 +84,7 @@ func TestModeEvents_StartAndClose(t *testing.T) {
 			var logs idtest.LogBuffer
 			o := tc.mode
 			o.Redis, o.Logger = rdb, zerolog.New(&logs)
+			initRegistry(t, o)
 			n, err := node.New(ctxT(t), o)
 			if err != nil {
 				t.Fatal(err)

@@ -2,12 +2,16 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
@@ -36,8 +40,12 @@ func client(t *testing.T, srv *redistest.Server) redis.UniversalClient {
 	return rdb
 }
 
+// newNode starts a node of o, closed with the test. Its namespace gets a
+// registry first when it has none (see initRegistry): the tests start
+// their fleets as an operator does, with flaked init.
 func newNode(t *testing.T, o node.Options) *node.Node {
 	t.Helper()
+	initRegistry(t, o)
 	n, err := node.New(ctxT(t), o)
 	if err != nil {
 		t.Fatal(err)
@@ -69,4 +77,41 @@ func eachNode(nodes []*node.Node, f func(i int, n *node.Node) []uint64) [][]uint
 	}
 	wg.Wait()
 	return got
+}
+
+// initRegistry makes the registry of o's namespace, with o's layout, when
+// o.Redis has none, as flaked init makes it for a fleet that issued
+// nothing yet (redistest.InitRegistry); a {ns}:meta planted without a
+// layout gets o's. A registry there is kept as it is, and so is a Redis
+// the test has paused or stopped before the start (nothing to read: the
+// test is about that), and a standalone node's store (it makes its own).
+func initRegistry(t *testing.T, o node.Options) {
+	t.Helper()
+	if o.Redis == nil {
+		return
+	}
+	ns, l := o.Registry.Namespace, o.Registry.Layout
+	if ns == "" {
+		ns = coord.DefaultNamespace
+	}
+	if l.BitsTime == 0 {
+		l = flake.DefaultLayout()
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Second)
+	defer cancel()
+	keys := contract.NewKeys(ns)
+	err := o.Redis.HGet(ctx, keys.Meta, contract.MetaGeneration).Err()
+	switch {
+	case errors.Is(err, redis.Nil):
+		err = redistest.InitRegistry(ctx, o.Redis, ns, l.String())
+	case err == nil:
+		if err = o.Redis.Get(ctx, keys.Layout).Err(); errors.Is(err, redis.Nil) {
+			err = o.Redis.Set(ctx, keys.Layout, l.String(), 0).Err()
+		}
+	default:
+		return // Redis away on purpose
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

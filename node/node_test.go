@@ -82,7 +82,9 @@ func stateNode(t *testing.T, url, path string) *node.Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	n, err := node.New(ctxT(t), node.Options{Redis: rdb, StateFile: path, MachineIDs: 2})
+	o := node.Options{Redis: rdb, StateFile: path, MachineIDs: 2}
+	initRegistry(t, o)
+	n, err := node.New(ctxT(t), o)
 	if err != nil {
 		t.Fatal(err)
 	}

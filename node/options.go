@@ -60,13 +60,14 @@ type Options struct {
 	// lease TTL, max skew, max wait, owner). Its Horizon defaults to
 	// MaxLead + ReserveAhead + MaxSkew + one tick, and must be at least
 	// that. Its MaxWait (default max(Horizon, MaxLead + ReserveAhead +
-	// a tick) + 2s, so a fresh registry or a restart after a crash is
-	// waited for) is also how far the clock may be behind the floor of
+	// a tick) + 2s, so a registry restored after a data loss or a
+	// restart after a crash is waited for) is also how far the clock may be behind the floor of
 	// the machine IDs a node takes: beyond it the state file's IDs are
 	// given back for others, and auto mode falls back to counter.
 	Registry coord.Options
 	// Counter tunes counter mode (segment sizes, lead); its namespace,
-	// layout and clock come from Registry.
+	// layout and clock come from Registry, and Known is set once the node
+	// has run under the registry (a lease, or issued IDs).
 	Counter fallback.Options
 	// StateFile is the local state file ("" for none: restarts then rely
 	// on Redis alone).
@@ -185,10 +186,11 @@ func (o *Options) registryOptions(standalone bool) (coord.Options, error) {
 		ro.Horizon = minHorizon
 	}
 	if ro.MaxWait == 0 {
-		// A registry created a moment ago (a new fleet, or Redis that lost
-		// its data) starts every ID a horizon ahead, and a node restarted
-		// after a crash finds its own reservation up to max lead + reserve
-		// ahead ahead of its clock: wait for either.
+		// A registry restored a moment ago (Redis lost its data) starts
+		// every ID a horizon (and the Redis clocks' skew) ahead of the
+		// loss, and a node restarted after a crash finds its own
+		// reservation up to max lead + reserve ahead ahead of its clock:
+		// wait for either.
 		ro.MaxWait = max(ro.Horizon, o.MaxLead+o.ReserveAhead+ro.Layout.TimeUnit) + coord.DefaultMaxWait
 	}
 	if !standalone && ro.Horizon < minHorizon {
@@ -196,6 +198,18 @@ func (o *Options) registryOptions(standalone bool) (coord.Options, error) {
 			ErrInvalidOptions, ro.Horizon, minHorizon)
 	}
 	return ro, nil
+}
+
+// Horizon is the data-loss horizon a node with these options claims
+// under: Registry.Horizon, or MaxLead + ReserveAhead + MaxSkew + a tick.
+// flaked init waits out a loss floor of this horizon, so the first claims
+// of nodes with these options start at once.
+func (o Options) Horizon() (time.Duration, error) {
+	if err := o.withDefaults(); err != nil {
+		return 0, err
+	}
+	ro, err := o.registryOptions(false)
+	return ro.Horizon, err
 }
 
 // counterOptions is Counter completed from the registry: counter mode

@@ -30,6 +30,7 @@ func TestNode_KillAndRestart_DefaultReach_AboveReservationAtOnce(t *testing.T) {
 		t.Fatalf("default reserve ahead %v is past the default max lead %v: a restart after kill -9 waits for the clock",
 			node.DefaultReserveAhead, flake.DefaultMaxLead)
 	}
+	initRegistry(t, o)
 	n, err := node.New(ctxT(t), o)
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ func (n *Node) Sequences() (*seq.Sequences, error) {
 			Namespace: ro.Namespace, Clock: n.opts.Clock, Rand: ro.Rand,
 			EventsMaxLen: n.opts.Counter.EventsMaxLen, Host: ro.Owner.Host, PID: ro.Owner.PID,
 			RedisIdentity: ro.RedisIdentity, MinReplicas: ro.MinReplicas,
+			Known: true, // the node started: the registry was there
 		})
 		n.seqs.s.Store(s)
 	})

@@ -31,6 +31,7 @@ func (s *Sequences) Create(ctx context.Context, name string, opts TagOptions) er
 		err = contract.Explain(err)
 		return fmt.Errorf("%w: creating tag %s: %w", ErrUnavailable, name, err)
 	}
+	s.known.Store(true)
 	if res[0] == "EXISTS" {
 		return fmt.Errorf("%w: %s (its settings are fixed; flaked seq list shows them)", ErrExists, name)
 	}
@@ -65,6 +66,7 @@ func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts 
 		err = contract.Explain(err)
 		return 0, fmt.Errorf("%w: restoring tag %s: %w", ErrUnavailable, name, err)
 	}
+	s.known.Store(true)
 	if res[0] == "WAIT" {
 		ms, _ := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
 		lossMs, _ := strconv.ParseInt(fmt.Sprint(res[2]), 10, 64)

@@ -25,8 +25,8 @@ type Options struct {
 	PrefetchAt float64
 	// Clock runs fetches and waits; nil means flake.SystemClock().
 	Clock flake.Clock
-	// Rand makes the generation a call creates {ns}:meta with when it
-	// finds none; nil means crypto/rand.
+	// Rand makes the generation a call restores {ns}:meta with when Redis
+	// lost it; nil means crypto/rand.
 	Rand io.Reader
 	// EventsMaxLen caps {ns}:events: >= 100, default 100000.
 	EventsMaxLen int64
@@ -40,6 +40,11 @@ type Options struct {
 	// MinReplicas is coord.Options.MinReplicas: the fewest replicas every
 	// segment must reach, whatever the fleet's mark says.
 	MinReplicas int
+	// Known says the caller has run under the namespace's registry (a node
+	// that started): it then restores {ns}:meta if Redis lost it, as it
+	// does once seq.lua has answered it. Otherwise a namespace without a
+	// registry is refused (ErrNoRegistry) until flaked init makes one.
+	Known bool
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -22,6 +22,9 @@ import (
 var (
 	// ErrUnknownTag: the tag was never created (flaked seq create).
 	ErrUnknownTag = errors.New("unknown sequence tag")
+	// ErrNoRegistry: the namespace has no registry, and these Sequences
+	// never ran under it (coord.ErrNoRegistry); flaked init makes one.
+	ErrNoRegistry = contract.ErrNoRegistry
 	// ErrMaxReached: the tag handed out its maximum.
 	ErrMaxReached = errors.New("sequence reached its maximum")
 	// ErrBlocked: seq.lua cannot tell that continuing is safe (Redis lost
@@ -156,6 +159,11 @@ type Sequences struct {
 	wait replwait.Waiter
 
 	fetched, waits, givenBack, unacked atomic.Uint64
+	// known is set once seq.lua answered (or Options.Known): the registry
+	// existed, so this process restores {ns}:meta if Redis lost it; until
+	// then it sends no generation, and a namespace without a registry is
+	// refused (ErrNoRegistry), as for claims and the counter.
+	known atomic.Bool
 }
 
 // New returns Sequences on rdb. It does not talk to Redis until a value
@@ -171,13 +179,18 @@ func New(rdb redis.UniversalClient, opts Options) (*Sequences, error) {
 	s := &Sequences{rdb: rdb, opts: o, keys: contract.NewKeys(o.Namespace)}
 	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas)}
 	s.tags.Store(&map[string]*tag{})
+	s.known.Store(o.Known)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
 func (s *Sequences) args(op, tagName string) contract.SeqArgs {
+	gen := ""
+	if s.known.Load() {
+		gen = newGeneration(s.opts.Rand)
+	}
 	return contract.SeqArgs{Keys: s.keys, Op: op, Tag: tagName, EventsMaxLen: s.opts.EventsMaxLen,
-		Host: s.opts.Host, PID: s.opts.PID, Generation: newGeneration(s.opts.Rand), Identity: s.opts.RedisIdentity}
+		Host: s.opts.Host, PID: s.opts.PID, Generation: gen, Identity: s.opts.RedisIdentity}
 }
 
 // lookup returns the tag's buffer, nil when none was made yet. The
@@ -411,6 +424,7 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 			}
 			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: %w", ErrUnavailable, name, err)
 		}
+		s.known.Store(true)
 		status, _ := res[0].(string)
 		arg := func(i int) string {
 			if i < len(res) {
@@ -472,6 +486,7 @@ func (s *Sequences) renew(ctx context.Context, t *tag, seg *segment) error {
 		err = contract.Explain(err)
 		return fmt.Errorf("%w: tag %s: checking a segment older than %v: %w", ErrUnavailable, t.name, SegmentTTL, err)
 	}
+	s.known.Store(true)
 	if len(res) > 0 && res[0] == "OK" {
 		seg.expires.Store(int64(now + SegmentTTL))
 		if t.next != nil && t.next.lossID == seg.lossID {

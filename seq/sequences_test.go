@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,14 @@ import (
 
 func newSeqs(t testing.TB, rdb redis.UniversalClient) *Sequences {
 	t.Helper()
+	// flaked init's registry, as for every fleet, unless one exists: one
+	// made before a restart must keep what the restart did to it.
+	ctx := context.Background()
+	if rdb.Exists(ctx, contract.NewKeys("t").Meta).Val() == 0 {
+		if err := redistest.InitRegistry(ctx, rdb, "t", flake.DefaultLayout().String()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s, err := New(rdb, Options{Namespace: "t", Host: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -308,6 +317,9 @@ func TestSequences_IdleSegmentCheckedAfterTTL(t *testing.T) {
 	ctx := idtest.Context(t, 10*time.Second)
 	clock := &stepClock{now: time.Unix(1_800_000_000, 0)}
 	mr.SetTime(clock.now)
+	if err := redistest.InitRegistry(ctx, rdb, "t", flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
 	s, err := New(rdb, Options{Namespace: "t", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -358,4 +370,42 @@ func (c *stepClock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now, c.mon = c.now.Add(d), c.mon+d
+}
+
+// A namespace flaked init never made: Sequences that never ran under it
+// are refused (ErrNoRegistry, naming flaked init) and write nothing, so
+// no process but init makes {ns}:meta; once it exists they run, and after
+// Redis lost it they restore it (they ran under it).
+func TestSequences_NoRegistry_RefusedThenRestores(t *testing.T) {
+	_, rdb := redistest.Mini(t) // miniredis answering guard.lua's INFO
+	ctx := idtest.Context(t, 10*time.Second)
+	s, err := New(rdb, Options{Namespace: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	err = s.Create(ctx, "orders", TagOptions{})
+	if !errors.Is(err, ErrNoRegistry) || !strings.Contains(err.Error(), "flaked init") {
+		t.Fatalf("create on an empty namespace: %v, want ErrNoRegistry naming flaked init", err)
+	}
+	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 0 {
+		t.Fatalf("a refused call left keys: %v", keys)
+	}
+	if err := redistest.InitRegistry(ctx, rdb, "t", flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, "orders", TagOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The tag is gone with everything: it was never handed out, so it is
+	// unknown, but the call restored the registry.
+	if _, err := s.Next(ctx, "orders"); !errors.Is(err, ErrUnknownTag) {
+		t.Fatalf("next after FLUSHALL: %v, want ErrUnknownTag (the registry restored)", err)
+	}
+	if rdb.Exists(ctx, contract.NewKeys("t").Meta).Val() != 1 {
+		t.Fatal("{t}:meta not restored by Sequences that ran under it")
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/seq"
 )
@@ -31,6 +32,9 @@ func (g *seqGen) TryNextSeq(tag []byte, dst []int64) bool { return g.seqs.TryNex
 func startSeqServer(t *testing.T, step int64) *testServer {
 	t.Helper()
 	_, rdb := redistest.Mini(t) // miniredis answering guard.lua's INFO
+	if err := redistest.InitRegistry(context.Background(), rdb, "t", flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
 	seqs, err := seq.New(rdb, seq.Options{Namespace: "t"})
 	if err != nil {
 		t.Fatal(err)

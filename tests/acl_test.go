@@ -82,6 +82,10 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	admin := srv.Client(t) // the default user: not in the file, so all may
 	nodeURL, auditURL := aclURL(t, srv, "flaked-node"), aclURL(t, srv, "flaked-audit")
 
+	// flaked init under the node user: the node's rights are enough.
+	if code, out := flakedCmd(t, "init", "--redis", nodeURL); code != 0 {
+		t.Fatalf("flaked init as flaked-node: status %d\n%s", code, out)
+	}
 	ds := []*Daemon{
 		NewDaemon(t, "flake", nodeURL, "--lease-ttl", "1s", "--machine-ids", "2"),
 		NewDaemon(t, "auto", nodeURL, "--lease-ttl", "1s", "--mode", "auto"),

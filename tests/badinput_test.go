@@ -93,6 +93,7 @@ func TestBadInput_StateFile(t *testing.T) {
 	good := filepath.Join(t.TempDir(), "good.state")
 	d := NewDaemon(t, "writer", srv.URL())
 	d.StateFile = good
+	d.InitRegistry()
 	d.MustStart()
 	if err := d.Term(); err != nil {
 		t.Fatalf("SIGTERM: %v\n%s", err, d.Log())

@@ -24,9 +24,10 @@ import (
 // loss. Every fleet runs all three modes at once (flake, auto, counter), and
 // every ID is checked.
 
-// mixedFleet starts one daemon in each mode.
+// mixedFleet makes the registry and starts one daemon in each mode.
 func mixedFleet(t *testing.T, url string, extra ...string) []*Daemon {
 	t.Helper()
+	initRegistry(t, append([]string{"--redis", url}, extra...)...)
 	var ds []*Daemon
 	for i, mode := range []string{"flake", "auto", "counter"} {
 		d := NewDaemon(t, "node"+strconv.Itoa(i+1)+"-"+mode, url, append([]string{"--mode", mode}, extra...)...)
@@ -288,6 +289,7 @@ func TestDataLoss_ReplicaMissedWritesPromoted(t *testing.T) {
 		return strings.Contains(info, "master_link_status:up")
 	})
 	l := layoutOf(t, 8, 1)
+	initRegistry(t, "--redis", master.URL(), "--bits-machine", "1")
 	var ds []*Daemon
 	var proxies []*faultproxy.Proxy
 	for i, mode := range []string{"flake", "auto", "counter"} {

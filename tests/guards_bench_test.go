@@ -47,6 +47,7 @@ func BenchmarkFirstID(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			srv := redistest.Start(b, redistest.Options{AOF: true})
 			d := NewDaemon(b, "guards", srv.URL())
+			d.InitRegistry()
 			var took []time.Duration
 			for range b.N {
 				b.StopTimer()
@@ -105,6 +106,7 @@ func BenchmarkThroughRedisRestart(b *testing.B) {
 	for _, mode := range []string{"flake", "auto"} {
 		b.Run(mode, func(b *testing.B) {
 			srv := redistest.Start(b, redistest.Options{AOF: true})
+			initRegistry(b, "--redis", srv.URL())
 			var gaps, backs, counters []float64
 			for range b.N {
 				b.StopTimer()

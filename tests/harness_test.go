@@ -595,8 +595,17 @@ func Watch(t testing.TB, daemons []*Daemon) func() {
 	return func() { close(stop); <-done }
 }
 
-// fleet starts n daemons on redisURL with extra flags.
+// fleet makes the registry and starts n daemons on redisURL with extra
+// flags.
 func fleet(t *testing.T, n int, redisURL string, extra ...string) []*Daemon {
+	t.Helper()
+	initRegistry(t, append([]string{"--redis", redisURL}, extra...)...)
+	return startFleet(t, n, redisURL, extra...)
+}
+
+// startFleet starts n daemons on redisURL with extra flags, on the
+// registry there.
+func startFleet(t *testing.T, n int, redisURL string, extra ...string) []*Daemon {
 	t.Helper()
 	var ds []*Daemon
 	for i := range n {

@@ -59,6 +59,7 @@ func TestRedisUnsafe_RefusedAtStart_DoctorNamesIt(t *testing.T) {
 	}
 	// The opt-in runs where INFO is renamed, saying what it loses.
 	d := NewDaemon(t, "none", renamed.URL(), "--redis-identity", "none")
+	d.InitRegistry()
 	d.MustStart()
 	d.WaitReady(t, 20*time.Second)
 	if !strings.Contains(d.Log(), "redis-identity=none") {
@@ -130,6 +131,7 @@ func TestRedisEviction_SetLive_StopsGrantingThenResumes(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client(t)
+	initRegistry(t, "--redis", srv.URL())
 	var ds []*Daemon
 	for _, mode := range []string{"flake", "counter", "auto"} {
 		d := NewDaemon(t, mode, srv.URL(), "--mode", mode, "--lease-ttl", "3s", "--redis-watch-interval", "200ms")
@@ -200,6 +202,7 @@ func TestRedisEviction_VolatileUnderCacheLoad_NoDuplicates(t *testing.T) {
 	// Three leasable machine IDs (0-2; 3 is the counter's), held by the
 	// first three nodes: the last auto node runs in counter mode and keeps
 	// trying to claim, so an evicted lease can be taken over.
+	initRegistry(t, "--redis", srv.URL(), "--bits-machine", "2")
 	var ds []*Daemon
 	for _, mode := range []string{"flake", "flake", "auto", "counter", "auto"} {
 		d := NewDaemon(t, mode+strconv.Itoa(len(ds)), srv.URL(), "--mode", mode, "--lease-ttl", "2s", "--bits-machine", "2")

@@ -30,6 +30,7 @@ func TestRegions_TwoRedis_Binaries_NoDuplicate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		initRegistry(t, append([]string{"--redis", srv.URL()}, flags...)...)
 		for i, mode := range []string{"flake", "flake", "counter", "auto"} {
 			d := NewDaemon(t, fmt.Sprintf("r%d-node%d-%s", region, i+1, mode), srv.URL(), append(flags, "--mode", mode)...)
 			d.MustStart()

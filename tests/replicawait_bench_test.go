@@ -60,13 +60,13 @@ func BenchmarkReplicaWait_Grant(b *testing.B) {
 			b.Run(fmt.Sprintf("replicas=%d/%s", replicas, op), func(b *testing.B) {
 				rdb := replicated(b, replicas)
 				ctx := context.Background()
-				reg, err := coord.NewRegistry(rdb, coord.Options{Horizon: time.Millisecond, LayoutSettle: time.Millisecond})
+				reg, err := coord.NewRegistry(rdb, coord.Options{Horizon: time.Millisecond})
 				if err != nil {
 					b.Fatal(err)
 				}
-				// A counter that is not ahead (a loss floor would put its first
-				// segment a lead + 1 s ahead).
-				if err := redistest.ForgetLoss(ctx, rdb, coord.DefaultNamespace); err != nil {
+				// A registry with no loss floor, so the counter is not ahead (a
+				// floor would put its first segment a lead + 1 s ahead).
+				if err := redistest.InitRegistry(ctx, rdb, coord.DefaultNamespace, reg.Layout().String()); err != nil {
 					b.Fatal(err)
 				}
 				if err := rdb.HSet(ctx, contract.NewKeys(coord.DefaultNamespace).Counter, "tick", 0, "seq", 0).Err(); err != nil {
@@ -149,13 +149,13 @@ func BenchmarkReplicaWait_IDs(b *testing.B) {
 		for _, mode := range []node.Mode{node.ModeFlake, node.ModeCounter} {
 			b.Run(fmt.Sprintf("replicas=%d/%s", replicas, mode), func(b *testing.B) {
 				rdb := replicated(b, replicas)
-				// A registry that lost nothing and a layout that settles at
-				// once: no floor to wait for before the first ID.
-				if err := redistest.ForgetLoss(context.Background(), rdb, coord.DefaultNamespace); err != nil {
+				// A registry that lost nothing: no floor to wait for before
+				// the first ID.
+				if err := redistest.InitRegistry(context.Background(), rdb, coord.DefaultNamespace, l.String()); err != nil {
 					b.Fatal(err)
 				}
 				n, err := node.New(context.Background(), node.Options{Redis: rdb, Mode: mode,
-					Registry: coord.Options{Layout: l, LayoutSettle: time.Millisecond}})
+					Registry: coord.Options{Layout: l}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -250,6 +250,7 @@ func TestSeq_ReplicaMissedWritesPromoted(t *testing.T) {
 		return strings.Contains(info, "master_link_status:up")
 	})
 	seqCreate(t, master.URL(), "--step", "200", "--rate", "200000")
+	initRegistry(t, "--redis", master.URL())
 	var ds []*Daemon
 	var proxies []*faultproxy.Proxy
 	for i, mode := range []string{"flake", "auto", "counter"} {
@@ -315,6 +316,7 @@ func TestSeq_UnderACLUsers(t *testing.T) {
 	})
 	nodeURL, auditURL := aclURL(t, srv, "flaked-node"), aclURL(t, srv, "flaked-audit")
 	seqCreate(t, nodeURL, "--step", "100")
+	initRegistry(t, "--redis", srv.URL()) // as the admin: flaked init's user is the operator's
 	d := NewDaemon(t, "counter", nodeURL, "--mode", "counter")
 	d.MustStart()
 	d.WaitReady(t, 20*time.Second)

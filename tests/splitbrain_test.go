@@ -93,6 +93,9 @@ func splitBrain(t *testing.T, split time.Duration) splitBrainRun {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := redistest.InitRegistry(ctxT(t), mc, coord.DefaultNamespace, layout.String()); err != nil {
+		t.Fatal(err)
+	}
 	var nodes []*sbNode
 	for _, side := range []string{"m", "r"} {
 		for _, mode := range []node.Mode{node.ModeFlake, node.ModeCounter, node.ModeAuto} {

@@ -75,6 +75,7 @@ func TestStateFile_DiskFullOrReadOnly(t *testing.T) {
 	srv := redisServer(t, false)
 	d := NewDaemon(t, "disk", srv.URL())
 	d.StateFile = filepath.Join(disk, "disk.state")
+	d.InitRegistry()
 	d.MustStart()
 	d.WaitReady(t, 30*time.Second)
 	load := StartLoad([]*Daemon{d}, connsPerDaemon, batch)

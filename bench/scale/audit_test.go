@@ -44,6 +44,9 @@ func newAuditFleet(t *testing.T, ids int) *auditFleet {
 	f := &auditFleet{ids: ids, srv: redistest.Start(t, redistest.Options{})}
 	f.rdb = f.srv.Client(t)
 	ctx := context.Background()
+	if err := redistest.InitRegistry(ctx, f.rdb, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
 	m0 := stats(t, f.rdb).memory
 	var wg sync.WaitGroup
 	errs := make(chan error, ids/1000)
@@ -54,7 +57,7 @@ func newAuditFleet(t *testing.T, ids int) *auditFleet {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			reg, err := coord.NewRegistry(f.rdb, coord.Options{Horizon: time.Millisecond, LayoutSettle: time.Millisecond,
+			reg, err := coord.NewRegistry(f.rdb, coord.Options{Horizon: time.Millisecond,
 				LeaseTTL: coord.MaxLeaseTTL, Owner: coord.Owner{Host: "web-" + strconv.Itoa(i), PID: 1000 + i, Addr: "10.0.0.1:7379", Version: "scale"}})
 			if err == nil {
 				_, err = reg.Claim(ctx, coord.ClaimOptions{Count: 1000})

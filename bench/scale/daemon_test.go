@@ -2,6 +2,7 @@ package scale
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -177,6 +180,9 @@ func TestScaleDaemon(t *testing.T) {
 	redistest.Require(t)
 	raiseNoFile(t)
 	srv := redistest.Start(t, redistest.Options{})
+	if err := redistest.InitRegistry(context.Background(), srv.Client(t), coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
 	state := filepath.Join(t.TempDir(), "state")
 	fmt.Printf("== daemon: load %s before\n", load())
 	type idleRes struct{ rss, p50, p99 float64 }

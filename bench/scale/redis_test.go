@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -166,26 +167,15 @@ func nodeClient(srv *redistest.Server) *redis.Client {
 
 // agedRegistry starts a redis-server that takes 20,000 clients with a
 // registry in it whose loss floor is behind, as in a fleet whose Redis
-// has run for a while: a new registry's first claim waits a horizon + 1 s,
-// which would be measured otherwise.
+// has run for a while (redistest.InitRegistry): flaked init's floor, a
+// horizon + 1 s, would be measured otherwise.
 func agedRegistry(t *testing.T) (*redistest.Server, *redis.Client) {
 	t.Helper()
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{Args: []string{"maxclients 20000"}})
 	admin := srv.Client(t)
-	first, err := coord.NewRegistry(admin, coord.Options{MaxWait: 30 * time.Second}) // a new registry: the loss floor is a horizon ahead
-	if err != nil {
+	if err := redistest.InitRegistry(context.Background(), admin, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
 		t.Fatal(err)
 	}
-	l, err := first.Claim(context.Background(), coord.ClaimOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(context.Background(), l.Floor()); err != nil {
-		t.Fatal(err)
-	}
-	// As in a fleet whose Redis has run for a while: the new registry's
-	// loss floor (a horizon + 1 s after it was made) is behind us.
-	time.Sleep(coord.DefaultHorizon + 2*time.Second)
 	return srv, admin
 }

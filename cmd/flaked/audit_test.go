@@ -42,6 +42,9 @@ func startAuditFleet(t *testing.T) *auditFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := redistest.InitRegistry(ctx, rdb, "cli", l.String()); err != nil {
+		t.Fatal(err)
+	}
 	reg := func(addr string) coord.Options {
 		return coord.Options{Namespace: "cli", Layout: l, LeaseTTL: time.Second, Owner: coord.Owner{Addr: addr, Version: "cli-test"}}
 	}

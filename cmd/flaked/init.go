@@ -2,54 +2,95 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/node"
 )
 
-// initCommand is flaked init: the registry of a new fleet, made before its
-// first node starts, so the first IDs need no loss floor and no layout
-// settle window (coord.Init).
+// initSlack bounds init's Redis calls beyond the loss floor it waits out.
+const initSlack = 10 * time.Second
+
+// initCommand is flaked init: the only way a namespace gets a registry
+// (coord.Init). A node that finds none and never ran under one is refused
+// (NOREGISTRY), so a misconfigured node can never make the fleet's layout.
 func initCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "init",
-		Usage: "make the registry of a new fleet, so its first nodes issue at once",
-		Description: "A node that finds no registry cannot tell a new fleet from a Redis that lost everything, so\n" +
-			"it makes one with both guards of a loss: its first IDs wait for the loss floor (about 4 s) and\n" +
-			"its layout settles for up to 3 s. Run flaked init once, with the fleet's layout flags, before\n" +
-			"the first node of a NEW fleet (as etcd's --initial-cluster-state new): the registry is made\n" +
-			"under this Redis server's identity with no possible loss, and the layout stored. It refuses\n" +
-			"(status 1) a namespace that holds a registry or a layout. Never run it after Redis lost its\n" +
-			"data under a running fleet: the nodes restore the registry themselves, above the floors that\n" +
-			"keep their earlier IDs apart.",
+		Usage: "make the registry of a fleet (its namespace and layout): the only way a namespace gets one",
+		Description: "flaked serve starts only on a namespace with a registry: run flaked init once, with the fleet's\n" +
+			"layout flags, before the fleet's first node. It cannot tell a new namespace from one whose Redis\n" +
+			"lost everything a moment ago while nodes still issue, so it records a possible loss now and waits\n" +
+			"it out (the horizon of a node with these --max-lead and --max-skew, plus 1 s of skew: about 4 s by\n" +
+			"default) before it returns: the first claims then start at once, and an init run after a total\n" +
+			"loss of Redis's data is safe too. It refuses (status 1) a namespace that holds a registry or a\n" +
+			"layout; --if-missing makes that a success (status 2 if the stored layout differs from the flags'),\n" +
+			"for deploy steps run at every start (a one-shot Compose service, an init container). After Redis lost\n" +
+			"its data, running nodes restore the registry themselves: no init is needed.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "redis", EnvVars: envVars("redis"), Required: true,
 				Usage: "the fleet's Redis URL: redis://, rediss://, redis-sentinel://host:port[,..]/<master>, redis-cluster://host:port[,..]"},
 			&cli.StringFlag{Name: "namespace", Value: coord.DefaultNamespace, EnvVars: envVars("namespace"),
 				Usage: "the fleet's namespace (keys {ns}:...)"},
+			durationFlag("max-lead", flake.DefaultMaxLead, 0, node.MaxMaxLead, "the nodes' --max-lead (sets the wait)"),
+			durationFlag("max-skew", coord.DefaultMaxSkew, coord.MinMaxSkew, coord.MaxMaxSkew, "the nodes' --max-skew (sets the wait)"),
+			&cli.StringFlag{Name: "redis-identity", Value: contract.IdentityInfo, EnvVars: envVars("redis-identity"),
+				Usage: "the nodes' --redis-identity"},
+			&cli.BoolFlag{Name: "if-missing", EnvVars: envVars("if-missing"),
+				Usage: "succeed without a change when the namespace holds a registry (a deploy step run at every start)"},
 		}, layoutFlags()...),
-		Action: func(c *cli.Context) error {
-			layout, err := layoutFromFlags(c)
-			if err != nil {
-				return err
-			}
-			rdb, err := redisClient(c.String("redis"))
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
-			ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
-			defer cancel()
-			gen, err := coord.Init(ctx, rdb, coord.Options{Namespace: c.String("namespace"), Layout: layout})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(c.App.Writer, "registry of namespace %s made for a new fleet: generation %s, layout %s\n",
-				c.String("namespace"), gen, layout)
-			return nil
-		},
+		Action: runInit,
 	}
+}
+
+func runInit(c *cli.Context) error {
+	layout, err := layoutFromFlags(c)
+	if err != nil {
+		return err
+	}
+	ns := c.String("namespace")
+	if err := checkNamespace(ns); err != nil {
+		return err
+	}
+	if err := contract.CheckIdentity(c.String("redis-identity")); err != nil {
+		return usagef("--redis-identity: %v", err)
+	}
+	o := coord.Options{Namespace: ns, Layout: layout, MaxSkew: c.Duration("max-skew"), RedisIdentity: c.String("redis-identity")}
+	// The horizon a flaked serve node with these flags claims under, so
+	// its first claim finds the floor passed.
+	if o.Horizon, err = (node.Options{Registry: o, MaxLead: c.Duration("max-lead")}).Horizon(); err != nil {
+		return usageError{err}
+	}
+	rdb, err := redisClient(c.String("redis"))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(c.Context, o.Horizon+contract.RedisSkew+initSlack)
+	defer cancel()
+	start := time.Now()
+	gen, err := coord.Init(ctx, rdb, o)
+	if errors.Is(err, coord.ErrRegistryExists) && c.Bool("if-missing") {
+		// Run at every start of a deployment: a layout changed in its
+		// flags is caught here, before the nodes are refused one by one.
+		stored, gerr := rdb.Get(ctx, contract.NewKeys(ns).Layout).Result()
+		if gerr == nil && stored != layout.String() {
+			return usagef("--if-missing: namespace %s holds layout %s, the flags give %s: start the fleet with the stored layout's flags (flaked parse shows them)",
+				ns, stored, layout)
+		}
+		fmt.Fprintf(c.App.Writer, "namespace %s has a registry already (--if-missing): nothing done: %v\n", ns, err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "registry of namespace %s made: generation %s, layout %s; its possible loss waited out in %.1fs, the first claims start at once\n",
+		ns, gen, layout, time.Since(start).Seconds())
+	return nil
 }

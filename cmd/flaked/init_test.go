@@ -1,33 +1,106 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/node"
 )
 
 // flaked init makes the registry once and refuses a second time (status
 // 1, naming why), so it cannot reset the loss floors of a fleet that has
-// issued IDs; bad layout flags are usage errors (status 2).
-func TestInit_OnceThenRefused(t *testing.T) {
+// issued IDs; --if-missing makes the refusal a success and changes
+// nothing, unless its layout flags differ from the stored layout; bad flags are usage errors (status 2). Fault covered: init
+// returning before the possible loss it records is waited out, which
+// would make the first claims of a default flaked serve node wait (or,
+// were the floor ignored, issue below grants made before a total loss):
+// a claim right after it must find its floor passed.
+func TestInit_WaitsOutFloor_OnceThenRefused(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
-	var out, errOut bytes.Buffer
-	if code := run([]string{"flaked", "init", "--redis", srv.URL(), "--bits-id", "53", "--bits-machine", "12"}, &out, &errOut); code != exitOK {
-		t.Fatalf("init: status %d: %s", code, errOut.String())
+	layoutFlags := []string{"--bits-id", "53", "--bits-machine", "12"}
+	code, out, errOut := runT(t, nil, append([]string{"init", "--redis", srv.URL()}, layoutFlags...)...)
+	if code != exitOK || !strings.Contains(out, "registry of namespace flaked made") || !strings.Contains(out, "start at once") {
+		t.Fatalf("init: status %d, %q, %q", code, out, errOut)
 	}
-	if !strings.Contains(out.String(), "made for a new fleet") {
-		t.Fatalf("init printed %q", out.String())
+
+	// A claim as a default flaked serve node of this layout makes it.
+	layout, err := flake.Settings{BitsID: 53, BitsMachineID: 12}.Layout()
+	if err != nil {
+		t.Fatal(err)
 	}
-	out.Reset()
-	errOut.Reset()
-	if code := run([]string{"flaked", "init", "--redis", srv.URL(), "--bits-id", "53", "--bits-machine", "12"}, &out, &errOut); code != exitFailure ||
-		!strings.Contains(errOut.String(), "registry exists") {
-		t.Fatalf("a second init: status %d, %q; want 1 and registry exists", code, errOut.String())
+	horizon, err := node.Options{Registry: coord.Options{Layout: layout}}.Horizon()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if code := run([]string{"flaked", "init", "--redis", srv.URL(), "--bits-id", "99"}, &out, &errOut); code != exitUsage {
-		t.Fatalf("init with --bits-id 99: status %d, want %d", code, exitUsage)
+	rdb := srv.Client(t)
+	reg, err := coord.NewRegistry(rdb, coord.Options{Layout: layout, Horizon: horizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := reg.Claim(ctx, coord.ClaimOptions{})
+	if err != nil {
+		t.Fatalf("the first claim after init: %v", err)
+	}
+	defer lease.Release(context.Background(), -1)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor, tick := lease.Floor(), layout.Tick(now); floor >= tick {
+		t.Fatalf("the first claim after init has floor %d, not below the Redis clock's tick %d: init did not wait out its loss", floor, tick)
+	}
+
+	code, out, errOut = runT(t, nil, append([]string{"init", "--redis", srv.URL()}, layoutFlags...)...)
+	if code != exitFailure || !strings.Contains(errOut, "registry exists") || !strings.Contains(errOut, "restored by its nodes") {
+		t.Fatalf("a second init: status %d, %q, %q; want 1 and registry exists", code, out, errOut)
+	}
+	gen, err := rdb.HGet(ctx, "{flaked}:meta", "generation").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runT(t, nil, append([]string{"init", "--redis", srv.URL(), "--if-missing"}, layoutFlags...)...)
+	if code != exitOK || !strings.Contains(out, "nothing done") {
+		t.Fatalf("init --if-missing on a registry: status %d, %q, %q; want 0 and nothing done", code, out, errOut)
+	}
+	if after, err := rdb.HGet(ctx, "{flaked}:meta", "generation").Result(); err != nil || after != gen {
+		t.Fatalf("init --if-missing changed the generation %q to %q (%v)", gen, after, err)
+	}
+	code, _, errOut = runT(t, nil, "init", "--redis", srv.URL(), "--if-missing", "--bits-machine", "10")
+	if code != exitUsage || !strings.Contains(errOut, "holds layout") {
+		t.Fatalf("init --if-missing with another layout: status %d, %q; want %d naming the stored layout", code, errOut, exitUsage)
+	}
+	for _, bad := range [][]string{{"--bits-id", "99"}, {"--namespace", "a b"}, {"--max-lead", "2h"}, {"--redis-identity", "maybe"}} {
+		if code, _, errOut := runT(t, nil, append([]string{"init", "--redis", srv.URL()}, bad...)...); code != exitUsage {
+			t.Errorf("init %v: status %d (%s), want %d", bad, code, errOut, exitUsage)
+		}
+	}
+}
+
+// flaked serve on a namespace without a registry stops at start, with
+// status 1 (an operator step missing, not bad flags: a supervisor's
+// restart succeeds once flaked init ran, and systemd's
+// RestartPreventExitStatus=2 must not stop it) and the NOREGISTRY text
+// naming flaked init; in every mode (auto does not fall back to counter
+// on it). Fault covered: a node making a registry of its own, with its own
+// layout, on a namespace whose Redis lost everything.
+func TestServe_NoRegistry_Exit1NamingInit(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	for _, mode := range []string{"flake", "counter", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			code, _, errOut := runT(t, nil, "serve", "--redis", srv.URL(), "--listen", freeAddr(t), "--mode", mode,
+				"--no-state-file", "--namespace", "fresh-"+mode)
+			if code != exitFailure || !strings.Contains(errOut, "NOREGISTRY") || !strings.Contains(errOut, "flaked init") {
+				t.Fatalf("serve --mode %s on a namespace without a registry: status %d, %q; want 1 naming NOREGISTRY and flaked init", mode, code, errOut)
+			}
+		})
 	}
 }

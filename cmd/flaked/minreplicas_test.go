@@ -88,13 +88,13 @@ func TestMinReplicas_SentinelDefault_RefusesWithoutReplica(t *testing.T) {
 	}
 }
 
-// forgetLoss makes o's registry look as if this server had always held it,
-// so a claim does not wait out a new fleet's loss floor.
+// forgetLoss makes o's registry as a new fleet's with no loss floor
+// (redistest.InitRegistry), so a claim does not wait one out.
 func forgetLoss(t *testing.T, o serveOptions) coord.Options {
 	t.Helper()
 	ro := o.node.Registry
 	ro.Horizon = coord.DefaultHorizon
-	if err := redistest.ForgetLoss(context.Background(), o.node.Redis, ro.Namespace); err != nil {
+	if err := redistest.InitRegistry(context.Background(), o.node.Redis, ro.Namespace, ro.Layout.String()); err != nil {
 		t.Fatal(err)
 	}
 	return ro

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/internal/testcert"
@@ -24,6 +27,9 @@ import (
 func TestServe_HTTPListen_TLSTokenFleetMetrics(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
+	if err := redistest.InitRegistry(context.Background(), srv.Client(t), coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
 	cert := testcert.SelfSigned(t)
 	certFile, keyFile := testcert.WritePEM(t, cert, t.TempDir())
 	listen, metrics, api := freeAddr(t), freeAddr(t), freeAddr(t)

@@ -158,7 +158,10 @@ func tlsFromFlags(c *cli.Context) (*tls.Config, error) {
 // isConfigError reports whether a start failure is the user's input (exit
 // status 2): options, layout, a corrupt or foreign state file. Redis being
 // away, no machine ID being free, or a state file that cannot be written
-// are failures (1).
+// are failures (1), and so is a namespace without a registry (NOREGISTRY):
+// an operator step (flaked init) missing or still under way, after which
+// a supervisor's restart succeeds (systemd's RestartPreventExitStatus=2
+// would stop restarting it).
 func isConfigError(err error) bool {
 	if errors.Is(err, coord.ErrStateIO) {
 		return false // a full or read-only disk is the host's fault, not the flags'
