@@ -37,10 +37,10 @@ const (
 	// another layout starts at once and retries while every owner of the
 	// fleet's layout is away (cut off or paused), then Redis loses
 	// everything again or goes back to an older copy (the two variants
-	// of seeds 26890 and 119277). A pattern of
-	// other faults, counted under this name. The stray must never start
-	// (Failure "stray let in"): only flaked init makes a registry, and only
-	// a process that ran under it restores one.
+	// of seeds 26890 and 119277). A pattern of other faults, counted under
+	// this name. The stray must never lease or issue (Failure "stray let
+	// in"): only flaked init makes a registry, and only a process that ran
+	// under it restores one.
 	FaultStrayAfterLoss = "stray-after-loss"
 )
 

@@ -27,8 +27,8 @@ type Result struct {
 	Faults  map[string]int // faults injected, by kind
 	Virtual time.Duration  // simulated time
 	Scripts uint64         // script calls Redis ran
-	// StraysRefused counts starts with another layout refused
-	// (coord.ErrLayoutMismatch); StraysIn those let in, each a Failure
+	// StraysRefused counts starts with another layout refused (a layout
+	// mismatch); StraysIn those let in, each a Failure
 	// (KindStrayIn): a stray that started in flake mode (it holds a lease)
 	// or issued an ID. Only flaked init makes a registry, and only
 	// processes that ran under it restore one. StraysStarted counts strays
@@ -444,13 +444,15 @@ func (r *run) startProc(sl *slot) {
 	case sl.stray && err == nil:
 		r.res.StraysStarted++ // check fails it at its first ID
 	}
-	if sl.stray && err != nil && errors.Is(err, coord.ErrLayoutMismatch) {
+	// A layout mismatch: flake mode's claim, or counter mode's check.
+	mismatch := errors.Is(err, coord.ErrLayoutMismatch) || errors.Is(err, fallback.ErrLayoutMismatch)
+	if sl.stray && mismatch {
 		r.res.StraysRefused++
 	}
-	if err != nil && errors.Is(err, coord.ErrNoRegistry) {
+	if errors.Is(err, coord.ErrNoRegistry) {
 		r.res.NoRegistry++
 	}
-	if err == nil || errors.Is(err, coord.ErrLayoutMismatch) {
+	if err == nil || mismatch {
 		sl.stray = false // it runs, or the operator sees why not and fixes the flags
 	}
 	if err != nil {
