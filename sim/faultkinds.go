@@ -33,11 +33,15 @@ const (
 	// DEBUG RELOAD of an old file): the identity does not change. All: every
 	// key of the last backup; else 1-3 of them.
 	FaultRewrite = "redis-rewrite"
-	// The residual case of the README: Redis loses everything, a node
-	// with another layout starts at once, every owner from before is cut
-	// off until the layout settled, then Redis goes back to a backup from
-	// before the loss. A pattern of other faults, counted under this name.
-	FaultStrayResidual = "stray-residual"
+	// A stray after a total loss: Redis loses everything, a node with
+	// another layout starts at once and retries while every owner of the
+	// fleet's layout is away (cut off or paused), then Redis loses
+	// everything again or goes back to an older copy (the two variants
+	// of seeds 26890 and 119277). A pattern of other faults, counted under
+	// this name. The stray must never lease or issue (Failure "stray let
+	// in"): only flaked init makes a registry, and only a process that ran
+	// under it restores one.
+	FaultStrayAfterLoss = "stray-after-loss"
 )
 
 // Uncovered are the fault kinds the guards do not cover yet: the normal
@@ -45,26 +49,25 @@ const (
 // cost. A kind whose guard lands moves into the normal seed set by being
 // removed from this list (and given a draw weight in coveredWeights).
 var Uncovered = []string{
-	FaultRedisSkew,     // documented limit: keep Redis hosts on NTP (a restore on the skewed server)
-	FaultRewrite,       // documented limit: no identity change to see
-	FaultStrayResidual, // documented limit: start nodes with the fleet's layout flags
+	FaultRedisSkew, // documented limit: keep Redis hosts on NTP (a restore on the skewed server)
+	FaultRewrite,   // documented limit: no identity change to see
 }
 
 // Exposable are the kinds `flaked-sim exposure` can force.
 var Exposable = []string{FaultSplitBrain, FaultInfoNoPerm, FaultInfoRenamed, FaultEvictAllKeys, FaultEvictVolatile,
-	FaultRedisSkew, FaultRewrite, FaultStrayResidual}
+	FaultRedisSkew, FaultRewrite, FaultStrayAfterLoss}
 
 // coveredWeights are how often a schedule of the normal seed set draws
 // one of the new kinds (in 1000), unless Uncovered lists it.
 var coveredWeights = map[string]int{
-	FaultEvictVolatile: 120,
-	FaultSplitBrain:    120,
-	FaultInfoNoPerm:    60,
-	FaultInfoRenamed:   60,
-	FaultEvictAllKeys:  60,
-	FaultRedisSkew:     60,
-	FaultRewrite:       60,
-	FaultStrayResidual: 60,
+	FaultEvictVolatile:  120,
+	FaultSplitBrain:     120,
+	FaultInfoNoPerm:     60,
+	FaultInfoRenamed:    60,
+	FaultEvictAllKeys:   60,
+	FaultRedisSkew:      60,
+	FaultRewrite:        60,
+	FaultStrayAfterLoss: 60,
 }
 
 // drawDeployment draws the new deployment faults of the normal seed set
@@ -121,23 +124,28 @@ func (d drawer) deploymentFault(s Schedule, kind string) []Fault {
 		f.All = d.IntN(2) == 0
 		return []Fault{f, {At: f.At + d.dur(0, 500*time.Millisecond), Kind: FaultCrash, Node: d.IntN(n),
 			For: d.dur(0, 200*time.Millisecond), State: StateNone}}
-	case FaultStrayResidual:
-		// Redis loses everything; a stray starts at once; every other node
-		// is cut off until the stray's layout settled (LeaseTTL/3 + 1 s);
-		// then Redis goes back to a backup from before the loss.
-		settle := s.LeaseTTL/3 + time.Second
+	case FaultStrayAfterLoss:
+		// Redis loses everything; a stray starts at once (its supervisor
+		// retries it every second); every other node is away meanwhile,
+		// cut off or paused, for up to a lease TTL and a few seconds, so
+		// nothing restores the registry for a while; then, inside or after
+		// that time, Redis loses everything again (seed 26890) or goes
+		// back to its oldest backup (seed 119277).
 		stray := d.IntN(n)
 		out := []Fault{f,
 			{At: f.At, Kind: FaultRestartEmpty},
 			{At: f.At + d.dur(0, 200*time.Millisecond), Kind: FaultCrash, Node: stray, For: d.dur(0, 200*time.Millisecond), State: StateNone, Layout: true},
 		}
-		cut := settle + d.dur(time.Second, 3*time.Second)
+		away := d.dur(time.Second, s.LeaseTTL+3*time.Second)
 		for i := range n {
-			if i != stray {
-				out = append(out, Fault{At: f.At - d.dur(0, 100*time.Millisecond), Kind: FaultPartition, Node: i, For: cut})
+			if i == stray {
+				continue
 			}
+			kind := []string{FaultPartition, FaultPause}[d.IntN(2)]
+			out = append(out, Fault{At: f.At - d.dur(0, 100*time.Millisecond), Kind: kind, Node: i, For: away})
 		}
-		return append(out, Fault{At: f.At + cut + d.dur(0, 2*time.Second), Kind: FaultRestoreOld})
+		second := []string{FaultRestartEmpty, FaultRestoreOld}[d.IntN(2)]
+		return append(out, Fault{At: f.At + d.dur(200*time.Millisecond, away+3*time.Second), Kind: second})
 	}
 	return []Fault{f}
 }

@@ -32,8 +32,12 @@ type Summary struct {
 	Failures  []Found
 	// Violations counts failing IDs (every one under Options.CountAll).
 	Violations int
-	Elapsed    time.Duration
-	Coverage   Coverage
+	// Strays: starts with another layout refused (layout mismatch), and
+	// started in counter mode without issuing (Result); NoRegistry: starts
+	// refused for want of a registry.
+	StraysRefused, StraysStarted, NoRegistry int
+	Elapsed                                  time.Duration
+	Coverage                                 Coverage
 }
 
 // Found is a failing seed.
@@ -91,6 +95,9 @@ func Hunt(o HuntOptions) Summary {
 				}
 				sum.Coverage.add(res.Coverage)
 				sum.Violations += res.Violations
+				sum.StraysRefused += res.StraysRefused
+				sum.StraysStarted += res.StraysStarted
+				sum.NoRegistry += res.NoRegistry
 				if res.Failure != nil {
 					sum.Failures = append(sum.Failures, Found{Schedule: s, Result: res})
 					stop = stop || o.StopAtFirst

@@ -62,9 +62,6 @@ var Mutations = []Mutation{
 	// hold it.
 	{Name: "split-brain-no-wait", Switch: "ReplicaWaitOff",
 		Bug: "a grant is used without WAIT confirming it on the fleet's replicas: an old master cut off from them keeps granting while the replica promoted in its place grants too"},
-	// Since a lease is never extended across a loss (the loss ID),
-	// renewals restoring the layout are a second line of defence: it
-	// shows with the first one off too.
 	// INFO refused (NOPERM) or renamed: guard.lua used to read the error
 	// as an empty identity, one that never changes, so a failover while
 	// INFO was unreadable went unseen.
@@ -79,9 +76,16 @@ var Mutations = []Mutation{
 	{Name: "allkeys-allowed", Scripts: guarded,
 		Edits: []Edit{{"if policy == 'allkeys' then", "if false then"}, {"local evicted = m[5] and", "local evicted = false and"}},
 		Bug:   "scripts write under maxmemory-policy allkeys-*, and reservations evicted under the same server are not read as a loss"},
-	{Name: "renew-without-layout", Script: &contract.Renew, Stray: true,
-		Edits: []Edit{renewAcrossLoss, {"local stored = redis.call('GET', KEYS[5])", "local stored = layout"}},
-		Bug:   "leases are renewed across a loss without restoring (or checking) the fleet's layout, so a node with another layout joins the owners from before"},
+	// A node with another layout must never join: claims compare the
+	// fleet's layout with theirs.
+	{Name: "layout-unchecked", Script: &contract.Claim, Stray: true,
+		Edits: []Edit{{"if stored ~= layout then", "if false then"}},
+		Bug:   "a claim does not compare the fleet's stored layout with the node's, so a node with another layout leases machine IDs"},
+	// Only flaked init makes a registry, and only a caller that ran under
+	// it restores one: a stray after a total loss finds an empty namespace.
+	{Name: "restore-by-stranger", Scripts: guarded, Stray: true,
+		Edits: []Edit{{"if gen == '' then noRegistry(meta) end", ""}, {"if gen == '' then noRegistry(key) end", ""}},
+		Bug:   "a caller that never ran under the registry (a node with another layout, after Redis lost everything) creates {ns}:meta and stores its layout as the fleet's"},
 }
 
 // guarded are the scripts that start with guard.lua.

@@ -27,8 +27,18 @@ type Result struct {
 	Faults  map[string]int // faults injected, by kind
 	Virtual time.Duration  // simulated time
 	Scripts uint64         // script calls Redis ran
-	// Strays counts starts with another layout: refused, and let in.
-	StraysRefused, StraysIn int
+	// StraysRefused counts starts with another layout refused (a layout
+	// mismatch); StraysIn those let in, each a Failure
+	// (KindStrayIn): a stray that started in flake mode (it holds a lease)
+	// or issued an ID. Only flaked init makes a registry, and only
+	// processes that ran under it restore one. StraysStarted counts strays
+	// that started in counter mode without issuing yet (refused at their
+	// first segment: counter.lua compares the layout, or NOREGISTRY).
+	StraysRefused, StraysIn, StraysStarted int
+	// NoRegistry counts starts refused because the namespace had no
+	// registry (coord.ErrNoRegistry: Redis lost it, and the process never
+	// ran under it), retried by the supervisor.
+	NoRegistry int
 	// SeqValues and SeqRestores count the sequence client's values and
 	// operator restores (Options.Sequences; seq.go).
 	SeqValues, SeqRestores int
@@ -42,7 +52,7 @@ type Result struct {
 
 // Failure is the first violation a run found.
 type Failure struct {
-	Kind   string // "duplicate", "not increasing", "panic"
+	Kind   string // "duplicate", "not increasing", "stray let in", "panic"
 	ID     uint64
 	Parts  flake.Parts
 	First  Issue // who issued ID first (or the previous ID of the node)
@@ -65,6 +75,8 @@ func (f *Failure) String() string {
 	switch {
 	case f.Kind == "panic":
 		return "panic: " + f.Detail
+	case f.Kind == KindStrayIn && f.ID == 0:
+		return fmt.Sprintf("%s: %v: %s", f.Kind, f.Second, f.Detail)
 	case f.Detail != "":
 		return fmt.Sprintf("%s ID %d (tick %d, sequence %d, machine ID %d in the fleet's layout): %v: %s",
 			f.Kind, f.ID, f.Parts.Tick, f.Parts.Sequence, f.Parts.MachineID, f.Second, f.Detail)
@@ -72,6 +84,10 @@ func (f *Failure) String() string {
 	return fmt.Sprintf("%s ID %d (tick %d, sequence %d, machine ID %d in the fleet's layout): %v, then %v",
 		f.Kind, f.ID, f.Parts.Tick, f.Parts.Sequence, f.Parts.MachineID, f.First, f.Second)
 }
+
+// KindStrayIn is the failure of a process with another layout than the
+// fleet's that started: its IDs would collide with the fleet's.
+const KindStrayIn = "stray let in"
 
 func (is Issue) String() string {
 	s := fmt.Sprintf("node %d process %d in %s mode at %v", is.Node, is.Run, is.Mode, is.At.Round(time.Millisecond))
@@ -224,6 +240,11 @@ func newRun(s Schedule, opts Options) *run {
 
 func (r *run) start() {
 	w := r.w
+	// flaked init, then the deployment as it is configured (an INFO
+	// refused at 0 refuses the nodes, not the init run before).
+	if err := r.initRegistry(); err != nil {
+		panic(fmt.Sprintf("sim: %v", err))
+	}
 	for _, f := range r.s.Faults {
 		if f.At == 0 { // the deployment as it is configured: before any node starts
 			r.inject(f)
@@ -319,6 +340,14 @@ func (r *run) issue(p *proc, n int) {
 func (r *run) check(id uint64, bi uint32) {
 	r.res.IDs++
 	b := r.batches[bi]
+	if b.p.stray {
+		// Whether or not this ID collides: the stray's layout must never
+		// be stored, so it must never issue.
+		r.res.StraysIn++
+		r.fail(&Failure{Kind: KindStrayIn, ID: id, Parts: r.layout.Decompose(id), Second: b.issue(id),
+			Detail: "a process with another layout than the fleet's issued it"})
+		return
+	}
 	if prev, ok := r.seen[id]; ok {
 		r.fail(&Failure{Kind: "duplicate", ID: id, Parts: r.layout.Decompose(id), First: r.batches[prev].issue(id), Second: b.issue(id)})
 		return
@@ -387,7 +416,7 @@ func (r *run) startProc(sl *slot) {
 	opts := node.Options{
 		Redis: simredis.NewClient(func(ctx context.Context, args []string) (any, error) { return r.call(ctx, p, args) }),
 		Registry: coord.Options{
-			Namespace: "sim", Layout: lay, LeaseTTL: r.s.LeaseTTL, MaxSkew: r.s.MaxSkew,
+			Namespace: namespace, Layout: lay, LeaseTTL: r.s.LeaseTTL, MaxSkew: r.s.MaxSkew,
 			Owner: coord.Owner{Host: fmt.Sprintf("node%d", sl.i), PID: p.run},
 		},
 		Counter:       fallback.Options{MinSegment: c.MinSegment, MaxSegment: c.MaxSegment, MaxLead: c.CounterLead},
@@ -405,13 +434,25 @@ func (r *run) startProc(sl *slot) {
 		Logger:        r.log.With().Int("node", sl.i).Int("run", p.run).Logger(),
 	}
 	n, err := node.New(context.Background(), opts)
-	if sl.stray && err == nil {
+	switch {
+	case sl.stray && err == nil && n.Mode() == node.ModeFlake:
+		// A failure at once, not only if its IDs happen to collide: a
+		// claim accepted the stray's layout.
 		r.res.StraysIn++
+		r.fail(&Failure{Kind: KindStrayIn, Second: Issue{Node: sl.i, Run: p.run, At: r.w.now, Mode: n.Mode().String(), Stray: true},
+			Detail: fmt.Sprintf("it leased machine IDs with layout %v; the fleet's is %v", lay, r.layout)})
+	case sl.stray && err == nil:
+		r.res.StraysStarted++ // check fails it at its first ID
 	}
-	if sl.stray && err != nil && errors.Is(err, coord.ErrLayoutMismatch) {
+	// A layout mismatch: flake mode's claim, or counter mode's check.
+	mismatch := errors.Is(err, coord.ErrLayoutMismatch) || errors.Is(err, fallback.ErrLayoutMismatch)
+	if sl.stray && mismatch {
 		r.res.StraysRefused++
 	}
-	if err == nil || errors.Is(err, coord.ErrLayoutMismatch) {
+	if errors.Is(err, coord.ErrNoRegistry) {
+		r.res.NoRegistry++
+	}
+	if err == nil || mismatch {
 		sl.stray = false // it runs, or the operator sees why not and fixes the flags
 	}
 	if err != nil {
@@ -475,11 +516,7 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 	if lossy && r.net.IntN(6) == 0 {
 		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
 	}
-	if strings.EqualFold(args[0], "EVALSHA") && r.mutants != nil {
-		if text, ok := r.mutants[args[1]]; ok {
-			args = append([]string{"EVAL", text}, args[2:]...)
-		}
-	}
+	args = r.mutate(args)
 	if strings.EqualFold(args[0], "WAIT") && srv == r.redis.srv {
 		// The replica, attached to this master, acknowledges within the
 		// timeout what it was sent: it catches up now. (An old master in a

@@ -109,7 +109,7 @@ func (f Fault) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%9s %s", f.At.Round(time.Millisecond), f.Kind)
 	switch f.Kind {
-	case FaultFailover, FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld, FaultStrayResidual:
+	case FaultFailover, FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld, FaultStrayAfterLoss:
 	case FaultEvictVolatile, FaultEvictAllKeys, FaultSplitBrain, FaultInfoNoPerm, FaultInfoRenamed, FaultRedisSkew, FaultRewrite:
 		b.WriteString(f.deploymentString())
 	case FaultRedisDown:
@@ -293,13 +293,14 @@ func (d drawer) adversary(s Schedule, f Fault, ahead time.Duration) []Fault {
 			Fault{At: back + ahead + d.dur(0, 3*time.Second), Kind: loss})
 	}
 	if (f.Kind == FaultRestartEmpty || f.Kind == FaultRestoreOld) && s.BitsSequence > 1 && d.IntN(2) == 0 {
-		// A node with another layout comes up while the registry is empty.
+		// A node with another layout comes up while the registry is empty
+		// (NOREGISTRY until a node of the fleet restores it).
 		stray := Fault{At: f.At + d.dur(0, 2*time.Second), Kind: FaultCrash, Node: d.IntN(len(s.Nodes)),
 			For: d.dur(0, 200*time.Millisecond), State: StateNone, Layout: true}
 		out = append(out, stray)
 		if d.IntN(2) == 0 {
-			// And then Redis goes back to a copy made while the stray's
-			// layout settled (a replica that caught up then).
+			// And then Redis fails over to a replica that caught up while
+			// the stray was retrying (and the fleet restoring the registry).
 			out = append(out, Fault{At: stray.At + d.dur(time.Second, s.LeaseTTL/2), Kind: FaultFailover})
 		}
 	}

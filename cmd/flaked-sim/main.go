@@ -111,7 +111,7 @@ func hunt(c *cli.Context) error {
 		fmt.Fprintf(os.Stderr, "%d schedules, %d failing, %.0f/min%s", s.Schedules, len(s.Failures),
 			float64(s.Schedules)/s.Elapsed.Minutes(), end)
 	}
-	if o.Run.Mutation != "" {
+	if m, err := sim.FindMutation(o.Run.Mutation); err == nil && m.Switch != "" {
 		o.Workers = 1 // a Go mutation is a global switch
 	}
 	s := sim.Hunt(o)
@@ -154,6 +154,9 @@ func printSummary(s sim.Summary) {
 	fmt.Printf("simulated time: %.1f h\n", s.Virtual.Hours())
 	fmt.Printf("IDs checked:    %d\n", s.IDs)
 	fmt.Printf("failing seeds:  %d\n", len(s.Failures))
+	fmt.Printf("strays refused: %d (another layout; %d more started in counter mode, refused at their first segment)\n",
+		s.StraysRefused, s.StraysStarted)
+	fmt.Printf("no registry:    %d starts refused (NOREGISTRY), retried\n", s.NoRegistry)
 	fmt.Printf("wall time:      %v (%.0f schedules/min)\n", s.Elapsed.Round(time.Second), float64(s.Schedules)/s.Elapsed.Minutes())
 	kinds := make([]string, 0, len(s.Faults))
 	total := 0

@@ -72,7 +72,7 @@ type renewal struct {
 func newRenewal(b *testing.B, rdb *redis.Client) *renewal {
 	ctx := context.Background()
 	f := newFleet("bench", time.Now)
-	if err := redistest.ForgetLoss(ctx, rdb, f.ns); err != nil {
+	if err := redistest.InitRegistry(ctx, rdb, f.ns, f.layout); err != nil {
 		b.Fatal(err)
 	}
 	l, err := f.claimLease(ctx, rdb, "00112233445566778899aabbccddeeff", 7)
@@ -99,7 +99,7 @@ func BenchmarkScriptDo(b *testing.B) {
 	rdb := s.Client()
 	ctx := context.Background()
 	f := newFleet("bench", time.Now)
-	if err := redistest.ForgetLoss(ctx, rdb, f.ns); err != nil {
+	if err := redistest.InitRegistry(ctx, rdb, f.ns, f.layout); err != nil {
 		b.Fatal(err)
 	}
 	l, err := f.claimLease(ctx, rdb, "00112233445566778899aabbccddeeff", 7)

@@ -305,7 +305,7 @@ func TestDifferentialCommands(t *testing.T) {
 
 // TestDifferentialRegistry runs flaked's scripts on both servers with the
 // arguments coord and fallback build, through one scenario: a claim on an
-// empty registry, claims with a preferred ID and with a previous token,
+// namespace without a registry (refused), claims with a preferred ID and with a previous token,
 // renewals, reservations, checks, a lost renewal, release, re-assertion,
 // counter segments, prune, and a restart that changes the server's
 // identity.
@@ -313,11 +313,10 @@ func TestDifferentialRegistry(t *testing.T) {
 	p := newPair(t)
 	r := &diffRun{t: t, p: p, ctx: context.Background(), leases: map[*redis.Client]map[string]*lease{p.realC: {}, p.simC: {}}}
 	f := newFleet("diff", time.Now)
-	f.settle = 0 // settling is its own case below
 	r.registryLifecycle(f)
 	r.afterRestart(f)
 	r.counterSegments(newFleet("diffc", time.Now))
-	r.layoutSettling(newFleet("diffs", time.Now))
+	r.noRegistry(newFleet("diffs", time.Now))
 }
 
 // The owner tokens of TestDifferentialRegistry.
@@ -359,10 +358,13 @@ func leaseOf(f fleet, token string, v []any, ids []int) *lease {
 // node, a second claimer, a release, lost renewals and a prune.
 func (r *diffRun) registryLifecycle(f fleet) {
 	ctx := r.ctx
-	r.step("claim on an empty registry", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
-		// The registry is new: every ID starts a horizon after now,
-		// beyond the claimer's maximum wait.
-		return f.claim(ctx, rdb, claimReq{token: tokA, localFloor: -1, cands: []int{5, 9}})
+	r.step("claim on a namespace without a registry", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+		// Only flaked init makes one: a caller that never ran under it
+		// is refused (NOREGISTRY), before any write.
+		return f.claim(ctx, rdb, claimReq{token: tokA, stranger: true, localFloor: -1, cands: []int{5, 9}})
+	})
+	r.step("flaked init (a new fleet)", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+		return nil, redistest.InitRegistry(ctx, rdb, f.ns, f.layout)
 	})
 	r.step("claim of the preferred ID", func(rdb *redis.Client, l map[string]*lease) (any, error) {
 		v, err := f.claim(ctx, rdb, claimReq{token: tokA, preferred: "5", localFloor: -1, node: "node-1", cands: []int{5, 9}})
@@ -446,13 +448,21 @@ func (r *diffRun) counterSegments(g fleet) {
 	r.step("counter: bad floor", func(rdb *redis.Client, _ map[string]*lease) (any, error) { return g.counter(ctx, rdb, 10, "x", "0") })
 }
 
-// layoutSettling: a claim that stores the layout holds the counter.
-func (r *diffRun) layoutSettling(h fleet) {
-	r.step("claim storing the layout", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+// noRegistry: on a namespace without a registry, a claim and a counter
+// call of callers that never ran under it are refused (NOREGISTRY); a
+// claim of one that did restores {ns}:meta and the layout, and a counter
+// of another layout is then refused.
+func (r *diffRun) noRegistry(h fleet) {
+	r.step("counter of a stranger", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+		return h.counterAs(r.ctx, rdb, "", 10, "0", "0")
+	})
+	r.step("claim restoring the registry", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
 		return h.claim(r.ctx, rdb, claimReq{token: tokA, preferred: "1", localFloor: -1, cands: []int{1}})
 	})
-	r.step("counter while the layout settles", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
-		return h.counter(r.ctx, rdb, 10, "0", "0")
+	r.step("counter of another layout", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
+		g := h
+		g.layout = "7/17/10ms/2025-01-01T00:00:00Z"
+		return g.counter(r.ctx, rdb, 10, "0", "0")
 	})
 }
 
@@ -466,12 +476,12 @@ func TestDifferentialFleet(t *testing.T) {
 		name string
 		rdb  redis.UniversalClient
 	}{{"redis-server", p.realFleet}, {"simredis", p.simC}} {
-		if err := redistest.ForgetLoss(ctx, side.rdb, "fleet"); err != nil {
-			t.Fatal(err)
-		}
-		reg, err := coord.NewRegistry(side.rdb, coord.Options{Namespace: "fleet", LayoutSettle: time.Millisecond,
+		reg, err := coord.NewRegistry(side.rdb, coord.Options{Namespace: "fleet",
 			Owner: coord.Owner{Host: "host-a", PID: 4242, Addr: "10.0.0.1:7000", Version: "v1"}})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.InitRegistry(ctx, side.rdb, "fleet", reg.Layout().String()); err != nil {
 			t.Fatal(err)
 		}
 		lease, err := reg.Claim(ctx, coord.ClaimOptions{Count: 2})

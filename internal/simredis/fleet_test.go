@@ -26,7 +26,6 @@ type fleet struct {
 	ttlMs   int64
 	maxLen  int64
 	maxWait int64 // ticks
-	settle  int64 // ms
 	now     func() time.Time
 }
 
@@ -40,7 +39,6 @@ func newFleet(ns string, now func() time.Time) fleet {
 		ttlMs:   10_000,
 		maxLen:  100_000,
 		maxWait: 200,
-		settle:  4333,
 		now:     now,
 	}
 }
@@ -70,13 +68,16 @@ type lease struct {
 // claimReq is claim.lua's per-call input beyond the fleet's.
 type claimReq struct {
 	token, gen, preferred, prevToken, node string
-	localFloor                             int64
-	taken                                  []int
-	cands                                  []int
+	// stranger: a caller that never ran under the registry (no
+	// generation), refused on a namespace without one (NOREGISTRY).
+	stranger   bool
+	localFloor int64
+	taken      []int
+	cands      []int
 }
 
 func (f fleet) claim(ctx context.Context, rdb redis.Scripter, r claimReq) ([]any, error) {
-	if r.gen == "" {
+	if r.gen == "" && !r.stranger {
 		r.gen = "gen-" + r.token
 	}
 	keys, argv := contract.ClaimArgs{
@@ -85,7 +86,7 @@ func (f fleet) claim(ctx context.Context, rdb redis.Scripter, r claimReq) ([]any
 		Preferred: r.preferred, LocalFloor: r.localFloor, MaxWait: f.maxWait,
 		EpochUs: f.epochUs, TickUs: f.unitUs, CounterID: 65535,
 		Host: "host-a", PID: 4242, Addr: "10.0.0.1:7000", Version: "v1.2.3", Mode: "flake",
-		Skip: r.taken, PrevToken: r.prevToken, Node: r.node, LayoutSettleMs: f.settle,
+		Skip: r.taken, PrevToken: r.prevToken, Node: r.node,
 		MinID: 0, MaxID: 65534, // no regions: the whole space but the counter ID
 		Candidates: r.cands,
 	}.KeysArgv()
@@ -135,14 +136,21 @@ func (f fleet) check(ctx context.Context, rdb redis.Scripter, l *lease) (any, er
 	return checkScript.Run(ctx, rdb, keys, argv...).Result()
 }
 
-// counter runs counter.lua with the floor (minTick, minSeq).
+// counter runs counter.lua with the floor (minTick, minSeq), as a caller
+// that ran under the registry (it restores a missing one).
 func (f fleet) counter(ctx context.Context, rdb redis.Scripter, n int64, minTick, minSeq string) (any, error) {
+	return f.counterAs(ctx, rdb, "gen-counter", n, minTick, minSeq)
+}
+
+// counterAs runs counter.lua sending generation gen ("": a caller that
+// never ran under the registry).
+func (f fleet) counterAs(ctx context.Context, rdb redis.Scripter, gen string, n int64, minTick, minSeq string) (any, error) {
 	keys := []string{f.key("counter"), f.key("layout"), f.key("events"), f.key("meta")}
 	// By hand, not contract.CounterArgs: the floor may be a value that is not
 	// a number ("counter: bad floor").
 	return counterScript.Run(ctx, rdb, keys, "n", n, "epochUs", f.epochUs, "tickUs", f.unitUs, "bits", 8, "lead", 100,
 		"minTick", minTick, "minSeq", minSeq, "layout", f.layout, "maxlen", f.maxLen, "counterID", 65535,
-		"host", "host-c", "pid", 99, "generation", "gen-counter", "settleMs", 0, "identity", contract.IdentityInfo).Result()
+		"host", "host-c", "pid", 99, "generation", gen, "identity", contract.IdentityInfo).Result()
 }
 
 func toInt(v any) int64 {

@@ -67,6 +67,11 @@ type engine struct {
 	// reply keeps its code and names the line, as Redis's.
 	raised     string
 	raisedLine int
+	// errored is the last string the script's error() raised, and
+	// erroredLine the line of that call: a text raised at level 0 holds no
+	// position, and Redis's error handler names the caller's line.
+	errored     string
+	erroredLine int
 
 	cov *lua.LTable // branch counters of covered scripts (coverage.go)
 }
@@ -101,6 +106,7 @@ func newEngine(s *Server) *engine {
 		e.globals.RawSetString(name, lua.LNil)
 	}
 	wrapMatch(L)
+	e.globals.RawSetString("error", L.NewFunction(e.luaError))
 	mathLib := L.GetGlobal("math").(*lua.LTable)
 	mathLib.RawSetString("random", L.NewFunction(e.mathRandom))
 	mathLib.RawSetString("randomseed", L.NewFunction(e.mathRandomSeed))
@@ -177,7 +183,7 @@ func (e *engine) globalsGuard() *lua.LTable {
 // run runs a compiled script and returns its reply.
 func (e *engine) run(sha string, p *lua.FunctionProto, keys, argv []string) any {
 	L := e.L
-	e.sha, e.raised, e.raisedLine = sha, "", 0
+	e.sha, e.raised, e.raisedLine, e.errored, e.erroredLine = sha, "", 0, "", 0
 	e.covTable()
 	e.globals.RawSetString("KEYS", stringTable(L, keys)) // raw: the guard refuses new globals
 	e.globals.RawSetString("ARGV", stringTable(L, argv))
@@ -231,6 +237,21 @@ func (e *engine) fail(L *lua.LState, raise bool, msg string) int {
 	return 0
 }
 
+// luaError is Lua's error(value [, level]), which also notes the line it
+// was called on for failure (guard.lua's NOREGISTRY is raised at level 0).
+func (e *engine) luaError(L *lua.LState) int {
+	obj := L.CheckAny(1)
+	level := L.OptInt(2, 1)
+	if str, ok := obj.(lua.LString); ok {
+		e.errored, e.erroredLine = string(str), lineOf(L.Where(1))
+		if level > 0 {
+			e.errored = L.Where(level) + e.errored
+		}
+	}
+	L.Error(obj, level)
+	return 0
+}
+
 // failure turns the error a script failed with into the error reply
 // Redis gives.
 func (e *engine) failure(err error) Error {
@@ -248,7 +269,13 @@ func (e *engine) failure(err error) Error {
 	if e.raised != "" && msg == e.raised {
 		line = e.raisedLine // an error reply of redis.call: its code stays
 	} else {
-		msg, line = "ERR "+msg, lineOf(msg) // a runtime error: its text starts with the position
+		// A runtime error: its text starts with the position, unless
+		// error() raised it at level 0: then the line of that call.
+		raised := msg
+		msg, line = "ERR "+msg, lineOf(msg)
+		if line == 0 && e.errored != "" && raised == e.errored {
+			line = e.erroredLine
+		}
 	}
 	msg += " script: " + e.sha
 	if line > 0 {

@@ -21,7 +21,7 @@ func TestFailoverLosesTail(t *testing.T) {
 	rdb := master.Client()
 	ctx := context.Background()
 	f := newFleet("fo", c.now)
-	if err := redistest.ForgetLoss(ctx, rdb, f.ns); err != nil {
+	if err := redistest.InitRegistry(ctx, rdb, f.ns, f.layout); err != nil {
 		t.Fatal(err)
 	}
 	a, err := f.claimLease(ctx, rdb, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 1)

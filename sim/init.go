@@ -1,0 +1,67 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/internal/simredis"
+)
+
+// namespace is the simulated fleet's.
+const namespace = "sim"
+
+var initScript = redis.NewScript(contract.Init)
+
+// initRegistry makes the fleet's registry before its first node starts,
+// as `flaked init` does: init.lua's {ns}:meta and layout (through the
+// mutated scripts too, as a build with the bug would). The fleet is new,
+// made well before its nodes start: its loss floor is cleared, as
+// redistest.InitRegistry does (and coord.Init's wait would leave it),
+// and the replica and the snapshot hold it, so a later failover or
+// restart does not lose it. Only its nodes' claims, renewals and counters
+// restore it after that (guard.lua): a process that never ran under it
+// gets coord.ErrNoRegistry and is retried as any failed start.
+func (r *run) initRegistry() error {
+	d := r.redis
+	srv := d.srv
+	rdb := simredis.NewClient(func(_ context.Context, args []string) (any, error) {
+		return srv.Do(r.mutate(args))
+	})
+	lay := r.layout
+	keys, argv := contract.InitArgs{
+		Keys: contract.NewKeys(namespace), Generation: fmt.Sprintf("sim-%d", r.s.Seed), Layout: lay.String(),
+		EpochUs: lay.StartTime.UnixMicro(), TickUs: float64(lay.TimeUnit) / float64(time.Microsecond),
+		EventsMaxLen: coord.DefaultEventsMaxLen, Host: "operator", PID: 1,
+	}.KeysArgv()
+	ctx := context.Background()
+	v, err := initScript.Run(ctx, rdb, keys, argv...).Slice()
+	if err != nil {
+		return fmt.Errorf("init registry: %w", contract.Explain(err))
+	}
+	if len(v) != 4 || v[0] != "OK" {
+		return fmt.Errorf("init registry: reply %v", v)
+	}
+	if err := rdb.HSet(ctx, keys[0], contract.MetaLossMs, 0).Err(); err != nil {
+		return fmt.Errorf("init registry: %w", err)
+	}
+	d.replicate()
+	d.save()
+	return nil
+}
+
+// mutate is the command the simulated Redis runs for args: the mutated
+// text of a script a mutation changes (Options.Mutation), else args.
+func (r *run) mutate(args []string) []string {
+	if r.mutants != nil && strings.EqualFold(args[0], "EVALSHA") {
+		if text, ok := r.mutants[args[1]]; ok {
+			return append([]string{"EVAL", text}, args[2:]...)
+		}
+	}
+	return args
+}
