@@ -614,8 +614,7 @@ func TestGuard_FailoverToClockBehind_NoReassert(t *testing.T) {
 	now := time.Now()
 	mr.SetTime(now) // miniredis's clock stands still from here
 	reg := newGuardReg(t, rdb, coord.Options{})
-	// A fleet's registry: its layout stored, so the claim has nothing to
-	// settle (settling waits for Redis TIME to move).
+	// A fleet's registry: its layout stored, as flaked init does.
 	if err := rdb.Set(ctxT(t), "{flaked}:layout", reg.Layout().String(), 0).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -291,10 +291,10 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 			}
 			return ids
 		}
-		// A registry made by Init (its first claim does not wait for a
-		// layout to settle) and a horizon of 1 s instead of 5 (B's wait
-		// for Redis's clock is bounded by it): what the test is about, A
-		// stopping at its grant, depends on neither.
+		// A registry made by Init (which waits out its loss floor) and a
+		// horizon of 1 s instead of 5 (B's wait for Redis's clock is bounded
+		// by it): what the test is about, A stopping at its grant, depends
+		// on neither.
 		o := coord.Options{Layout: l, MaxWait: time.Minute, Horizon: time.Second}
 		if _, err := coord.Init(ctxT(t), rdb, o); err != nil {
 			t.Fatal(err)

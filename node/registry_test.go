@@ -161,3 +161,36 @@ func TestNode_NoRegistryWhileRunning_WaitsWithinIDWaitNamingInit(t *testing.T) {
 	}
 	idtest.Increasing(t, n.Layout(), "node", ids)
 }
+
+// Fault: auto mode falls back to counter mode at start for a reason of
+// its own (here a clock an hour off Redis TIME), on a namespace flaked
+// init never made, or one whose fleet runs another layout. Guard: the
+// fallback runs counter mode's start check, so the start fails (naming
+// flaked init, or both layouts) as a counter-mode start does, rather than
+// a node running that is refused only at its first segment. A duplicate
+// would need such a node to issue; this pins that it does not even start.
+// Found by the simulator (seed 26890: a stray started in counter mode).
+func TestNode_AutoFallbackAtStart_ChecksRegistryAndLayout(t *testing.T) {
+	srv := realRedis(t)
+	rdb := client(t, srv)
+	clk := flake.NewOffsetClock(-time.Hour)
+	o := node.Options{Redis: rdb, Mode: node.ModeAuto, Clock: clk}
+	if n, err := node.New(ctxT(t), o); !errors.Is(err, coord.ErrNoRegistry) {
+		if err == nil {
+			n.Close(context.Background())
+		}
+		t.Fatalf("auto node falling back on a namespace without a registry: %v, want ErrNoRegistry", err)
+	}
+	initRegistry(t, node.Options{Redis: rdb}) // the fleet's default layout
+	other, err := flake.NewLayout(10, 14, 0, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Registry.Layout = other
+	if n, err := node.New(ctxT(t), o); !errors.Is(err, fallback.ErrLayoutMismatch) {
+		if err == nil {
+			n.Close(context.Background())
+		}
+		t.Fatalf("auto node with another layout falling back: %v, want ErrLayoutMismatch", err)
+	}
+}

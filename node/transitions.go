@@ -30,7 +30,11 @@ func (n *Node) startLocked(ctx context.Context) error {
 	case ModeAuto:
 		if err = n.startFlakeLocked(ctx); err != nil && fallsBack(err) {
 			n.log.Warn().Err(err).Msg("flake mode is not safe at start; issuing in counter mode")
-			err = n.toCounterLocked(ctx, err.Error())
+			if err = n.toCounterLocked(ctx, err.Error()); err == nil {
+				// As a node started in counter mode: another layout, or no
+				// registry, fails the start rather than the first ID.
+				err = n.checkCounterLayout(ctx)
+			}
 		}
 	}
 	if err == nil && n.entered == ModeNone {
