@@ -34,7 +34,10 @@ func (n *Node) Sequences() (*seq.Sequences, error) {
 			Namespace: ro.Namespace, Clock: n.opts.Clock, Rand: ro.Rand,
 			EventsMaxLen: n.opts.Counter.EventsMaxLen, Host: ro.Owner.Host, PID: ro.Owner.PID,
 			RedisIdentity: ro.RedisIdentity, MinReplicas: ro.MinReplicas,
-			Known: true, // the node started: the registry was there
+			// Only when the node's registry ran under it: a node started in
+			// counter mode while Redis was away has seen no registry, and
+			// a {ns}:meta it made would keep flaked init from making one.
+			Known: n.reg.Known(),
 		})
 		n.seqs.s.Store(s)
 	})
