@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/internal/faultproxy"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
@@ -92,9 +94,24 @@ func (l *SeqLoad) Check(t testing.TB) []int64 {
 	return all
 }
 
-// seqCreate runs `flaked seq create` on the built binary.
+// seqCreate runs `flaked seq create` on the built binary, after making
+// the fleet's registry when there is none (flaked init comes first: a
+// namespace without a registry is refused, NOREGISTRY).
 func seqCreate(t *testing.T, url string, flags ...string) {
 	t.Helper()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	n, err := rdb.Exists(ctxT(t), contract.NewKeys(coord.DefaultNamespace).Meta).Result()
+	rdb.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		initRegistry(t, "--redis", url)
+	}
 	args := append(append([]string{"seq", "create", "--redis", url}, flags...), seqTag)
 	out, err := exec.Command(binary, args...).CombinedOutput()
 	if err != nil {
@@ -250,7 +267,6 @@ func TestSeq_ReplicaMissedWritesPromoted(t *testing.T) {
 		return strings.Contains(info, "master_link_status:up")
 	})
 	seqCreate(t, master.URL(), "--step", "200", "--rate", "200000")
-	initRegistry(t, "--redis", master.URL())
 	var ds []*Daemon
 	var proxies []*faultproxy.Proxy
 	for i, mode := range []string{"flake", "auto", "counter"} {
@@ -315,8 +331,8 @@ func TestSeq_UnderACLUsers(t *testing.T) {
 		return strings.Contains(info, "connected_slaves:1")
 	})
 	nodeURL, auditURL := aclURL(t, srv, "flaked-node"), aclURL(t, srv, "flaked-audit")
-	seqCreate(t, nodeURL, "--step", "100")
 	initRegistry(t, "--redis", srv.URL()) // as the admin: flaked init's user is the operator's
+	seqCreate(t, nodeURL, "--step", "100")
 	d := NewDaemon(t, "counter", nodeURL, "--mode", "counter")
 	d.MustStart()
 	d.WaitReady(t, 20*time.Second)
