@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -20,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
-
-	"github.com/flaked/flaked/internal/redistest"
 )
 
 // manifests are the objects of deploy/kubernetes/, decoded strictly.
@@ -525,31 +522,5 @@ func TestKubernetes_InitContainerMakesTheRegistry(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-
-	redistest.Require(t)
-	srv := redistest.Start(t, redistest.Options{})
-	run := func() string {
-		t.Helper()
-		cmd := exec.Command(flakedBin, ic.Args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "FLAKED_REDIS=" + srv.URL()}
-		for k, v := range dockerfileEnv(t) {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		for k, v := range initEnv {
-			if k != "FLAKED_REDIS" {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
-		}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("init container: flaked %q: %v\n%s", ic.Args, err, out)
-		}
-		return string(out)
-	}
-	if out := run(); !strings.Contains(out, "made") {
-		t.Fatalf("init container on an empty Redis: %s", out)
-	}
-	if out := run(); !strings.Contains(out, "nothing done") {
-		t.Fatalf("init container again (the next pod start): %s", out)
-	}
+	runInitTwice(t, "init container (the next pod start)", ic.Args, initEnv)
 }
