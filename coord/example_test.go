@@ -2,6 +2,7 @@ package coord_test
 
 import (
 	"context"
+	"errors"
 	"log"
 
 	"github.com/sony/sonyflake/v2"
@@ -13,11 +14,18 @@ import (
 // machine ID is leased in Redis and renewed until Close. sonyflake cannot
 // stop at a reservation, so a process paused longer than the lease TTL
 // can collide with the next owner of its ID; flaked's own generator
-// (package node) cannot. (Not run by go test: it needs a Redis.)
+// (package node) cannot. The fleet's registry is made once, by `flaked
+// init` or Init, before its first process. (Not run by go test: it needs
+// a Redis.)
 func ExampleRegistry_Sonyflake() {
 	ctx := context.Background()
 	rdb, err := coord.NewClient("redis://127.0.0.1:6379")
 	if err != nil {
+		log.Fatal(err)
+	}
+	// Once per fleet (ErrRegistryExists after that); it waits out a loss
+	// floor, a few seconds, so the first claims start at once.
+	if _, err := coord.Init(ctx, rdb, coord.Options{}); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
 		log.Fatal(err)
 	}
 	reg, err := coord.NewRegistry(rdb, coord.Options{})

@@ -46,7 +46,9 @@ func ExampleNew_redis() {
 		Mode:      node.ModeAuto,
 	})
 	if err != nil {
-		log.Fatal(err) // e.g. another layout than the fleet's, naming both
+		// e.g. another layout than the fleet's, naming both, or no
+		// registry: `flaked init` (coord.Init) makes it once per fleet.
+		log.Fatal(err)
 	}
 	defer n.Close(ctx)
 
