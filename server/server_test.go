@@ -377,24 +377,49 @@ func TestIdleTimeout_ClosesIdleConnections(t *testing.T) {
 	idle, busy := ts.dial(t), ts.dial(t)
 	idle.do("PING\r\n")
 	start := time.Now()
-	// busy keeps talking more often than the timeout and stays open.
-	for time.Since(start) < 600*time.Millisecond {
+	closed := make(chan error, 1)
+	go func() {
+		b, err := io.ReadAll(idle.r)
+		if err == nil && len(b) > 0 {
+			err = fmt.Errorf("got %q before EOF", b)
+		}
+		closed <- err
+	}()
+	// busy talks without a pause until idle is closed, and stays open.
+	for {
 		if got := busy.do("PING\r\n"); got != "+PONG" {
 			t.Fatalf("busy client: %q", got)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	idle.expectEOF()
-	if waited := time.Since(start); waited < 200*time.Millisecond {
-		t.Errorf("closed after %v, before the idle timeout", waited)
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatalf("idle client: %v", err)
+			}
+			if waited := time.Since(start); waited < 200*time.Millisecond {
+				t.Errorf("closed after %v, before the idle timeout", waited)
+			}
+			if got := busy.do("PING\r\n"); got != "+PONG" {
+				t.Fatalf("busy client after the idle one closed: %q", got)
+			}
+			return
+		default:
+		}
 	}
 }
 
 func TestIdleTimeout_ZeroKeepsConnections(t *testing.T) {
 	ts := startServer(t, Options{})
-	c := ts.dial(t)
-	c.do("PING\r\n")
-	time.Sleep(300 * time.Millisecond)
+	c, other := ts.dial(t), ts.dial(t)
+	id := strings.TrimPrefix(c.do(resp("CLIENT", "ID")), ":")
+	// Until the server itself reports c idle for a second (CLIENT LIST
+	// idle=1), longer than any timeout a sweep would apply.
+	poll.UntilNil(t, 10*time.Second, "c idle for a second", func() error {
+		list := other.do(resp("CLIENT", "LIST", "ID", id))
+		if !strings.Contains(list, " idle=1 ") && !strings.Contains(list, " idle=2 ") {
+			return fmt.Errorf("CLIENT LIST: %q", list)
+		}
+		return nil
+	})
 	if got := c.do("PING\r\n"); got != "+PONG" {
 		t.Fatal(got)
 	}
@@ -484,18 +509,22 @@ func TestShutdown_ContextEndsFirst(t *testing.T) {
 	ts := startServer(t, Options{})
 	c := ts.dial(t)
 	c.do("PING\r\n")
-	// A client that never reads fills its socket: its connection cannot
-	// finish, so Shutdown gives up when ctx ends and closes it.
-	go func() {
-		big := strings.Repeat(resp("NEXTIDS", "10000"), 50)
-		for {
-			if _, err := io.WriteString(c.nc, big); err != nil {
-				return
-			}
+	// A client that never reads sends, in one write, requests whose
+	// replies (about 20 MB) are more than the loopback's socket buffers
+	// hold (tcp_rmem and tcp_wmem at most 6 and 4 MB). Requests read before
+	// Shutdown still run, so once the first has, the connection cannot
+	// finish: Shutdown gives up when ctx ends and closes it.
+	before := ts.commandsProcessed()
+	c.send(strings.Repeat(resp("NEXTIDS", "10000"), 100))
+	poll.UntilNil(t, 10*time.Second, "the first NEXTIDS run", func() error {
+		if ts.commandsProcessed() == before {
+			return errors.New("none run yet")
 		}
-	}()
-	time.Sleep(300 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		return nil
+	})
+	// Longer than the linger a client that reads nothing costs anyway
+	// (lingerClose): with small replies Shutdown returns nil within it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*lingerTimeout)
 	defer cancel()
 	if err := ts.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown = %v, want context.DeadlineExceeded", err)
