@@ -27,7 +27,7 @@ func initCommand() *cli.Command {
 		Description: "flaked serve starts only on a namespace with a registry: run flaked init once, with the fleet's\n" +
 			"layout flags, before the fleet's first node. It cannot tell a new namespace from one whose Redis\n" +
 			"lost everything a moment ago while nodes still issue, so it records a possible loss now and waits\n" +
-			"it out (the horizon of a node with these --max-lead and --max-skew, plus 1 s of skew: about 4 s by\n" +
+			"it out (the horizon of a node with these --max-lead, --reserve-ahead and --max-skew, plus 1 s of skew: about 4 s by\n" +
 			"default) before it returns: the first claims then start at once, and an init run after a total\n" +
 			"loss of Redis's data is safe too. It refuses (status 1) a namespace that holds a registry or a\n" +
 			"layout; --if-missing makes that a success (status 2 if the stored layout differs from the flags'),\n" +
@@ -39,6 +39,7 @@ func initCommand() *cli.Command {
 			&cli.StringFlag{Name: "namespace", Value: coord.DefaultNamespace, EnvVars: envVars("namespace"),
 				Usage: "the fleet's namespace (keys {ns}:...)"},
 			durationFlag("max-lead", flake.DefaultMaxLead, 0, node.MaxMaxLead, "the nodes' --max-lead (sets the wait)"),
+			durationFlag("reserve-ahead", node.DefaultReserveAhead, node.MinReserveAhead, node.MaxReserveAhead, "the nodes' --reserve-ahead (sets the wait)"),
 			durationFlag("max-skew", coord.DefaultMaxSkew, coord.MinMaxSkew, coord.MaxMaxSkew, "the nodes' --max-skew (sets the wait)"),
 			&cli.StringFlag{Name: "redis-identity", Value: contract.IdentityInfo, EnvVars: envVars("redis-identity"),
 				Usage: "the nodes' --redis-identity"},
@@ -64,7 +65,7 @@ func runInit(c *cli.Context) error {
 	o := coord.Options{Namespace: ns, Layout: layout, MaxSkew: c.Duration("max-skew"), RedisIdentity: c.String("redis-identity")}
 	// The horizon a flaked serve node with these flags claims under, so
 	// its first claim finds the floor passed.
-	if o.Horizon, err = (node.Options{Registry: o, MaxLead: c.Duration("max-lead")}).Horizon(); err != nil {
+	if o.Horizon, err = (node.Options{Registry: o, MaxLead: c.Duration("max-lead"), ReserveAhead: c.Duration("reserve-ahead")}).Horizon(); err != nil {
 		return usageError{err}
 	}
 	rdb, err := redisClient(c.String("redis"))

@@ -77,10 +77,46 @@ func TestInit_WaitsOutFloor_OnceThenRefused(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "holds layout") {
 		t.Fatalf("init --if-missing with another layout: status %d, %q; want %d naming the stored layout", code, errOut, exitUsage)
 	}
-	for _, bad := range [][]string{{"--bits-id", "99"}, {"--namespace", "a b"}, {"--max-lead", "2h"}, {"--redis-identity", "maybe"}} {
+	for _, bad := range [][]string{{"--bits-id", "99"}, {"--namespace", "a b"}, {"--max-lead", "2h"}, {"--reserve-ahead", "5ms"}, {"--redis-identity", "maybe"}} {
 		if code, _, errOut := runT(t, nil, append([]string{"init", "--redis", srv.URL()}, bad...)...); code != exitUsage {
 			t.Errorf("init %v: status %d (%s), want %d", bad, code, errOut, exitUsage)
 		}
+	}
+}
+
+// flaked init --reserve-ahead waits out the longer horizon of the nodes
+// that pass the same flag: their first claim finds its floor passed. With
+// init's default (1 s) it would not: the floor would be 2 s ahead.
+func TestInit_ReserveAhead_WaitsOutTheNodesHorizon(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	code, out, errOut := runT(t, nil, "init", "--redis", srv.URL(), "--namespace", "long", "--reserve-ahead", "3s")
+	if code != exitOK {
+		t.Fatalf("init: status %d, %q, %q", code, out, errOut)
+	}
+	layout := flake.DefaultLayout()
+	horizon, err := node.Options{Registry: coord.Options{Layout: layout}, ReserveAhead: 3 * time.Second}.Horizon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := srv.Client(t)
+	reg, err := coord.NewRegistry(rdb, coord.Options{Namespace: "long", Layout: layout, Horizon: horizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := reg.Claim(ctx, coord.ClaimOptions{})
+	if err != nil {
+		t.Fatalf("the first claim after init: %v", err)
+	}
+	defer lease.Release(context.Background(), -1)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor, tick := lease.Floor(), layout.Tick(now); floor >= tick {
+		t.Fatalf("the first claim (horizon %v) after init --reserve-ahead 3s has floor %d, not below the Redis clock's tick %d", horizon, floor, tick)
 	}
 }
 

@@ -43,8 +43,11 @@ func serveFlags() []cli.Flag {
 		durationFlag("lease-ttl", coord.DefaultLeaseTTL, coord.MinLeaseTTL, coord.MaxLeaseTTL,
 			"machine-ID lease TTL (renewed every TTL/3)"),
 		durationFlag("max-lead", flake.DefaultMaxLead, 0, node.MaxMaxLead, "how far IDs may run ahead of the clock"),
+		durationFlag("reserve-ahead", node.DefaultReserveAhead, node.MinReserveAhead, node.MaxReserveAhead,
+			"how far ahead of use each reservation reaches: a flake node holds between half of it and all of it, and issues through a Redis that is slow or paused for that long; "+
+				"the data-loss horizon, every wait after a Redis restart or failover, and a restart after kill -9 grow with it (auto mode serves counter IDs meanwhile); keep it the same across the fleet and pass it to flaked init"),
 		durationFlag("max-wait", 0, 0, coord.MaxMaxWait,
-			"how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode; 0: the data-loss horizon + 2s, about 5s, where the horizon is max-lead + 1s reserve-ahead + max-skew + a tick)"),
+			"how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode; 0: the data-loss horizon + 2s, about 5s, where the horizon is max-lead + reserve-ahead + max-skew + a tick)"),
 		durationFlag("id-wait", defaultIDWait, 0, node.MaxIDWait,
 			"the longest a NEXTID/NEXTIDS/NEXTBLOCK (and the HTTP API) waits for an ID while the node cannot issue (claiming again, Redis slow or restarting) before it answers an error saying what the node waits for and until when; keep it below the clients' read timeout (go-redis: 3s)"),
 		durationFlag("max-skew", coord.DefaultMaxSkew, coord.MinMaxSkew, coord.MaxMaxSkew,

@@ -80,12 +80,13 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 			MaxSkew: c.Duration("max-skew"), MaxWait: c.Duration("max-wait"), ReplicaWait: c.Duration("replica-wait"), MinReplicas: minReplicasFromFlags(c),
 			Owner: coord.Owner{Addr: o.listen, Version: version}, RedisIdentity: c.String("redis-identity"),
 		},
-		StateFile:  stateFile,
-		Mode:       mode,
-		MachineIDs: c.Int("machine-ids"),
-		MaxLead:    c.Duration("max-lead"),
-		IDWait:     c.Duration("id-wait"),
-		Logger:     log,
+		StateFile:    stateFile,
+		Mode:         mode,
+		MachineIDs:   c.Int("machine-ids"),
+		MaxLead:      c.Duration("max-lead"),
+		ReserveAhead: c.Duration("reserve-ahead"),
+		IDWait:       c.Duration("id-wait"),
+		Logger:       log,
 	}
 	if err := contract.CheckIdentity(c.String("redis-identity")); err != nil {
 		return serveOptions{}, usagef("--redis-identity: %v", err)

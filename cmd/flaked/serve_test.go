@@ -35,6 +35,8 @@ func TestServe_FlagOutOfRange_Exit2NamingRange(t *testing.T) {
 		{nil, []string{"--lease-ttl", "banana"}, []string{"lease-ttl", "1s..10m"}},
 		{nil, []string{"--max-lead", "-1s"}, []string{"max-lead", "0..1h"}},
 		{nil, []string{"--max-lead", "61m"}, []string{"max-lead", "0..1h"}},
+		{nil, []string{"--reserve-ahead", "5ms"}, []string{"reserve-ahead", "10ms..1h"}},
+		{nil, []string{"--reserve-ahead", "2h"}, []string{"reserve-ahead", "10ms..1h"}},
 		{nil, []string{"--max-wait", "2h"}, []string{"max-wait", "0..1h"}},
 		{nil, []string{"--max-skew", "0s"}, []string{"max-skew", "1ms..1h"}},
 		{nil, []string{"--max-skew", "2h"}, []string{"max-skew", "1ms..1h"}},
@@ -97,13 +99,13 @@ func TestServe_OptionsFromFlags(t *testing.T) {
 	}}
 	t.Setenv("FLAKED_MAX_SKEW", "250ms")
 	err := testApp(cmd).Run([]string{"flaked", "serve", "--listen", "127.0.0.1:7400", "--mode", "auto",
-		"--lease-ttl", "3s", "--max-lead", "20ms", "--max-wait", "1m", "--machine-ids", "3", "--idle-timeout", "90s",
+		"--lease-ttl", "3s", "--max-lead", "20ms", "--reserve-ahead", "7s", "--max-wait", "1m", "--machine-ids", "3", "--idle-timeout", "90s",
 		"--shutdown-timeout", "2s", "--namespace", "ns1", "--state-file", "/tmp/x.state", "--max-batch", "7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n, r := got.node, got.node.Registry
-	if n.Mode != node.ModeAuto || n.MachineIDs != 3 || n.MaxLead != 20*time.Millisecond || n.StateFile != "/tmp/x.state" ||
+	if n.Mode != node.ModeAuto || n.MachineIDs != 3 || n.MaxLead != 20*time.Millisecond || n.ReserveAhead != 7*time.Second || n.StateFile != "/tmp/x.state" ||
 		n.Redis != nil || n.Clock != nil {
 		t.Errorf("node options %+v", n)
 	}
