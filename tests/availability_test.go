@@ -29,6 +29,9 @@ import (
 // baseline, built from another commit) each row runs on both, baseline
 // first, in the same run. The figures come from protocol constants (lease
 // TTL, horizon, reservations), not from CPU speed, so they are absolute.
+// FLAKED_AVAIL_FLAGS adds serve flags to the branch's runs (and
+// FLAKED_AVAIL_BASE_FLAGS to the baseline's): with the same binary as
+// baseline, a row compares two settings.
 //
 //	FLAKED_AVAIL=1 FLAKED_AVAIL_BASE=/tmp/flaked-main go test -count=1 -v -timeout 60m -run TestAvailability ./tests/
 func TestAvailability(t *testing.T) {
@@ -36,9 +39,13 @@ func TestAvailability(t *testing.T) {
 		t.Skip("a benchmark: FLAKED_AVAIL=1 (scripts/bench availability)")
 	}
 	redistest.Require(t)
-	bins := []struct{ name, path string }{{"branch", binary}}
+	type bin struct {
+		name, path string
+		flags      []string
+	}
+	bins := []bin{{"branch", binary, strings.Fields(os.Getenv("FLAKED_AVAIL_FLAGS"))}}
 	if base := os.Getenv("FLAKED_AVAIL_BASE"); base != "" {
-		bins = append([]struct{ name, path string }{{"base", base}}, bins...)
+		bins = append([]bin{{"base", base, strings.Fields(os.Getenv("FLAKED_AVAIL_BASE_FLAGS"))}}, bins...)
 	}
 	modes := strings.Fields(os.Getenv("FLAKED_AVAIL_MODES"))
 	if len(modes) == 0 {
@@ -58,6 +65,8 @@ func TestAvailability(t *testing.T) {
 			r := row{situation: c.title, mode: mode}
 			for _, b := range bins {
 				t.Run(c.name+"/"+mode+"/"+b.name, func(t *testing.T) {
+					c := c
+					c.flags = append(slices.Clone(c.flags), b.flags...)
 					res := runAvailability(t, c, mode, b.path)
 					t.Logf("%s %s %s: %s", c.name, mode, b.name, res)
 					r.res = append(r.res, res)
@@ -203,8 +212,15 @@ var availCases = []availCase{
 // runInit runs bin's flaked init on url: false when bin has no such
 // command (a binary from before it), and the test fails when it does
 // but cannot make the registry.
-func runInit(t *testing.T, bin, url string) bool {
-	out, err := exec.Command(bin, "init", "--redis", url).CombinedOutput()
+func runInit(t *testing.T, bin, url string, serveFlags []string) bool {
+	args := []string{"init", "--redis", url}
+	for i := 0; i+1 < len(serveFlags); i++ { // the serve flags init shares
+		switch serveFlags[i] {
+		case "--max-lead", "--reserve-ahead", "--max-skew":
+			args = append(args, serveFlags[i], serveFlags[i+1])
+		}
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil && strings.Contains(string(out), "unknown command") {
 		t.Logf("%s has no init command: %s", bin, out)
 		return false
@@ -348,7 +364,7 @@ func runAvailability(t *testing.T, c availCase, mode, bin string) availResult {
 	case "":
 		initRegistry(t, append([]string{"--redis", url}, c.flags...)...)
 	case initBefore:
-		if !runInit(t, bin, url) {
+		if !runInit(t, bin, url, c.flags) {
 			return availResult{na: true}
 		}
 	}
@@ -368,7 +384,7 @@ func runAvailability(t *testing.T, c availCase, mode, bin string) availResult {
 		}
 		t0 = time.Now()
 		if c.init == initTimed {
-			runInit(t, bin, url)
+			runInit(t, bin, url, c.flags)
 		}
 		c.fault(t, f)
 		waitListening(t, f.d, 60*time.Second)

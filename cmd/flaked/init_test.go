@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
@@ -34,29 +36,10 @@ func TestInit_WaitsOutFloor_OnceThenRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	horizon, err := node.Options{Registry: coord.Options{Layout: layout}}.Horizon()
-	if err != nil {
-		t.Fatal(err)
-	}
 	rdb := srv.Client(t)
-	reg, err := coord.NewRegistry(rdb, coord.Options{Layout: layout, Horizon: horizon})
-	if err != nil {
-		t.Fatal(err)
-	}
+	requireFirstClaimAtOnce(t, rdb, node.Options{Registry: coord.Options{Layout: layout}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lease, err := reg.Claim(ctx, coord.ClaimOptions{})
-	if err != nil {
-		t.Fatalf("the first claim after init: %v", err)
-	}
-	defer lease.Release(context.Background(), -1)
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if floor, tick := lease.Floor(), layout.Tick(now); floor >= tick {
-		t.Fatalf("the first claim after init has floor %d, not below the Redis clock's tick %d: init did not wait out its loss", floor, tick)
-	}
 
 	code, out, errOut = runT(t, nil, append([]string{"init", "--redis", srv.URL()}, layoutFlags...)...)
 	if code != exitFailure || !strings.Contains(errOut, "registry exists") || !strings.Contains(errOut, "restored by its nodes") {
@@ -94,13 +77,22 @@ func TestInit_ReserveAhead_WaitsOutTheNodesHorizon(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("init: status %d, %q, %q", code, out, errOut)
 	}
-	layout := flake.DefaultLayout()
-	horizon, err := node.Options{Registry: coord.Options{Layout: layout}, ReserveAhead: 3 * time.Second}.Horizon()
+	requireFirstClaimAtOnce(t, srv.Client(t), node.Options{
+		Registry: coord.Options{Namespace: "long", Layout: flake.DefaultLayout()}, ReserveAhead: 3 * time.Second})
+}
+
+// requireFirstClaimAtOnce claims a machine ID as a node with opts would
+// and fails the test unless its floor is below the Redis clock's tick:
+// init waited out the loss it recorded for such a node.
+func requireFirstClaimAtOnce(t *testing.T, rdb redis.UniversalClient, opts node.Options) {
+	t.Helper()
+	horizon, err := opts.Horizon()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := srv.Client(t)
-	reg, err := coord.NewRegistry(rdb, coord.Options{Namespace: "long", Layout: layout, Horizon: horizon})
+	o := opts.Registry
+	o.Horizon = horizon
+	reg, err := coord.NewRegistry(rdb, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +107,8 @@ func TestInit_ReserveAhead_WaitsOutTheNodesHorizon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if floor, tick := lease.Floor(), layout.Tick(now); floor >= tick {
-		t.Fatalf("the first claim (horizon %v) after init --reserve-ahead 3s has floor %d, not below the Redis clock's tick %d", horizon, floor, tick)
+	if floor, tick := lease.Floor(), o.Layout.Tick(now); floor >= tick {
+		t.Fatalf("the first claim after init (horizon %v) has floor %d, not below the Redis clock's tick %d: init did not wait out its loss", horizon, floor, tick)
 	}
 }
 
