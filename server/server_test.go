@@ -375,8 +375,10 @@ func TestMaxConns_ExtraClientRefused(t *testing.T) {
 func TestIdleTimeout_ClosesIdleConnections(t *testing.T) {
 	ts := startServer(t, Options{IdleTimeout: 200 * time.Millisecond})
 	idle, busy := ts.dial(t), ts.dial(t)
-	idle.do("PING\r\n")
+	// Before the request: the server's timeout runs from when it read it,
+	// which is later.
 	start := time.Now()
+	idle.do("PING\r\n")
 	closed := make(chan error, 1)
 	go func() {
 		b, err := io.ReadAll(idle.r)
