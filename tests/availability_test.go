@@ -29,7 +29,9 @@ import (
 // baseline, built from another commit) each row runs on both, baseline
 // first, in the same run. The figures come from protocol constants (lease
 // TTL, horizon, reservations), not from CPU speed, so they are absolute.
-// FLAKED_AVAIL_FLAGS adds serve flags to the branch's runs (and
+// FLAKED_AVAIL_WATCH (default 6s) is how long each row watches at least
+// after the fault: past the grants a node held, with a long
+// --reserve-ahead. FLAKED_AVAIL_FLAGS adds serve flags to the branch's runs (and
 // FLAKED_AVAIL_BASE_FLAGS to the baseline's): with the same binary as
 // baseline, a row compares two settings.
 //
@@ -102,6 +104,15 @@ func TestAvailability(t *testing.T) {
 			strings.Join(gap, " → "), strings.Join(lat, " → "), strings.Join(failed, " → "))
 	}
 }
+
+// availWatch is FLAKED_AVAIL_WATCH: how long a row watches at least after
+// its fault.
+var availWatch = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("FLAKED_AVAIL_WATCH")); err == nil && d > 0 {
+		return d
+	}
+	return 6 * time.Second
+}()
 
 func seconds(d time.Duration) string {
 	if d < time.Second {
@@ -405,11 +416,11 @@ func runAvailability(t *testing.T, c availCase, mode, bin string) availResult {
 			t0 = over
 		}
 	}
-	// Until IDs have come steadily for 3 s, at least 6 s after the fault,
-	// at most 45 s.
+	// Until IDs have come steadily for 3 s, at least availWatch after the
+	// fault, at most 39 s more.
 	for {
 		now := time.Now()
-		if now.Sub(over) > 45*time.Second || (now.Sub(over) > 6*time.Second && load.steadySince(now) > 3*time.Second) {
+		if now.Sub(over) > availWatch+39*time.Second || (now.Sub(over) > availWatch && load.steadySince(now) > 3*time.Second) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -453,7 +464,7 @@ func runAvailability(t *testing.T, c availCase, mode, bin string) availResult {
 			t.Errorf("no ID after the fault\n%s", f.d.Log())
 		}
 		res.none = true
-		res.gap = over.Add(45 * time.Second).Sub(t0)
+		res.gap = over.Add(availWatch + 39*time.Second).Sub(t0)
 	}
 	slices.Sort(lat)
 	if len(lat) > 0 {
