@@ -69,8 +69,8 @@ func TestNode_KillAndRestart_DefaultReach_AboveReservationAtOnce(t *testing.T) {
 }
 
 // Fault: kill -9 of an auto-mode node, restarted at once on its state
-// file, with its reservation far ahead of the clock (max skew 10 s: the
-// horizon, which a reservation may reach, is 11.5 s). Guard: the restart
+// file, with its reservation far ahead of the clock (reserve ahead 3 s,
+// past max lead 1 s). Guard: the restart
 // takes its lease over above that reservation, and rather than make
 // callers wait for the clock it serves counter IDs until the clock nears
 // the lease's floor, then returns to flake mode. A duplicate shows as an
@@ -82,7 +82,7 @@ func TestAuto_KillAndRestart_LeaseAheadOfClock_CounterUntilItStarts(t *testing.T
 	rdb := client(t, srv)
 	path := filepath.Join(t.TempDir(), "node.state")
 	reg := coord.Options{MaxSkew: 10 * time.Second}
-	o := fast(node.Options{Redis: rdb, Registry: reg, StateFile: path, Mode: node.ModeAuto, ReserveAhead: 500 * time.Millisecond})
+	o := fast(node.Options{Redis: rdb, Registry: reg, StateFile: path, Mode: node.ModeAuto, ReserveAhead: 3 * time.Second})
 	initRegistry(t, o)
 	n, err := node.New(ctxT(t), o)
 	if err != nil {
@@ -109,7 +109,7 @@ func TestAuto_KillAndRestart_LeaseAheadOfClock_CounterUntilItStarts(t *testing.T
 	}
 	is := startIssuer(n2)
 	poll.Until(t, 5*time.Second, "counter IDs", func() bool { return is.count() > 500 })
-	clk.Set(10 * time.Second) // towards the lease's floor, within max skew
+	clk.Set(ahead) // at the lease's floor, within max skew (10 s)
 	poll.Until(t, 10*time.Second, "the return to flake mode", func() bool { return n2.Mode() == node.ModeFlake })
 	after := is.count()
 	poll.Until(t, 5*time.Second, "flake IDs", func() bool { return is.count() > after+500 })
