@@ -78,7 +78,11 @@ func (g *Generator) maybePrefetch() {
 	if g.reserve == nil {
 		return
 	}
-	front := max(g.now.Load(), g.tickOf(g.state.Load()))
+	// The tick of the next value: state+1, as nextSlow reads it, so that
+	// a generator that has issued nothing on a never-reserved ID (state
+	// is then Floor+1 ticks' first value - 1, which wraps for Floor -1)
+	// asks for ReserveAhead, not the store's cap.
+	front := max(g.now.Load(), g.tickOf(g.state.Load()+1))
 	if g.granted.Load()-front > g.margin() {
 		return
 	}

@@ -147,6 +147,38 @@ func TestReserve_SlowRenewals_NeverPastGrant(t *testing.T) {
 	}
 }
 
+// A generator on a machine ID never reserved before (Floor -1, the first
+// claim of a fresh ID) asks no further than reserve ahead + max lead: its
+// first prefetch read the wrapped state of "nothing issued" as a tick at
+// the end of time and asked for everything, which the store capped at its
+// clock + the fleet's horizon. A restart after kill -9 then waited for
+// that reservation: horizon - max lead (2 s by default).
+func TestReserve_FreshMachineID_FirstReservationWithinReach(t *testing.T) {
+	l := flake.DefaultLayout()
+	ahead, lead := 200*time.Millisecond, 100*time.Millisecond
+	s := &slowStore{l: l}
+	g, err := flake.New(flake.Settings{Floor: -1, Reserved: -1, Reserve: s.reserve, ReserveAhead: ahead, MaxLead: lead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for range 3 {
+		if _, err := g.NextID(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.reach) == 0 {
+		t.Fatal("no reservation asked for")
+	}
+	for _, r := range s.reach {
+		if max := int64((ahead + lead) / l.TimeUnit); r > max+1 { // a tick of slack: the hook reads the clock later
+			t.Errorf("a reservation reached %d ticks ahead of the clock, more than reserve ahead + max lead = %d (all: %v)", r, max, s.reach)
+		}
+	}
+}
+
 // Fault: the generator starts with a floor past what the store can grant
 // yet (the store grants up to its clock + the fleet's horizon, as
 // renew.lua caps a reservation, and a lease claimed after a data loss

@@ -28,7 +28,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 	case ModeFlake:
 		err = n.startFlakeLocked(ctx)
 	case ModeAuto:
-		if err = n.startFlakeLocked(ctx); err != nil && fallsBack(err) {
+		if err = n.startAutoFlakeLocked(ctx); err != nil && fallsBack(err) {
 			n.log.Warn().Err(err).Msg("flake mode is not safe at start; issuing in counter mode")
 			if err = n.toCounterLocked(ctx, err.Error()); err == nil {
 				// As a node started in counter mode: another layout, or no
@@ -99,6 +99,23 @@ func (n *Node) startFlakeLocked(ctx context.Context) error {
 	n.src.Store(&source{mode: ModeFlake, gen: gen})
 	n.genLease = n.lease
 	return nil
+}
+
+// startAutoFlakeLocked is startFlakeLocked for auto mode, whose callers
+// must not wait for the clock: a lease that starts more than MaxLead
+// ahead of it is kept, and counter mode serves until the clock nears its
+// floor (checkAutoCounterLocked). A restart after kill -9 takes its lease
+// over above the reservation the crashed process made ahead (up to
+// MaxLead + ReserveAhead); a claim right after a Redis restart or
+// failover starts at the loss floor.
+func (n *Node) startAutoFlakeLocked(ctx context.Context) error {
+	if err := n.claimLocked(ctx); err != nil {
+		return err
+	}
+	if ahead := time.Duration(n.floorLocked()-n.clockTick()) * n.reg.Layout().TimeUnit; ahead > n.opts.MaxLead {
+		return fmt.Errorf("%w: the lease starts %v ahead of the clock (max lead %v)", ErrClockBehind, ahead, n.opts.MaxLead)
+	}
+	return n.startFlakeLocked(ctx)
 }
 
 // generatorLocked is the running generator, or nil: in counter mode, once
