@@ -45,14 +45,13 @@ const counterNeedAt = 6
 // are a gap in the counter), and the fetch is retried.
 var ErrNotReplicated = replwait.ErrNotReplicated
 
-// segmentTarget is how long a segment should last at the observed rate:
-// with the prefetch starting at 20% left, a node holds 2-10 s of IDs, so a
-// Redis that is slow or paused for that long does not stop it (issue 28).
-// A buffered value's tick is its segment's fetch time, never later than
-// Redis TIME + MaxLead then, so a loss of Redis (which restarts the
-// counter past that) leaves the buffer unique; at rates where 10 s of IDs
-// would run past the lead, MaxSegment caps the size first.
-const segmentTarget = 10 * time.Second
+// A segment lasts about 2 x Options.Hold at the observed rate and the next
+// one is fetched when half of it is left, so a node holds at least Hold
+// of IDs and a Redis that is slow or paused for that long does not stop
+// it. A buffered value's tick is its segment's fetch time, never later
+// than Redis TIME + MaxLead then, so a loss of Redis (which restarts the
+// counter past that) leaves the buffer unique however long it is held; at
+// rates where a segment would run past the lead, MaxSegment caps it first.
 
 // segment is a run of consecutive counter values [first, first+n). Values
 // are taken with one atomic add on next; indices >= n are spent.
@@ -66,7 +65,7 @@ type segment struct {
 
 func newSegment(first uint64, n int64) *segment {
 	s := &segment{first: first, n: n}
-	s.fetchAt.Store(n - max(1, n/5)) // 20% left
+	s.fetchAt.Store(n - max(1, n/2)) // half left
 	return s
 }
 
@@ -175,7 +174,7 @@ func (c *Counter) id(v uint64) uint64 { return v<<c.shift | c.machine }
 
 // NextID returns the next ID. In steady state it takes one atomic add and
 // never waits on Redis: the next segment is fetched in the background when
-// 20% of the current one is left. When the buffer is spent it waits for a
+// half of the current one is left. When the buffer is spent it waits for a
 // segment, bounded by ctx; if Redis fails it returns an error wrapping
 // ErrUnavailable.
 func (c *Counter) NextID(ctx context.Context) (uint64, error) {
@@ -334,14 +333,14 @@ func (c *Counter) await(ctx context.Context, s *segment) error {
 }
 
 // installLocked makes seg the current segment. The old one is spent.
-// The prefetch starts when 20% of seg is left, or earlier when, at the
+// The prefetch starts when half of seg is left, or earlier when, at the
 // rate the old one was used, less would not outlast 4 round trips.
 func (c *Counter) installLocked(seg *segment) {
 	now := c.opts.Clock.Now()
 	if prev := c.cur.Load(); prev.n > 0 && c.latency > 0 {
 		if el := now.Sub(prev.installed); el > 0 {
 			need := int64(float64(prev.n) * float64(4*c.latency) / float64(el))
-			if need > seg.n/5 {
+			if need > seg.n/2 {
 				seg.fetchAt.Store(max(seg.n-min(need, seg.n), seg.next.Load()))
 			}
 		}
@@ -364,7 +363,7 @@ func (c *Counter) startFetchLocked() *fetchRun {
 }
 
 // nextSizeLocked sizes the next segment so that it lasts about
-// segmentTarget at the rate the current one was used at; twice the last
+// 2 x Hold at the rate the current one was used at; twice the last
 // size when the buffer ran dry before a prefetch could refill it.
 func (c *Counter) nextSizeLocked() int64 {
 	lo, hi := int64(c.opts.MinSegment), int64(c.opts.MaxSegment)
@@ -377,7 +376,7 @@ func (c *Counter) nextSizeLocked() int64 {
 		} else if el := c.opts.Clock.Now().Sub(cur.installed); el <= 0 {
 			size = hi
 		} else if used > 0 {
-			size = int64(float64(used) * float64(segmentTarget) / float64(el))
+			size = int64(float64(used) * float64(2*c.opts.Hold) / float64(el))
 		}
 	}
 	return min(max(size, lo), hi)

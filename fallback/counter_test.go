@@ -614,6 +614,7 @@ func TestNew_InvalidOptions(t *testing.T) {
 		{"negative max segment", fallback.Options{MaxSegment: -5}, "valid range is 1..16777216"},
 		{"negative max lead", fallback.Options{MaxLead: -time.Second}, "valid range is 0..1h0m0s"},
 		{"max lead", fallback.Options{MaxLead: 2 * time.Hour}, "valid range is 0..1h0m0s"},
+		{"hold", fallback.Options{Hold: 500 * time.Millisecond}, "hold 500ms: valid range is 1s..1h0m0s"},
 		{"layout", fallback.Options{Layout: flake.Layout{BitsSequence: 31}}, "valid range is 1..30"},
 		{"layout time bits", fallback.Options{Layout: flake.Layout{BitsTime: 20, BitsSequence: 8}}, "time bits 20"},
 		{"epoch ahead", fallback.Options{Layout: flake.Layout{StartTime: time.Now().Add(time.Hour)}}, "valid range is 0.."},
@@ -633,7 +634,7 @@ func TestNew_InvalidOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := c.Options(); o.MaxSegment != 100_000 || o.MaxLead != time.Second || o.Namespace != "flaked" || !o.Layout.Equal(flake.DefaultLayout()) {
+	if o := c.Options(); o.MaxSegment != 100_000 || o.MaxLead != time.Second || o.Hold != fallback.DefaultHold || o.Namespace != "flaked" || !o.Layout.Equal(flake.DefaultLayout()) {
 		t.Fatalf("defaults: %+v", o)
 	}
 }

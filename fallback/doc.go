@@ -24,8 +24,9 @@
 //   - No ID is ever guessed: with the buffer spent and Redis unreachable,
 //     NextID fails with ErrUnavailable (bounded by its context).
 //
-// NextID takes one atomic add on the current segment; when 20% of it is
+// NextID takes one atomic add on the current segment; when half of it is
 // left, one background goroutine fetches the next (sized to last about
-// 10 s at the observed rate), so in steady state NextID never waits on
-// Redis. Close cancels that fetch and waits for it.
+// 2 x Options.Hold at the observed rate, 10 s by default), so in steady
+// state NextID never waits on Redis and a Redis away for Hold stops no
+// caller. Close cancels that fetch and waits for it.
 package fallback

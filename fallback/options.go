@@ -19,6 +19,9 @@ const (
 	DefaultMinSegment = 64
 	DefaultMaxSegment = 65536
 	DefaultMaxLead    = time.Second
+	DefaultHold       = 5 * time.Second
+	MinHold           = time.Second
+	MaxHold           = time.Hour
 	// SegmentLimit is the largest segment size counter.lua accepts.
 	SegmentLimit = 1 << 24
 	// MaxLeadLimit is the largest MaxLead.
@@ -39,9 +42,16 @@ type Options struct {
 	// MinSegment and MaxSegment bound how many values one trip to Redis
 	// fetches: 1 <= MinSegment <= MaxSegment <= SegmentLimit; defaults 64
 	// and 65536. Within them the size follows the observed rate, so that a
-	// segment lasts about 10 s.
+	// segment lasts about 2 x Hold.
 	MinSegment int
 	MaxSegment int
+	// Hold is how long a Redis outage the counter rides out at a steady
+	// rate: the next segment is fetched when half of the current one is
+	// left, so the counter holds at least Hold of IDs (fewer where
+	// MaxSegment caps a segment). 1s..1h, default 5 s; a node passes its
+	// ReserveAhead when that is longer, so both modes ride out the same
+	// outage.
+	Hold time.Duration
 	// MaxLead bounds how far ahead of Redis TIME the counter may run when
 	// the rate exceeds 2^BitsSequence IDs per tick: 0..1h, 0 means 1 s.
 	// Less than one tick means it never runs ahead. After Redis loses the
@@ -139,6 +149,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MinSegment < 1 || o.MinSegment > o.MaxSegment {
 		return o, fmt.Errorf("%w: min segment %d: valid range is 1..%d (the max segment)", ErrInvalidOptions, o.MinSegment, o.MaxSegment)
+	}
+	if o.Hold == 0 {
+		o.Hold = DefaultHold
+	}
+	if o.Hold < MinHold || o.Hold > MaxHold {
+		return o, fmt.Errorf("%w: hold %v: valid range is %v..%v", ErrInvalidOptions, o.Hold, MinHold, MaxHold)
 	}
 	if o.MaxLead == 0 {
 		o.MaxLead = DefaultMaxLead

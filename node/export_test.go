@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"time"
+
+	"github.com/flaked/flaked/fallback"
 )
 
 // Crash stops the node the way kill -9 would, as far as the fleet can
@@ -43,3 +45,6 @@ func (n *Node) Kick() {
 
 // StoreTime is the embedded store's TIME (standalone nodes only).
 func (n *Node) StoreTime(ctx context.Context) (time.Time, error) { return n.rdb.Time(ctx).Result() }
+
+// CounterOptions are the options counter mode runs with.
+func (n *Node) CounterOptions() fallback.Options { return n.opts.Counter }

@@ -227,5 +227,10 @@ func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
 	if co.Host == "" {
 		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
 	}
+	if co.Hold == 0 {
+		// The reach that rides out a Redis outage in flake mode does in
+		// counter mode too.
+		co.Hold = max(fallback.DefaultHold, o.ReserveAhead)
+	}
 	return co
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/node"
 )
 
@@ -56,6 +57,26 @@ func TestOptions_AtTheLimits_Accepted(t *testing.T) {
 		n, err := node.New(ctxT(t), o)
 		if err != nil {
 			t.Fatalf("%+v: %v", o, err)
+		}
+		if err := n.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Counter mode holds at least what a flake reservation reaches, so a
+// Redis outage a fleet's --reserve-ahead rides out in flake mode is ridden
+// out in counter mode too (fallback.TestCounter_Hold_RidesOutRedisAway).
+func TestOptions_CounterHoldsTheReach(t *testing.T) {
+	for _, tc := range []struct {
+		ahead, want time.Duration
+	}{{0, fallback.DefaultHold}, {20 * time.Second, 20 * time.Second}} {
+		n, err := node.New(ctxT(t), node.Options{ReserveAhead: tc.ahead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := n.CounterOptions().Hold; got != tc.want {
+			t.Errorf("reserve ahead %v: counter hold %v, want %v", tc.ahead, got, tc.want)
 		}
 		if err := n.Close(ctxT(t)); err != nil {
 			t.Fatal(err)
