@@ -26,7 +26,7 @@
 //
 // NextID takes one atomic add on the current segment; when half of it is
 // left, one background goroutine fetches the next (sized to last about
-// 2 x Options.Hold at the observed rate, 10 s by default), so in steady
+// 2 x Options.Hold at the observed rate, 20 s by default), so in steady
 // state NextID never waits on Redis and a Redis away for Hold stops no
 // caller. Close cancels that fetch and waits for it.
 package fallback

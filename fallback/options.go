@@ -19,7 +19,7 @@ const (
 	DefaultMinSegment = 64
 	DefaultMaxSegment = 65536
 	DefaultMaxLead    = time.Second
-	DefaultHold       = 5 * time.Second
+	DefaultHold       = 10 * time.Second
 	MinHold           = time.Second
 	MaxHold           = time.Hour
 	// SegmentLimit is the largest segment size counter.lua accepts.
@@ -48,7 +48,7 @@ type Options struct {
 	// Hold is how long a Redis outage the counter rides out at a steady
 	// rate: the next segment is fetched when half of the current one is
 	// left, so the counter holds at least Hold of IDs (fewer where
-	// MaxSegment caps a segment). 1s..1h, default 5 s; a node passes its
+	// MaxSegment caps a segment). 1s..1h, default 10 s; a node passes its
 	// ReserveAhead when that is longer, so both modes ride out the same
 	// outage.
 	Hold time.Duration

@@ -47,7 +47,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 	if err := checkServeLayout(layout, time.Now(), log); err != nil {
 		return serveOptions{}, err
 	}
-	mode, err := node.ParseMode(c.String("mode"))
+	mode, err := node.ParseMode(defaultMode(c.String("mode"), c.String("redis")))
 	if err != nil {
 		return serveOptions{}, usagef("--mode %q: want flake, counter or auto", c.String("mode"))
 	}
@@ -196,4 +196,20 @@ func redactURL(s string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// defaultMode is --mode, or when it is not given the mode a fleet should
+// run in: auto with Redis, the only mode whose callers wait no longer than
+// --id-wait through a Redis restart, failover or a restart after kill -9
+// (docs/decisions.md); flake standalone, where counter mode has only the
+// wall clock to go on across restarts.
+func defaultMode(flag, redisURL string) string {
+	switch {
+	case flag != "":
+		return flag
+	case redisURL != "":
+		return node.ModeAuto.String()
+	default:
+		return node.ModeFlake.String()
+	}
 }

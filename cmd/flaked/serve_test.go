@@ -80,7 +80,7 @@ func TestServe_Help_NamesRanges(t *testing.T) {
 		"largest difference of the local clock from Redis TIME, 1ms..1h (default: 1s)",
 		"0 means never, 0..24h (default: 0s)",
 		"waits for in-flight replies, 1s..10m (default: 10s)",
-		"--mode value ", "(default: \"flake\")",
+		"--mode value ", "default auto with --redis, flake standalone",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q:\n%s", want, out)
@@ -118,6 +118,33 @@ func TestServe_OptionsFromFlags(t *testing.T) {
 	}
 	if got.shutdownTimeout != 2*time.Second || got.listen != "127.0.0.1:7400" || got.target != "standalone (embedded store)" {
 		t.Errorf("serve options %+v", got)
+	}
+}
+
+// Without --mode a node on Redis runs auto (counter IDs bridge what flake
+// mode would wait for), a standalone one flake; --mode overrides both.
+func TestServe_DefaultMode(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want node.Mode
+	}{
+		{nil, node.ModeFlake},
+		{[]string{"--redis", "redis://127.0.0.1:1"}, node.ModeAuto},
+		{[]string{"--redis", "redis://127.0.0.1:1", "--mode", "flake"}, node.ModeFlake},
+		{[]string{"--mode", "counter"}, node.ModeCounter},
+	} {
+		var got serveOptions
+		cmd := &cli.Command{Name: "serve", Flags: serveFlags(), Action: func(c *cli.Context) error {
+			var err error
+			got, err = serveOptionsFromFlags(c, zerolog.Nop())
+			return err
+		}}
+		if err := testApp(cmd).Run(append([]string{"flaked", "serve", "--listen", "127.0.0.1:7400"}, tc.args...)); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got.node.Mode != tc.want {
+			t.Errorf("%v: mode %v, want %v", tc.args, got.node.Mode, tc.want)
+		}
 	}
 }
 
