@@ -7,6 +7,7 @@ type InitArgs struct {
 	Layout       string  `arg:"layout"`
 	EpochUs      int64   `arg:"epochUs"`
 	TickUs       float64 `arg:"tickUs"`
+	Horizon      int64   `arg:"horizon"` // ticks
 	EventsMaxLen int64   `arg:"maxlen"`
 	Host         string  `arg:"host"`
 	PID          int     `arg:"pid"`

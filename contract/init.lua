@@ -4,8 +4,10 @@
 --
 -- KEYS[1] {ns}:meta KEYS[2] {ns}:layout KEYS[3] {ns}:events
 -- ARGV (name = value; args.lua): generation; layout = canonical layout;
---   epochUs, tickUs = epoch and tick length (us); maxlen = events maxlen;
---   host, pid = the caller's; identity = as for every writing script.
+--   epochUs, tickUs = epoch and tick length (us); horizon = the fleet's
+--   horizon (ticks), which caps every grant from now on; maxlen = events
+--   maxlen; host, pid = the caller's; identity = as for every writing
+--   script.
 --
 -- The registry is made as a restored one is, with a possible loss now:
 -- init cannot tell a new fleet from one whose Redis lost everything a
@@ -25,7 +27,7 @@ end
 local _, _, nowUs = redisNow()
 local who = {'host', A.host, 'pid', A.pid}
 local _, lossMs, _, lossID = guard(KEYS[1], KEYS[3], A.maxlen, A.generation,
-  {'created_tick', math.floor((nowUs - tonumber(A.epochUs)) / tonumber(A.tickUs))}, who, A.identity)
+  {'created_tick', math.floor((nowUs - tonumber(A.epochUs)) / tonumber(A.tickUs)), 'horizon', A.horizon}, who, A.identity)
 redis.call('SET', KEYS[2], A.layout)
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', A.maxlen, '*', 'type', 'init', 'mid', '', 'layout', A.layout,
   'generation', A.generation, 'loss_id', lossID, 'detail', 'registry made by flaked init', unpack(who))

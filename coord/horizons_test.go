@@ -54,3 +54,53 @@ func TestGuard_MixedHorizons_LossFloorAboveGrants(t *testing.T) {
 		}
 	})
 }
+
+// flaked init fixes the fleet's horizon (its --reserve-ahead and the other
+// reach flags), not the first node to claim: a node with the fleet's reach
+// is granted all of it though a node with a shorter one claimed first, and
+// after Redis loses a suffix of writes that short node's claim still
+// starts above the long grant (a duplicate shows as its floor below it).
+// Before, the first claim fixed the horizon, and the long-reach nodes of a
+// fleet initialised for them were capped at the first short node's.
+func TestInit_FixesTheFleetHorizon(t *testing.T) {
+	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := tinyLayout(t)
+		long := coord.Options{Layout: l, Horizon: 2 * time.Second, MaxWait: time.Minute}
+		if err := coord.InitNoWait(ctxT(t), rdb, long); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.ForgetLoss(ctxT(t), rdb, "flaked"); err != nil {
+			t.Fatal(err)
+		}
+		short := newGuardReg(t, rdb, coord.Options{Layout: l, Horizon: 500 * time.Millisecond, MaxWait: time.Minute})
+		first, err := short.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Release(ctxT(t), first.Floor()); err != nil {
+			t.Fatal(err)
+		}
+		b, err := newGuardReg(t, rdb, long).Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := b.MachineIDs()[0]
+		now := redisNowTick(t, rdb, l)
+		grant, err := b.Reserve(ctxT(t), now+180) // 1.8 s ahead, within init's horizon
+		if err != nil {
+			t.Fatal(err)
+		}
+		if grant < now+150 {
+			t.Fatalf("granted up to tick %d, %d ticks ahead: capped below the horizon flaked init set (200 ticks)", grant, grant-now)
+		}
+		rollBack(t, rdb, id, now-1) // a failover loses the reservation and the lease
+		c, err := short.Claim(ctxT(t), coord.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.MachineIDs()[0] == id && c.Floor() < grant {
+			t.Fatalf("after the loss, the short-reach node claims ID %d from tick %d; the long one was granted up to %d: %d ticks issued twice",
+				id, c.Floor()+1, grant, grant-c.Floor())
+		}
+	})
+}

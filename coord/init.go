@@ -28,8 +28,10 @@ var initScript = redis.NewScript(contract.Init)
 // lost everything a moment ago while its nodes still issue. It waits that
 // loss floor out (Options.Horizon + contract.RedisSkew, about 6 s by
 // default), so the first claims after it start at once. A registry or
-// layout that exists is refused (ErrRegistryExists). It returns the
-// registry's generation.
+// layout that exists is refused (ErrRegistryExists). Options.Horizon
+// becomes the fleet's horizon, which caps every reservation: nodes with a
+// longer reach are held to it, so init takes the reach of the fleet's
+// nodes. It returns the registry's generation.
 func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -63,7 +65,8 @@ func initRegistry(ctx context.Context, rdb redis.UniversalClient, o Options) (st
 	gen := newToken(o.Rand)
 	keys, argv := contract.InitArgs{
 		Keys: contract.NewKeys(o.Namespace), Generation: gen, Layout: o.Layout.String(),
-		EpochUs: o.Layout.StartTime.UnixMicro(), TickUs: tickMicros(o.Layout), EventsMaxLen: o.EventsMaxLen,
+		EpochUs: o.Layout.StartTime.UnixMicro(), TickUs: tickMicros(o.Layout), Horizon: int64(o.Horizon / o.Layout.TimeUnit),
+		EventsMaxLen: o.EventsMaxLen,
 		Host: o.Owner.Host, PID: o.Owner.PID, Identity: o.RedisIdentity,
 	}.KeysArgv()
 	v, err := initScript.Run(ctx, rdb, keys, argv...).Slice()

@@ -90,6 +90,14 @@ func (r *Registry) Client() redis.UniversalClient { return r.rdb }
 // lost it.
 func (r *Registry) Known() bool { return r.known.Load() }
 
+// FleetHorizon returns the fleet's horizon ({ns}:meta, set by flaked init)
+// as the last claim read it, 0 before any claim. Every reservation is
+// capped at Redis TIME + it, so when it is shorter than Options.Horizon
+// this node reaches less far than it was configured to.
+func (r *Registry) FleetHorizon() time.Duration {
+	return time.Duration(r.fleetHorizon.Load()) * r.opts.Layout.TimeUnit
+}
+
 // Layout returns the fleet layout this registry enforces.
 func (r *Registry) Layout() flake.Layout { return r.opts.Layout }
 

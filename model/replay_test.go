@@ -308,7 +308,7 @@ func (r *replay) run(out []byte) {
 func (r *replay) init(s int) {
 	keys, argv := contract.InitArgs{
 		Keys: r.keys, Generation: r.gen(), Layout: layoutName("1"), EpochUs: 0, TickUs: tickUs,
-		EventsMaxLen: 100, Host: "h", PID: 1,
+		Horizon: horizon, EventsMaxLen: 100, Host: "h", PID: 1,
 	}.KeysArgv()
 	if res := r.eval(s, contract.Init, keys, argv); str(res[0]) != "OK" {
 		r.fail("init: %v", res)

@@ -33,6 +33,11 @@ func (n *Node) claimLocked(ctx context.Context) error {
 	}
 	n.lease = lease
 	n.claimErr = nil
+	if fleet, own := n.reg.FleetHorizon(), n.reg.Options().Horizon; fleet < own && !n.warnedHorizon {
+		n.warnedHorizon = true
+		n.log.Warn().Dur("fleet_horizon", fleet).Dur("horizon", own).
+			Msg("the fleet's horizon (set by flaked init) is shorter than this node's: its reservations are capped at it, so it rides out less of a Redis outage than --reserve-ahead says; give every node and flaked init the same --reserve-ahead, --max-lead and --max-skew")
+	}
 	if lease.DataLoss {
 		n.alarms.dataLosses.Add(1)
 	}

@@ -68,18 +68,19 @@ type Node struct {
 	reason   string // why the current mode was entered
 	// healthy, retryAt, skewAt and flushAt are readings of the clock's
 	// Monotonic, so a wall-clock step does not stretch or skip them.
-	healthy      time.Duration // counter mode: since when flake looks healthy (0: not)
-	retryAt      time.Duration // no claim attempt before this
-	skewAt       time.Duration // next clock-guard check in auto mode
-	claimErr     error         // the last claim failure
-	stateFailing bool          // the state file could not be written, as last logged
-	pending      [][]any       // mode events not written yet (Redis away)
-	flushAt      time.Duration // no attempt to write them before this
-	entered      Mode          // of the last mode event: ModeNone before the first
-	switches     atomic.Uint64
-	alarms       alarms                       // counts for the alert rules (alarms.go)
-	monitor      atomic.Pointer[flake.Ticker] // the health checks
-	seqs         seqState                     // named sequences (seq.go)
+	healthy       time.Duration // counter mode: since when flake looks healthy (0: not)
+	retryAt       time.Duration // no claim attempt before this
+	skewAt        time.Duration // next clock-guard check in auto mode
+	claimErr      error         // the last claim failure
+	warnedHorizon bool          // the fleet horizon shorter than ours was logged
+	stateFailing  bool          // the state file could not be written, as last logged
+	pending       [][]any       // mode events not written yet (Redis away)
+	flushAt       time.Duration // no attempt to write them before this
+	entered       Mode          // of the last mode event: ModeNone before the first
+	switches      atomic.Uint64
+	alarms        alarms                       // counts for the alert rules (alarms.go)
+	monitor       atomic.Pointer[flake.Ticker] // the health checks
+	seqs          seqState                     // named sequences (seq.go)
 }
 
 var _ TryGenerator = (*Node)(nil)

@@ -1,13 +1,17 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 )
 
@@ -81,5 +85,34 @@ func TestOptions_CounterHoldsTheReach(t *testing.T) {
 		if err := n.Close(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A node whose reach is longer than the fleet's horizon (another
+// --reserve-ahead than flaked init's) is capped at the fleet's by
+// renew.lua, which keeps IDs unique (coord's TestInit_FixesTheFleetHorizon)
+// but rides out less of a Redis outage than configured: the node says so.
+func TestOptions_ReachLongerThanTheFleets_Warned(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	first := newNode(t, node.Options{Redis: rdb}) // fixes the fleet's horizon at the default's
+	if _, err := first.NextID(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	long := newNode(t, node.Options{Redis: rdb, ReserveAhead: 10 * time.Second,
+		Logger: zerolog.New(&logs).Level(zerolog.WarnLevel)})
+	if _, err := long.NextID(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "the fleet's horizon (set by flaked init) is shorter than this node's") {
+		t.Fatalf("no warning of the capped reach; logs:\n%s", logs.String())
+	}
+	logs.Reset()
+	same := newNode(t, node.Options{Redis: rdb, Logger: zerolog.New(&logs).Level(zerolog.WarnLevel)})
+	if _, err := same.NextID(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "fleet's horizon") {
+		t.Fatalf("a node with the fleet's reach warned:\n%s", logs.String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/internal/simredis"
+	"github.com/flaked/flaked/node"
 )
 
 // namespace is the simulated fleet's.
@@ -34,10 +35,18 @@ func (r *run) initRegistry() error {
 		return srv.Do(r.mutate(args))
 	})
 	lay := r.layout
+	// The horizon of the fleet's nodes, as the operator passes their
+	// reach to flaked init.
+	n0 := r.s.Nodes[0]
+	horizon, err := node.Options{Registry: coord.Options{Layout: lay, MaxSkew: r.s.MaxSkew},
+		MaxLead: n0.MaxLead, ReserveAhead: n0.ReserveAhead}.Horizon()
+	if err != nil {
+		return fmt.Errorf("init registry: %w", err)
+	}
 	keys, argv := contract.InitArgs{
 		Keys: contract.NewKeys(namespace), Generation: fmt.Sprintf("sim-%d", r.s.Seed), Layout: lay.String(),
 		EpochUs: lay.StartTime.UnixMicro(), TickUs: float64(lay.TimeUnit) / float64(time.Microsecond),
-		EventsMaxLen: coord.DefaultEventsMaxLen, Host: "operator", PID: 1,
+		Horizon: int64(horizon / lay.TimeUnit), EventsMaxLen: coord.DefaultEventsMaxLen, Host: "operator", PID: 1,
 	}.KeysArgv()
 	ctx := context.Background()
 	v, err := initScript.Run(ctx, rdb, keys, argv...).Slice()
