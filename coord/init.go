@@ -66,8 +66,7 @@ func initRegistry(ctx context.Context, rdb redis.UniversalClient, o Options) (st
 	keys, argv := contract.InitArgs{
 		Keys: contract.NewKeys(o.Namespace), Generation: gen, Layout: o.Layout.String(),
 		EpochUs: o.Layout.StartTime.UnixMicro(), TickUs: tickMicros(o.Layout), Horizon: int64(o.Horizon / o.Layout.TimeUnit),
-		EventsMaxLen: o.EventsMaxLen,
-		Host:         o.Owner.Host, PID: o.Owner.PID, Identity: o.RedisIdentity,
+		EventsMaxLen: o.EventsMaxLen, Host: o.Owner.Host, PID: o.Owner.PID, Identity: o.RedisIdentity,
 	}.KeysArgv()
 	v, err := initScript.Run(ctx, rdb, keys, argv...).Slice()
 	if err != nil {
