@@ -16,8 +16,10 @@ import (
 // follow its observed round trip (rtt, smoothed over recent calls):
 //
 //   - the renewal starts when what is left of the grant is less than
-//     reserveRTTs round trips (or half of ReserveAhead, whichever is more),
-//     so its reply comes before the grant runs out;
+//     ReserveAhead less renewEvery (half of ReserveAhead when that is
+//     more, or reserveRTTs round trips), so a store that goes away holds
+//     the generator up for no less than that: all of the reach but a
+//     second, at a renewal a second, which is what a long reach is for;
 //   - each request reaches up to two round trips further than
 //     ReserveAhead, but never past the clock + MaxLead + ReserveAhead (the
 //     furthest a generator running ahead of the clock asked already), so
@@ -34,6 +36,10 @@ import (
 // reserveRTTs is how many recent round trips of Reserve must be left of
 // the grant when the next renewal starts.
 const reserveRTTs = 3
+
+// renewEvery is how much of the grant a renewal waits to extend: with a
+// long ReserveAhead, one call per renewEvery of the clock.
+const renewEvery = time.Second
 
 // reservation is one background Reserve call: err is its outcome, set
 // before task is done.
@@ -58,7 +64,7 @@ func (g *Generator) want(front, now int64) int64 {
 
 // margin is what is left of the grant when the next renewal starts.
 func (g *Generator) margin() int64 {
-	return max(g.ahead/2, reserveRTTs*g.rttTicks())
+	return max(g.ahead/2, g.ahead-int64(renewEvery/g.layout.TimeUnit), reserveRTTs*g.rttTicks())
 }
 
 // observe folds one Reserve round trip into the smoothed rtt: a slower

@@ -225,3 +225,55 @@ func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 	}
 	t.Logf("%d background reservations refused while the clock caught up", refused)
 }
+
+// Fault: the store goes away (Redis paused, failing over) at the moment a
+// renewal is due. A generator issues on under what it holds for all of
+// its reach but a second, the renewal interval: the reach an operator sets
+// (--reserve-ahead) is the outage a node rides out, where renewing at half
+// of it rode out half. Nothing is issued above the grant (a duplicate
+// across nodes would need that).
+func TestReserve_StoreAway_RiddenOutForReachLessASecond(t *testing.T) {
+	const ahead = 10 * time.Second
+	r := &reserver{limit: -1}
+	g, clk := newGen(t, flake.Settings{Reserve: r.reserve, ReserveAhead: ahead})
+	l := g.Layout()
+	step := func() (uint64, error) {
+		clk.Advance(10 * time.Millisecond) // runs a renewal an ID started
+		return g.NextID()
+	}
+	for range 3000 { // 30 s: steady renewals
+		if _, err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The store fails from now; the outage counts from its first refused call.
+	r.mu.Lock()
+	r.fail = errors.New("store away")
+	_, before := r.granted, r.calls
+	r.mu.Unlock()
+	var since time.Duration = -1
+	for i := 0; ; i++ {
+		if i > 3000 {
+			t.Fatal("issued for 30 s with the store away, past every grant")
+		}
+		id, err := step()
+		if _, calls := r.get(); calls > before && since < 0 {
+			since = 0
+		}
+		if err != nil {
+			if !errors.Is(err, flake.ErrReserve) {
+				t.Fatalf("err = %v, want ErrReserve", err)
+			}
+			break
+		}
+		if granted, _ := r.get(); l.Decompose(id).Tick > granted {
+			t.Fatalf("issued tick %d above the grant %d", l.Decompose(id).Tick, granted)
+		}
+		if since >= 0 {
+			since += 10 * time.Millisecond
+		}
+	}
+	if want := ahead - time.Second - 20*time.Millisecond; since < want {
+		t.Fatalf("issued for %v after the first refused renewal, want at least %v (the reach less a second)", since, want)
+	}
+}
