@@ -83,9 +83,9 @@ type Settings struct {
 	Reserve func(ctx context.Context, upTo int64) (granted int64, err error)
 	// ReserveAhead is how far ahead of the clock each Reserve asks for:
 	// >= one TimeUnit, 0 means 2 s. A new grant is requested when less
-	// than half of it is left, or less than a few recent Reserve round
-	// trips; while Reserve is slow each asks up to MaxLead further
-	// (reserve.go).
+	// than all of it but a second is left (half of it when that is more),
+	// or less than a few recent Reserve round trips; while Reserve is slow
+	// each asks up to two round trips further (reserve.go).
 	ReserveAhead time.Duration
 
 	// Clock is the source of time; nil means SystemClock().

@@ -44,7 +44,7 @@ func serveFlags() []cli.Flag {
 			"machine-ID lease TTL (renewed every TTL/3)"),
 		durationFlag("max-lead", flake.DefaultMaxLead, 0, node.MaxMaxLead, "how far IDs may run ahead of the clock"),
 		durationFlag("reserve-ahead", node.DefaultReserveAhead, node.MinReserveAhead, node.MaxReserveAhead,
-			"how far ahead of use each reservation reaches: a flake node holds between half of it and all of it, and issues through a Redis that is slow or paused for that long; "+
+			"how far ahead of use each reservation reaches: a flake node holds all of it but a second (half of it under 2s), and issues through a Redis that is slow or paused for that long; "+
 				"the data-loss horizon, every wait after a Redis restart or failover, and a restart after kill -9 grow with it (auto mode serves counter IDs meanwhile); keep it the same across the fleet and pass it to flaked init"),
 		durationFlag("max-wait", 0, 0, coord.MaxMaxWait,
 			"how far the clock may be behind a machine ID's reservation before the ID is given up (auto: counter mode; 0: the data-loss horizon + 2s, about 5s, where the horizon is max-lead + reserve-ahead + max-skew + a tick)"),
