@@ -21,20 +21,20 @@ const teethSeeds = 7000
 // moves the seeds), then logs the seed to record here.
 var foundBy = map[string]uint64{
 	"state-file-token":              582,
-	"loss-floor-ignored":            116,
-	"renew-across-loss":             3925,
+	"loss-floor-ignored":            100,
+	"renew-across-loss":             1064,
 	"reclaim-below-reservation":     5354,
 	"issue-past-reservation":        25,
-	"release-below-used":            536,
+	"release-below-used":            269,
 	"counter-fleet-wide":            12,
-	"counter-floor-time":            2047,
+	"counter-floor-time":            578,
 	"split-brain-no-wait":           59,
-	"identity-silent":               1086,
-	"allkeys-allowed":               5532,
+	"identity-silent":               1216,
+	"allkeys-allowed":               4677,
 	"layout-unchecked":              1,
 	"restore-by-stranger":           48,
 	"blocks:issue-past-reservation": 25,
-	"blocks:release-below-used":     536,
+	"blocks:release-below-used":     1435,
 }
 
 // TestTeeth brings back each bug the design exists to prevent and shows
