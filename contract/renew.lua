@@ -61,6 +61,14 @@ if metaHorizon < 0 then
 end
 local cap = math.floor((nowUs - epochUs) / unitUs) + metaHorizon
 
+-- After a possible loss nothing is extended, and the lease is lost to the
+-- loss whatever is left of it (a Redis restarted empty has none): what it
+-- granted before stays its owner's to issue (node/drain.go).
+if lossID ~= knownLoss then
+  event('renew_fail', ids[1], 'reason', 'loss', 'loss_ms', lossMs, 'held', held)
+  return {'LOST', ids[1], '', '', 'loss', '', ''}
+end
+
 -- Check every ID first, so a lost one changes nothing.
 for _, id in ipairs(ids) do
   local holder = redis.call('GET', prefix .. 'lease:' .. id)
@@ -76,10 +84,6 @@ for _, id in ipairs(ids) do
     event('renew_fail', id, 'reason', 'held', 'holder', holder)
     return {'LOST', id, '', holder, 'held', '', ''}
   end
-end
-if lossID ~= knownLoss then
-  event('renew_fail', ids[1], 'reason', 'loss', 'loss_ms', lossMs, 'held', held)
-  return {'LOST', ids[1], '', '', 'loss', '', ''}
 end
 
 local granted = nil

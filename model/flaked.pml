@@ -487,6 +487,14 @@ end:
        :: LAYOUTDIFF(ws, p) -> xok = 0; printf("EV RENEW %d %d LOST layout\n", p, ws)
        :: else -> skip
        fi;
+       /* after a possible loss nothing is extended, whatever is left of
+        * the lease (a Redis restarted empty has none) */
+#ifndef BUG_renew_across_loss
+       if
+       :: xok && mlid[ws] != plid[p] -> xok = 0; printf("EV RENEW %d %d LOST loss\n", p, ws)
+       :: else -> skip
+       fi;
+#endif
        /* a lease gone (expired while the owner paused) is lost, never
         * re-asserted: the node claims again with its preferred ID */
        if
@@ -496,12 +504,6 @@ end:
           xok = 0; printf("EV RENEW %d %d LOST held\n", p, ws)
        :: else -> skip
        fi;
-#ifndef BUG_renew_across_loss
-       if
-       :: xok && mlid[ws] != plid[p] -> xok = 0; printf("EV RENEW %d %d LOST loss\n", p, ws)
-       :: else -> skip
-       fi;
-#endif
        if
        :: xok ->
           lease[ws*M+xm] = ptok[p];

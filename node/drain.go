@@ -11,7 +11,9 @@ import (
 //
 // A renewal that finds Redis may have lost writes since the last one (it
 // restarted or failed over: coord.ErrPossibleLoss) loses the lease, since
-// nothing is extended across such a change. What the lease had already
+// nothing is extended across such a change; renew.lua reads that first, so
+// a Redis that came back empty, the lease key gone with everything else,
+// counts too. What the lease had already
 // granted stays this node's to issue: the grant was made before the loss,
 // so it is below the loss floor (loss_ms + the Redis clocks' skew + the
 // horizon) where every claim after the loss starts, on this machine ID

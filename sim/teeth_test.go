@@ -21,7 +21,7 @@ const teethSeeds = 7000
 // moves the seeds), then logs the seed to record here.
 var foundBy = map[string]uint64{
 	"state-file-token":              582,
-	"loss-floor-ignored":            100,
+	"loss-floor-ignored":            81,
 	"renew-across-loss":             1064,
 	"reclaim-below-reservation":     5354,
 	"issue-past-reservation":        25,
@@ -34,7 +34,7 @@ var foundBy = map[string]uint64{
 	"layout-unchecked":              1,
 	"restore-by-stranger":           48,
 	"blocks:issue-past-reservation": 25,
-	"blocks:release-below-used":     1435,
+	"blocks:release-below-used":     679,
 }
 
 // TestTeeth brings back each bug the design exists to prevent and shows
