@@ -65,6 +65,12 @@ func fleetLayout(bitsMachine int) flake.Layout {
 	return l
 }
 
+// The nodes' reach: short, so a killed node's reservation is soon past.
+const (
+	nodeMaxLead      = 20 * time.Millisecond
+	nodeReserveAhead = 50 * time.Millisecond
+)
+
 // nodeMain runs one node: it prints its machine IDs, then answers
 // "ids <n>" with n IDs and "close" by closing the node (a clean stop).
 func nodeMain() int {
@@ -91,8 +97,8 @@ func nodeMain() int {
 			LeaseTTL:  time.Second,
 			Owner:     coord.Owner{Addr: cfg.Addr, Version: "test-1"},
 		},
-		MaxLead:      20 * time.Millisecond,
-		ReserveAhead: 50 * time.Millisecond,
+		MaxLead:      nodeMaxLead,
+		ReserveAhead: nodeReserveAhead,
 	})
 	if err != nil {
 		return fail(err)
@@ -303,7 +309,14 @@ func checkOwner(t *testing.T, l flake.Layout, m audit.Machine, p *proc, state au
 // unless it exists, waiting out a loss floor of a 1 ms horizon.
 func initFleet(t *testing.T, rdb redis.UniversalClient, ns string, l flake.Layout) {
 	t.Helper()
-	_, err := coord.Init(ctxT(t), rdb, coord.Options{Namespace: ns, Layout: l, Horizon: time.Millisecond})
+	// The horizon of the nodes (nodeMain): flaked init fixes the fleet's,
+	// and no node is granted further ahead than it.
+	horizon, err := node.Options{Registry: coord.Options{Namespace: ns, Layout: l},
+		MaxLead: nodeMaxLead, ReserveAhead: nodeReserveAhead}.Horizon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = coord.Init(ctxT(t), rdb, coord.Options{Namespace: ns, Layout: l, Horizon: horizon})
 	if err != nil && !errors.Is(err, coord.ErrRegistryExists) {
 		t.Fatal(err)
 	}
