@@ -169,7 +169,7 @@
 // just synced (it acknowledges from its first periodic ACK, up to 1 s
 // later) does not fail. A client of a node waits on a grant only when what
 // its node holds is spent (reservations reach ReserveAhead ahead, counter
-// segments at half left): then for the script plus at most
+// segments are fetched at half left): then for the script plus at most
 // ReplicaWait.
 //
 // SplitBrainCheck reads the mark and the master's replicas: a mark above
