@@ -43,15 +43,7 @@ func TestGuard_MixedHorizons_LossFloorAboveGrants(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rollBack(t, rdb, id, now-1) // a failover loses the reservation and the lease
-		c, err := small.Claim(ctxT(t), coord.ClaimOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.MachineIDs()[0] == id && c.Floor() < grant {
-			t.Fatalf("after the loss, a default node claims ID %d from tick %d; the 5s-horizon node was granted up to %d: %d ticks issued twice",
-				id, c.Floor()+1, grant, grant-c.Floor())
-		}
+		claimAboveAfterLoss(t, rdb, small, id, now, grant)
 	})
 }
 
@@ -93,14 +85,23 @@ func TestInit_FixesTheFleetHorizon(t *testing.T) {
 		if grant < now+150 {
 			t.Fatalf("granted up to tick %d, %d ticks ahead: capped below the horizon flaked init set (200 ticks)", grant, grant-now)
 		}
-		rollBack(t, rdb, id, now-1) // a failover loses the reservation and the lease
-		c, err := short.Claim(ctxT(t), coord.ClaimOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.MachineIDs()[0] == id && c.Floor() < grant {
-			t.Fatalf("after the loss, the short-reach node claims ID %d from tick %d; the long one was granted up to %d: %d ticks issued twice",
-				id, c.Floor()+1, grant, grant-c.Floor())
-		}
+		claimAboveAfterLoss(t, rdb, short, id, now, grant)
 	})
+}
+
+// claimAboveAfterLoss rolls machine ID id back to before tick now (a
+// failover loses its reservation and lease), claims with reg, and fails
+// if the claim takes id at or below grant, the long-reach node's: the
+// ticks between would be issued twice.
+func claimAboveAfterLoss(t *testing.T, rdb redis.UniversalClient, reg *coord.Registry, id int, now, grant int64) {
+	t.Helper()
+	rollBack(t, rdb, id, now-1)
+	c, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MachineIDs()[0] == id && c.Floor() < grant {
+		t.Fatalf("after the loss, the shorter-reach node claims ID %d from tick %d; the longer one was granted up to %d: %d ticks issued twice",
+			id, c.Floor()+1, grant, grant-c.Floor())
+	}
 }
