@@ -45,14 +45,6 @@ const counterNeedAt = 6
 // are a gap in the counter), and the fetch is retried.
 var ErrNotReplicated = replwait.ErrNotReplicated
 
-// A segment lasts about 2 x Options.Hold at the observed rate and the next
-// one is fetched when half of it is left, so a node holds at least Hold
-// of IDs and a Redis that is slow or paused for that long does not stop
-// it. A buffered value's tick is its segment's fetch time, never later
-// than Redis TIME + MaxLead then, so a loss of Redis (which restarts the
-// counter past that) leaves the buffer unique however long it is held; at
-// rates where a segment would run past the lead, MaxSegment caps it first.
-
 // segment is a run of consecutive counter values [first, first+n). Values
 // are taken with one atomic add on next; indices >= n are spent.
 type segment struct {
@@ -63,6 +55,14 @@ type segment struct {
 	installed time.Time // when it became the current segment
 }
 
+// newSegment is a segment whose next one is fetched when half of it is
+// left. Segments last about 2 x Options.Hold at the observed rate
+// (nextSizeLocked), so a node holds at least Hold of IDs and a Redis that
+// is slow or paused for that long does not stop it. A buffered value's
+// tick is its segment's fetch time, never later than Redis TIME + MaxLead
+// then, so a loss of Redis (which restarts the counter past that) leaves
+// the buffer unique however long it is held; at rates where a segment
+// would run past the lead, MaxSegment or the lead caps it first.
 func newSegment(first uint64, n int64) *segment {
 	s := &segment{first: first, n: n}
 	s.fetchAt.Store(n - max(1, n/2)) // half left

@@ -249,7 +249,7 @@ func TestReserve_StoreAway_RiddenOutForReachLessASecond(t *testing.T) {
 	// The store fails from now; the outage counts from its first refused call.
 	r.mu.Lock()
 	r.fail = errors.New("store away")
-	_, before := r.granted, r.calls
+	before := r.calls
 	r.mu.Unlock()
 	var since time.Duration = -1
 	for i := 0; ; i++ {
