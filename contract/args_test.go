@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// scriptArgs is one script's Args type and the text whose header comment
-// documents its KEYS and ARGV.
+// scriptArgs is one script's Args type; the script's header comment lists
+// its KEYS and names the type.
 type scriptArgs interface {
 	KeysArgv() ([]string, []any)
 }
@@ -28,20 +28,28 @@ var argsOfScripts = []struct {
 	{"check.lua", check, &CheckArgs{}},
 	{"prune.lua", prune, &PruneArgs{}},
 	{"init.lua", initScript, &InitArgs{}},
+	{"seq.lua", seq, &SeqArgs{}},
 }
 
-// TestArgs_MatchHeaders: a script's ARGV is name/value pairs, each name
-// once; the names are the ones the script's header comment explains, in
-// its order; every field of the script's Args type with an arg tag is sent
-// under that name (Keys as its prefix, lists comma-joined); and the KEYS
-// are the ones the header lists, in its order. Each field is filled with a
-// value no other field has, so the pair it lands in is found in the ARGV,
-// not assumed.
-func TestArgs_MatchHeaders(t *testing.T) {
+// readRE finds the ARGV names a script reads: A.name (args.lua's table).
+var readRE = regexp.MustCompile(`\bA\.([A-Za-z]+)\b`)
+
+// TestArgs_MatchScripts: a script's ARGV is name/value pairs, each name
+// once; the names sent are exactly the ones the script reads, so the Go
+// type (which documents each) is the whole of the script's ARGV; every
+// field of the Args type with an arg tag is sent under that name (Keys as
+// its prefix, lists comma-joined); the header names the Args type; and
+// the KEYS are the ones the header lists, in its order. Each field is
+// filled with a value no other field has, so the pair it lands in is
+// found in the ARGV, not assumed.
+func TestArgs_MatchScripts(t *testing.T) {
 	for _, sc := range argsOfScripts {
 		t.Run(sc.file, func(t *testing.T) {
 			h := header(sc.text)
 			v := reflect.ValueOf(sc.args).Elem()
+			if !strings.Contains(h, v.Type().Name()) {
+				t.Errorf("the header does not name %s", v.Type().Name())
+			}
 			fillDistinct(v)
 			keys, argv := sc.args.KeysArgv()
 			if want := headerKeys(h); !slices.Equal(keys, want) {
@@ -60,8 +68,14 @@ func TestArgs_MatchHeaders(t *testing.T) {
 				sent[got[i]] = got[i+1]
 				names = append(names, got[i])
 			}
-			if want := headerNames(t, h); !slices.Equal(names, want) {
-				t.Errorf("ARGV names %q, the header explains %q", names, want)
+			var read []string
+			for _, m := range readRE.FindAllStringSubmatch(sc.text, -1) {
+				read = append(read, m[1])
+			}
+			slices.Sort(names)
+			slices.Sort(read)
+			if read = slices.Compact(read); !slices.Equal(names, read) {
+				t.Errorf("ARGV sends %q, the script reads %q", names, read)
 			}
 			for i := 0; i < v.NumField(); i++ {
 				f := v.Type().Field(i)
@@ -78,7 +92,7 @@ func TestArgs_MatchHeaders(t *testing.T) {
 }
 
 // TestRenewArgs_Order pins one script's ARGV by hand, independently of
-// the header parsing above.
+// the reflection above.
 func TestRenewArgs_Order(t *testing.T) {
 	a := RenewArgs{Keys: NewKeys("f"), Token: "tok", Want: 30, Held: 20, LeaseTTLMs: 10000, EventsMaxLen: 500,
 		Mode: "flake", Host: "h", PID: 7, Addr: "a:1", Version: "v1", Layout: "8/16/10ms/2025-01-01T00:00:00Z",
@@ -139,34 +153,6 @@ func headerKeys(h string) []string {
 	}
 	return out
 }
-
-// headerNames are the ARGV names the header explains, in order: its
-// ARGV paragraph ("ARGV (name = value; args.lua): prefix = key prefix;
-// token; host, pid = the caller's; ids = machine IDs.") is items separated
-// by "; ", each one or more names (comma separated) before " = ", or a
-// name alone.
-func headerNames(t *testing.T, h string) []string {
-	t.Helper()
-	_, rest, ok := strings.Cut(h, "ARGV (name = value; args.lua):")
-	if !ok {
-		t.Fatal("the header has no \"ARGV (name = value; args.lua):\"")
-	}
-	rest, _, _ = strings.Cut(rest, "\n")
-	var names []string
-	for _, item := range strings.Split(strings.TrimSpace(rest), "; ") {
-		lhs, _, _ := strings.Cut(item, " = ")
-		for _, n := range strings.Split(lhs, ", ") {
-			n = strings.TrimRight(strings.TrimSpace(n), ".")
-			if !nameRE.MatchString(n) {
-				t.Errorf("ARGV item %q: %q is not a name", item, n)
-			}
-			names = append(names, n)
-		}
-	}
-	return names
-}
-
-var nameRE = regexp.MustCompile(`^[a-z][A-Za-z]*$`)
 
 // fillDistinct sets every field of the Args struct v to a value no other
 // field has: Keys to the namespace "ns" (the headers' own), numbers and

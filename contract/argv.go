@@ -14,6 +14,19 @@ import (
 // it. Values stay Go numbers and strings, which go-redis writes in decimal
 // (floats in their shortest form), as the scripts read them; a list goes
 // as one comma-joined value, Keys as its prefix.
+//
+// Fields most Args types share, described once here:
+//   - Keys (arg "prefix" where the script builds per-ID keys): the
+//     namespace's keys, sent as KEYS in the order its KeysArgv gives;
+//   - Host, PID (and Addr): the caller's, written to events and owner
+//     hashes;
+//   - EventsMaxLen: {ns}:events is trimmed to about this many entries;
+//   - EpochUs, TickUs: the layout's epoch (us since the Unix epoch) and
+//     tick length (us), to turn Redis TIME into a tick;
+//   - Generation: the registry generation the caller ran under, with which
+//     it restores a missing {ns}:meta; "" when it never ran under one,
+//     and a missing registry is refused (guard.lua);
+//   - Identity: IdentityInfo ("" sends it) or IdentityNone (identity.go).
 
 // argField is one tagged field of an Args type: its index and name.
 type argField struct {

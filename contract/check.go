@@ -1,7 +1,8 @@
 package contract
 
 // CheckArgs are what one call of check.lua (Check) is given (see
-// ClaimArgs).
+// ClaimArgs). check.lua replies 1 when every lease of MachineIDs is held
+// by Token, else 0.
 type CheckArgs struct {
 	Keys       Keys   `arg:"prefix"` // KEYS 1; the ARGV prefix is Keys.Prefix
 	Token      string `arg:"token"`

@@ -2,28 +2,8 @@
 --
 -- KEYS[1] {ns}:layout   KEYS[2] {ns}:meta   KEYS[3] {ns}:machines
 -- KEYS[4] {ns}:reserved KEYS[5] {ns}:events
--- ARGV (name = value; args.lua): prefix = key prefix "{ns}:"; token =
---   owner token (new for every lease); layout = canonical layout;
---   generation = to restore the registry with ("" when the claimer has
---   never run under it: then a missing registry is refused, guard.lua);
---   horizon = ticks; now = the
---   claimer's clock (tick); ttl = lease ttl (ms); maxlen = events maxlen;
---   preferred = preferred ID ("" for none); localFloor = local floor of the
---   preferred ID; maxWait = max wait (ticks): a non-preferred ID whose
---   floor is further ahead of the claimer's clock is not taken (-1: only
---   IDs startable now); epochUs = epoch (us since the Unix epoch); tickUs =
---   tick length (us); counterID = counter machine ID (never leased); host,
---   pid, addr, version, mode = the claimer's; skip = IDs to skip (the ones
---   this owner already claimed in the same call); prevToken = the token of
---   the claimer's state file ("" for none: a lease it holds is taken
---   over); node = the state file's node ID ("" for none); minID, maxID = lowest and highest machine ID that may be
---   leased (the claimer's region); identity = "info" or "none" (guard.lua);
---   candidates = candidate IDs.
--- Returns {"OK", id, floor, generation, event, created, clone ("" or
--- "host pid" of a live process holding the preferred ID under the same
--- node ID), Redis time (ms), fleet horizon, loss ID, replicas needed,
--- replicas listed} | {"LAYOUT", stored} | {"NONE", lowest
--- floor seen or -1}. The floor: docs/design.md, Why the scripts are safe.
+-- ARGV and reply: ClaimArgs (claim.go). The floor: docs/design.md, Why
+-- the scripts are safe.
 local A = args()
 local prefix, token, layout, preferred, node, prevToken = A.prefix, A.token, A.layout, A.preferred, A.node, A.prevToken
 local horizon, now, ttl, maxlen = tonumber(A.horizon), tonumber(A.now), A.ttl, A.maxlen

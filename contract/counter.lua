@@ -3,15 +3,7 @@
 --
 -- KEYS[1] {ns}:counter, KEYS[2] {ns}:layout, KEYS[3] {ns}:events,
 -- KEYS[4] {ns}:meta
--- ARGV (name = value; args.lua): n = the segment size (1..2^24); epochUs,
---   tickUs = epoch and tick length (us); bits = bits of sequence (1..30);
---   lead = ticks, >= 0; minTick, minSeq = the caller's floor, a counter
---   value the segment must not start below (0, 0 for none); layout = the
---   caller's canonical layout (another fleet layout is refused);
---   maxlen = events maxlen; counterID = counter machine ID; host, pid = the
---   caller's; generation = to restore the registry with ("" when the caller
---   has never run under it: then a missing registry is refused,
---   guard.lua); identity = "info" or "none" (guard.lua).
+-- ARGV and reply: CounterArgs (counter.go).
 --
 -- The key holds the last value handed out as tick and seq (value = tick
 -- << bits | seq; Go composes it). Values start above the stored one, T - 1
@@ -21,10 +13,6 @@
 -- decimal string) is replaced as if missing: T + lead is above every value
 -- it handed out, and an old node fails on the hash (WRONGTYPE). Why:
 -- docs/design.md, Why the scripts are safe.
---
--- Returns {"OK", first tick, first seq, last tick, last seq (inclusive),
--- T, replicas needed, replicas listed} | {"AHEAD", T, tick of the next
--- value} | {"LAYOUT", the fleet's layout}.
 local A = args()
 local n, epochUs, unitUs = tonumber(A.n), tonumber(A.epochUs), tonumber(A.tickUs)
 local bits, lead, maxlen = tonumber(A.bits), tonumber(A.lead), A.maxlen

@@ -3,18 +3,13 @@
 -- guard.lua in front.
 --
 -- KEYS[1] {ns}:meta KEYS[2] {ns}:layout KEYS[3] {ns}:events
--- ARGV (name = value; args.lua): generation; layout = canonical layout;
---   epochUs, tickUs = epoch and tick length (us); horizon = the fleet's
---   horizon (ticks), which caps every grant from now on; maxlen = events
---   maxlen; host, pid = the caller's; identity = as for every writing
---   script.
+-- ARGV and reply: InitArgs (init.go).
 --
 -- The registry is made as a restored one is, with a possible loss now:
 -- init cannot tell a new fleet from one whose Redis lost everything a
 -- moment ago while its nodes still issue, so claims start above now +
 -- skew + horizon and counter values above now + skew + lead (coord.Init
--- waits that out). Refused when {ns}:meta or {ns}:layout exists. Returns
--- {"OK", generation, identity, loss_ms} or {"EXISTS", key, detail}.
+-- waits that out). Refused when {ns}:meta or {ns}:layout exists.
 local A = args()
 local meta = redis.call('HMGET', KEYS[1], 'generation', 'created_ms')
 if meta[1] then

@@ -12,9 +12,10 @@
 // must agree on, so coord, fallback and audit take it from here rather
 // than each spelling it: the keys of a namespace and the namespace rule
 // (keys.go), the names of the hash fields and events the scripts write
-// (fields.go), and each script's KEYS and ARGV as one typed value beside
-// it (claim.go for claim.lua, and so on; its fields' arg tags name the
-// ARGV pairs), checked against the script's header comment by a test.
+// (fields.go), and each script's KEYS, ARGV and reply as one typed value
+// beside it (claim.go for claim.lua, and so on): its fields' arg tags name
+// the ARGV pairs and its comments explain them and the reply, checked
+// against the names the script reads by a test.
 package contract
 
 import (

@@ -2,8 +2,13 @@ package contract
 
 // PruneArgs are what one call of prune.lua (Prune) is given (see
 // ClaimArgs).
+//
+// prune.lua replies a flat list: for each item, its machine ID and the
+// outcome, "pruned", "live", "recent" or "changed".
 type PruneArgs struct {
-	Keys   Keys   `arg:"prefix"` // KEYS 1-3; the ARGV prefix is Keys.Prefix
+	Keys Keys `arg:"prefix"` // KEYS 1-3; the ARGV prefix is Keys.Prefix
+	// Cutoff: only an ID whose reservation is below this tick is
+	// forgotten.
 	Cutoff int64  `arg:"cutoff"`
 	Host   string `arg:"host"`
 	PID    int    `arg:"pid"`

@@ -1,16 +1,13 @@
 -- prune.lua: forget machine IDs nobody uses any more (flaked audit prune).
 --
 -- KEYS[1] {ns}:machines  KEYS[2] {ns}:reserved  KEYS[3] {ns}:events
--- ARGV (name = value; args.lua): prefix = key prefix; cutoff = only an ID
---   whose reservation is below this tick is forgotten; host, pid = of the
---   pruning process; ids = "machine ID:owner token the audit read" items.
+-- ARGV and reply: PruneArgs (prune.go).
+--
 -- Each ID is checked again atomically (a node may have claimed it since
 -- the audit read the registry): it is left alone when its lease exists,
 -- its reservation is missing or not below the cutoff, or its owner token
 -- changed. The reservation is never touched: the next owner starts above
 -- it. The event is added without MAXLEN (the next node event trims).
--- Returns a flat list: machine ID, outcome ("pruned", "live", "recent",
--- "changed"), for each item.
 local A = args()
 local prefix, cutoff, host, pid = A.prefix, tonumber(A.cutoff), A.host, A.pid
 local out = {}

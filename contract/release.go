@@ -1,11 +1,11 @@
 package contract
 
 // ReleaseArgs are what one call of release.lua (Release) is given (see
-// ClaimArgs).
+// ClaimArgs). release.lua replies the number of leases released.
 type ReleaseArgs struct {
 	Keys         Keys    `arg:"prefix"` // KEYS 1-3; the ARGV prefix is Keys.Prefix
 	Token        string  `arg:"token"`
-	LastTick     int64   `arg:"last"`
+	LastTick     int64   `arg:"last"` // the last tick used
 	EventsMaxLen int64   `arg:"maxlen"`
 	Host         string  `arg:"host"`
 	PID          int     `arg:"pid"`
@@ -13,7 +13,7 @@ type ReleaseArgs struct {
 	Generation   string  `arg:"generation"`
 	EpochUs      int64   `arg:"epochUs"`
 	TickUs       float64 `arg:"tickUs"`
-	Identity     string  `arg:"identity"` // IdentityInfo ("" sends it) or IdentityNone
+	Identity     string  `arg:"identity"`
 	MachineIDs   []int   `arg:"ids"`
 }
 

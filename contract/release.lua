@@ -2,15 +2,12 @@
 -- guard.lua runs first.
 --
 -- KEYS[1] {ns}:reserved KEYS[2] {ns}:events KEYS[3] {ns}:meta
--- ARGV (name = value; args.lua): prefix = key prefix; token; last = last
---   tick used; maxlen = events maxlen; host, pid, addr = the owner's;
---   generation; epochUs, tickUs = epoch and tick length (us); identity; ids.
+-- ARGV and reply: ReleaseArgs (release.go).
 --
 -- While we hold the lease, the reservation is set to the exact last tick
 -- used, so a clean restart starts at once: the only place a reservation
 -- goes down (only the holder could have used those ticks, and it has
 -- stopped). An ID whose lease is no longer ours keeps the higher of the two.
--- Returns the number of leases released.
 local A = args()
 local prefix, token, last, maxlen = A.prefix, A.token, tonumber(A.last), A.maxlen
 local host, pid, addr = A.host, A.pid, A.addr

@@ -3,15 +3,7 @@
 --
 -- KEYS[1] {ns}:reserved KEYS[2] {ns}:events KEYS[3] {ns}:machines
 -- KEYS[4] {ns}:meta KEYS[5] {ns}:layout
--- ARGV (name = value; args.lua): prefix = key prefix; token; want =
---   reservation wanted (tick); held = reservation the owner holds now
---   (tick); ttl = lease ttl (ms); maxlen = events maxlen; mode, host, pid,
---   addr, version = the owner's; layout = canonical layout; generation =
---   the registry generation the lease was claimed in; horizon = ticks;
---   epochUs, tickUs = epoch and tick length (us); node = node ID; lossID =
---   the loss ID (guard.lua) this owner saw at its last claim or renewal;
---   fleetHorizon = the fleet horizon this owner knew at its claim;
---   identity = "info" or "none" (guard.lua); ids = machine IDs.
+-- ARGV and reply: RenewArgs (renew.go).
 --
 -- Extends the leases held by the token and raises the reservation, never
 -- past Redis TIME + the fleet's horizon. A missing lease is lost
@@ -19,12 +11,6 @@
 -- changed since the owner's last renewal ("loss"). After a total loss the
 -- owner restores {ns}:meta, with the fleet horizon it knew, and the layout
 -- (guard.lua). Why: docs/design.md, Why the scripts are safe.
---
--- Returns {"OK", reservation, data loss ("" | "created" | "server"),
--- Redis time (ms), loss ID, replicas needed, replicas listed} or {"LOST",
--- id, the stored layout (kind "layout") or "", holder, kind ("expired" |
--- "fenced": taken over by a copy of our state file | "layout" | "loss" |
--- "held"), holder host, holder pid}; lua.LostText words each kind.
 local A = args()
 local prefix, token, ttl, maxlen = A.prefix, A.token, A.ttl, A.maxlen
 local want, held, knownHorizon = tonumber(A.want), tonumber(A.held), tonumber(A.fleetHorizon)

@@ -76,28 +76,47 @@ func CheckTag(tag string) error {
 }
 
 // SeqArgs are what one call of seq.lua (Seq) is given (see ClaimArgs).
-// Values are below 2^53.
+// Values are below 2^53. Which fields an op reads is said with each.
+//
+// seq.lua replies, to next: {"OK", first, last, loss ID, step, replicas
+// needed, replicas listed}, {"RATE", ms to wait}, {"MAX", max},
+// {"BLOCKED", reason ("jump <loss id> <jump> <high> <max jump>", also the
+// tag's blocked field)}, {"LOST", the caller's floor} or {"UNKNOWN"}
+// (SeqBlockedText and SeqLostText word them); to giveback: {"OK", n given
+// back, "high" | "free" | "lost"}; to check: {"OK"} or {"GONE"}; to create
+// and restore: {"OK", high}, {"EXISTS"} (create) or {"WAIT", ms, loss_ms}
+// (a restore too early).
 type SeqArgs struct {
-	Keys         Keys   `arg:"prefix"` // KEYS 1-3; the ARGV prefix is Keys.Prefix
-	Op           string `arg:"op"`
-	Tag          string `arg:"tag"`
-	N            int64  `arg:"n"`
-	Floor        int64  `arg:"floor"`
-	FirstUnused  int64  `arg:"first"`
-	LastGranted  int64  `arg:"last"`
-	LossID       string `arg:"lossID"`
-	Start        int64  `arg:"start"`
-	Step         int64  `arg:"step"`
-	Max          int64  `arg:"max"`
-	Rate         int64  `arg:"rate"`
-	Burst        int64  `arg:"burst"`
-	MaxJump      int64  `arg:"maxJump"`
+	Keys Keys   `arg:"prefix"` // KEYS 1-3; the ARGV prefix is Keys.Prefix
+	Op   string `arg:"op"`     // SeqNext, SeqGiveBack, SeqCreate, SeqRestore or SeqCheck
+	Tag  string `arg:"tag"`
+	N    int64  `arg:"n"` // next: the values asked for; 0, the tag's step
+	// Floor (next) is the highest value of the tag this process was ever
+	// granted, 0 for none: no value at or below it is granted, and the
+	// tag is raised to it.
+	Floor int64 `arg:"floor"`
+	// FirstUnused and LastGranted (giveback) bound the values given back.
+	FirstUnused int64 `arg:"first"`
+	LastGranted int64 `arg:"last"`
+	// LossID (giveback, check) is the loss ID the values were granted
+	// under.
+	LossID string `arg:"lossID"`
+	// Start, Step, Max, Rate (values per second), Burst and MaxJump are
+	// the tag's options (create, and restore of a missing tag); Max and
+	// MaxJump 0 for none.
+	Start   int64 `arg:"start"`
+	Step    int64 `arg:"step"`
+	Max     int64 `arg:"max"`
+	Rate    int64 `arg:"rate"`
+	Burst   int64 `arg:"burst"`
+	MaxJump int64 `arg:"maxJump"`
+	// Above (restore) is the value the tag is restored above.
 	Above        int64  `arg:"above"`
 	EventsMaxLen int64  `arg:"maxlen"`
 	Host         string `arg:"host"`
 	PID          int    `arg:"pid"`
 	Generation   string `arg:"generation"`
-	Identity     string `arg:"identity"` // IdentityInfo ("" sends it) or IdentityNone
+	Identity     string `arg:"identity"`
 }
 
 // KeysArgv returns the KEYS and ARGV of the call.

@@ -2,19 +2,7 @@
 -- in segments (NEXTSEQ). guard.lua runs first.
 --
 -- KEYS[1] {ns}:seqs KEYS[2] {ns}:events KEYS[3] {ns}:meta
--- ARGV (name = value; args.lua): prefix = key prefix; op = 'next',
---   'giveback', 'create', 'restore' or 'check'; tag; n = the values asked
---   for (next, 0: the tag's step); floor = the highest value this process
---   was ever granted of the tag (next: no value at or below it is granted,
---   and the tag is raised to it, 0: none); first = first unused value
---   (giveback); last = last value granted (giveback); lossID = loss id the
---   values were granted under (giveback, check); start, step, max, rate,
---   burst, maxJump = the tag's options (create, and restore of a missing
---   tag): max and maxJump 0 for none, rate in values per second; above =
---   the value restored above (restore); maxlen = events maxlen; host, pid =
---   the caller's; generation = to restore {ns}:meta with ("" when the
---   caller has never run under the registry: then a missing one is
---   refused, guard.lua); identity = "info" or "none" (guard.lua).
+-- ARGV and reply: SeqArgs (seq.go).
 --
 -- The tag's hash is {ns}:seq:<tag>; {ns}:seqs lists the tags. Values are
 -- integers below 2^53, written with %d. Dense in normal operation: a
@@ -25,12 +13,6 @@
 -- jump (until flaked seq restore); a missing tag with a caller's floor
 -- fails closed the same way. Why: docs/design.md, Why the scripts are safe.
 --
--- Returns {'OK', first, last, loss id, step, replicas needed} (next),
--- {'RATE', ms to wait}, {'MAX', max}, {'BLOCKED', reason ("jump <loss id>
--- <jump> <high> <max jump>", also the tag's blocked field)}, {'LOST', the
--- caller's floor}, {'UNKNOWN'} (lua.SeqBlockedText, SeqLostText word them); {'OK', n given back, 'high'|'free'|'lost'}
--- (giveback); {'OK'} or {'GONE'} (check); {'OK', high} (create, restore),
--- {'EXISTS'} (create), {'WAIT', ms, loss_ms} (restore too early).
 -- segmentTTLMs: a node hands out a segment's values only this long after
 -- asking for it, unless a check (op 'check') finds no loss since the
 -- grant; Go reads it as seq.SegmentTTL. So by loss_ms + skew + TTL no
@@ -181,25 +163,13 @@ if op == 'giveback' then
   if last > high then
     return redis.error_reply('ERR seq.lua: give-back of ' .. I(first) .. '-' .. I(last) .. ' above high ' .. I(high))
   end
-  -- Insert into the free list, merged with its neighbours.
-  local nf, placed = {}, false
-  for i = 1, #free do
-    local f = free[i]
-    if not placed and last < f[1] then
-      nf[#nf + 1] = {first, last}
-      placed = true
-    end
-    nf[#nf + 1] = {f[1], f[2]}
-  end
-  if not placed then nf[#nf + 1] = {first, last} end
+  -- Into the free list, merged with its neighbours.
+  free[#free + 1] = {first, last}
+  table.sort(free, function(a, b) return a[1] < b[1] end)
   local merged = {}
-  for i = 1, #nf do
+  for _, f in ipairs(free) do
     local m = merged[#merged]
-    if m and nf[i][1] <= m[2] + 1 then
-      m[2] = math.max(m[2], nf[i][2])
-    else
-      merged[#merged + 1] = nf[i]
-    end
+    if m and f[1] <= m[2] + 1 then m[2] = math.max(m[2], f[2]) else merged[#merged + 1] = f end
   end
   if #merged > freeMax then
     redis.call('HSET', key, 'lost', I(num(r.lost) + count))
