@@ -43,7 +43,7 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 	}
 	// The loss floor of claim.lua for a node of horizon o.Horizon.
 	l := o.Layout
-	floor := l.Tick(time.UnixMilli(lossMs).Add(contract.RedisSkew)) + int64(o.Horizon/l.TimeUnit)
+	floor := l.Tick(time.UnixMilli(lossMs).Add(contract.RedisSkew)) + o.horizonTicks()
 	for {
 		t, err := rdb.Time(ctx).Result()
 		if err != nil {
@@ -65,7 +65,7 @@ func initRegistry(ctx context.Context, rdb redis.UniversalClient, o Options) (st
 	gen := newToken(o.Rand)
 	keys, argv := contract.InitArgs{
 		Keys: contract.NewKeys(o.Namespace), Generation: gen, Layout: o.Layout.String(),
-		EpochUs: o.Layout.StartTime.UnixMicro(), TickUs: tickMicros(o.Layout), Horizon: int64(o.Horizon / o.Layout.TimeUnit),
+		EpochUs: o.Layout.StartTime.UnixMicro(), TickUs: tickMicros(o.Layout), Horizon: o.horizonTicks(),
 		EventsMaxLen: o.EventsMaxLen, Host: o.Owner.Host, PID: o.Owner.PID, Identity: o.RedisIdentity,
 	}.KeysArgv()
 	v, err := initScript.Run(ctx, rdb, keys, argv...).Slice()

@@ -202,7 +202,7 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	keys, argv := contract.RenewArgs{
 		Keys: r.keys, Token: l.token, Want: want, Held: l.granted.Load(), LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(),
 		EventsMaxLen: r.opts.EventsMaxLen, Mode: l.mode, Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version,
-		Layout: lay.String(), Generation: l.generation, Horizon: r.horizonTicks(),
+		Layout: lay.String(), Generation: l.generation, Horizon: r.opts.horizonTicks(),
 		EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay), Node: l.nodeID, LossID: l.lossID,
 		FleetHorizon: l.horizon, Identity: r.opts.RedisIdentity, MachineIDs: l.ids,
 	}.KeysArgv()

@@ -111,15 +111,14 @@ func (r *Registry) PrepareFresh(ctx context.Context) error {
 		return fmt.Errorf("%w: PrepareFresh is only for a private store", ErrInvalidOptions)
 	}
 	if err := r.rdb.HSet(ctx, r.keys.Meta, contract.MetaGeneration, newToken(r.opts.Rand), contract.MetaServer, "", contract.MetaLossMs, 0,
-		contract.MetaCreatedMs, r.opts.Clock.Now().UnixMilli(), contract.MetaHorizon, r.horizonTicks()).Err(); err != nil {
+		contract.MetaCreatedMs, r.opts.Clock.Now().UnixMilli(), contract.MetaHorizon, r.opts.horizonTicks()).Err(); err != nil {
 		return err
 	}
 	return r.rdb.Set(ctx, r.keys.Layout, r.opts.Layout.String(), 0).Err()
 }
 
-// horizonTicks is Options.Horizon in ticks of the layout, as the scripts
-// take it.
-func (r *Registry) horizonTicks() int64 { return int64(r.opts.Horizon / r.opts.Layout.TimeUnit) }
+// horizonTicks is Horizon in ticks of the layout, as the scripts take it.
+func (o Options) horizonTicks() int64 { return int64(o.Horizon / o.Layout.TimeUnit) }
 
 // tickMicros is the length of a tick in microseconds, as the scripts take
 // it (with the epoch in microseconds) to turn Redis TIME into ticks.
@@ -204,7 +203,7 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		} else if res.lossID != lease.lossID {
 			lease.lossID = "changed during the claim" // matches no loss ID: never extended
 		}
-		lease.horizon = max(lease.horizon, res.horizon, r.horizonTicks())
+		lease.horizon = max(lease.horizon, res.horizon, r.opts.horizonTicks())
 		// A private store is new at every start: another generation there
 		// is how it always is, not a loss.
 		if p := co.Previous; p != nil && p.Generation != "" && p.Generation != res.generation && !lease.DataLoss && !r.opts.Private {
@@ -260,7 +259,7 @@ func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, r
 	}
 	return contract.ClaimArgs{
 		Keys: r.keys, Token: token, Layout: l.String(), Generation: gen,
-		Horizon: max(r.horizonTicks(), r.fleetHorizon.Load()), Now: now, LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(), EventsMaxLen: r.opts.EventsMaxLen,
+		Horizon: max(r.opts.horizonTicks(), r.fleetHorizon.Load()), Now: now, LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(), EventsMaxLen: r.opts.EventsMaxLen,
 		Preferred: preferred, LocalFloor: req.localFloor, MaxWait: maxWait,
 		EpochUs: l.StartTime.UnixMicro(), TickUs: tickMicros(l), CounterID: l.CounterMachineID(),
 		Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version, Mode: o.Mode,
