@@ -10,8 +10,9 @@
 -- else the free list, else counted lost). After a loss (another loss_id)
 -- a tag jumps to its rate bound, high + tokens + rate x elapsed since
 -- at_ms, taken at loss_ms + skew, or is blocked when that passes its max
--- jump (until flaked seq restore); a missing tag with a caller's floor
--- fails closed the same way. Why: docs/design.md, Why the scripts are safe.
+-- jump (until flaked seq restore); a tag missing while known (listed, or
+-- asked for with a caller's floor) fails closed the same way. Why:
+-- docs/design.md, Why the scripts are safe.
 --
 -- segmentTTLMs: a node hands out a segment's values only this long after
 -- asking for it, unless a check (op 'check') finds no loss since the
@@ -54,6 +55,31 @@ local function freeCount(f)
   return c
 end
 
+-- token is what a segment granted now is checked and given back with:
+-- the loss ID and the tag's epoch, which every create and restore takes
+-- anew ({ns}:meta seq_epochs), so a segment from before a loss or a
+-- restore is neither renewed nor given back (its values stay its own).
+local function token(t) return lossID .. '#' .. (t.epoch or '') end
+local function newEpoch()
+  local e = I(num(redis.call('HGET', KEYS[3], 'seq_epochs')) + 1)
+  redis.call('HSET', KEYS[3], 'seq_epochs', e)
+  return e
+end
+
+-- missingSince is when a script first found the tag's hash gone while the
+-- tag was known (lost, evicted or deleted), kept in {ns}:meta until a
+-- restore: a segment granted before is handed out at most a TTL past it.
+local missingField = 'seq_missing:' .. tag
+local function missingSince()
+  local since = tonumber(redis.call('HGET', KEYS[3], missingField) or '')
+  if since then return since end
+  redis.call('HSET', KEYS[3], missingField, nowText)
+  return nowMs
+end
+local function known()
+  return redis.call('SISMEMBER', KEYS[1], tag) == 1 or redis.call('HGET', KEYS[3], missingField)
+end
+
 local function load()
   local h = redis.call('HGETALL', key)
   if #h == 0 then return nil end
@@ -80,7 +106,8 @@ local function create(start, above)
   redis.call('HSET', key, 'start', I(start), 'step', I(step), 'max', I(mx), 'rate', I(rate),
     'burst', I(burst), 'max_jump', I(mj), 'high', I(high), 'tokens', I(burst), 'at_ms', nowText,
     'loss_id', lossID, 'free', '', 'given_back', '0', 'lost', '0', 'jumps', '0', 'grants', '0',
-    'created_ms', nowText)
+    'created_ms', nowText, 'epoch', newEpoch())
+  redis.call('HDEL', KEYS[3], missingField)
   redis.call('SADD', KEYS[1], tag)
   event('seq_create', 'start', I(start), 'step', I(step), 'max', I(mx), 'value', I(high))
   return {'OK', I(high)}
@@ -88,6 +115,10 @@ end
 
 if op == 'create' then
   if redis.call('EXISTS', key) == 1 then return {'EXISTS'} end
+  if known() then -- made before and lost: only a restore may bring it back
+    missingSince()
+    return {'LOST', '0'}
+  end
   return create(tonumber(A.start), 0)
 end
 
@@ -99,17 +130,20 @@ if op == 'restore' then
     return redis.error_reply('ERR seq.lua: restore above ' .. tostring(A.above) .. ' is not a value')
   end
   -- Trusting the operator's records (instead of the rate bound) is safe
-  -- only once no segment granted before the loss can be handed out.
+  -- only once no segment granted before the loss, or before the tag went
+  -- missing, can be handed out.
   if not r or r.blocked or r.loss_id ~= lossID then
-    local ready = lossMs + redisSkewMs + segmentTTLMs
-    if nowMs < ready then return {'WAIT', I(ready - nowMs), I(lossMs)} end
+    local since = r and lossMs or math.max(lossMs, missingSince())
+    local ready = since + redisSkewMs + segmentTTLMs
+    if nowMs < ready then return {'WAIT', I(ready - nowMs), I(since)} end
   end
   if not r then return create(math.max(tonumber(A.start) or 1, above + 1), above) end
   local high = math.max(num(r.high), above)
   -- No tokens: a restore adds no values above the rate to what a copy
   -- from before it bounds.
   redis.call('HSET', key, 'high', I(high), 'loss_id', lossID, 'free', '', 'tokens', '0',
-    'at_ms', I(math.max(nowMs, num(r.at_ms))), 'lost', I(num(r.lost) + freeCount(readFree(r.free))))
+    'at_ms', I(math.max(nowMs, num(r.at_ms))), 'lost', I(num(r.lost) + freeCount(readFree(r.free))),
+    'epoch', newEpoch())
   redis.call('HDEL', key, 'blocked')
   redis.call('SADD', KEYS[1], tag)
   event('seq_restore', 'value', I(high), 'above', I(above))
@@ -119,7 +153,8 @@ end
 local floor = tonumber(A.floor) or 0
 
 if not r then
-  if floor > 0 or redis.call('SISMEMBER', KEYS[1], tag) == 1 then
+  if floor > 0 or known() then
+    missingSince()
     event('seq_lost', 'value', I(floor))
     return {'LOST', I(floor)}
   end
@@ -128,21 +163,21 @@ end
 
 if op == 'check' then
   -- A segment granted under A.lossID may be handed out for another TTL
-  -- only if Redis lost nothing since and the tag is still there.
-  if A.lossID == lossID and r.loss_id == lossID and not r.blocked then return {'OK'} end
+  -- only if Redis lost nothing since and the tag is the one it came from.
+  if A.lossID == token(r) and not r.blocked then return {'OK'} end
   return {'GONE'}
 end
 
 if op == 'giveback' then
-  local first, last, gid = tonumber(A.first), tonumber(A.last), A.lossID
+  local first, last = tonumber(A.first), tonumber(A.last)
   if not first or not last or first < 1 or last > LIMIT then
     return redis.error_reply('ERR seq.lua: give-back range ' .. tostring(A.first) .. '-' .. tostring(A.last))
   end
   local count = last - first + 1
   if count <= 0 then return {'OK', '0', 'high'} end
-  if r.loss_id ~= gid or r.blocked then
-    -- Redis may have lost writes since these were granted: someone may
-    -- hold them now. They stay unused.
+  if A.lossID ~= token(r) or r.blocked then
+    -- Redis may have lost writes since these were granted, or the tag
+    -- was restored: someone may hold them now. They stay unused.
     redis.call('HSET', key, 'lost', I(num(r.lost) + count))
     return {'OK', '0', 'lost'}
   end
@@ -255,7 +290,7 @@ for i = 1, #free do
     local first = f[1]
     if last == f[2] then table.remove(free, i) else f[1] = last + 1 end
     save({})
-    return {'OK', I(first), I(last), lossID, I(step), seqReplicas()}
+    return {'OK', I(first), I(last), token(r), I(step), seqReplicas()}
   end
 end
 
@@ -280,4 +315,4 @@ local first, last = high + 1, high + k
 high = last
 tokens = tokens - k
 save({})
-return {'OK', I(first), I(last), lossID, I(step), seqReplicas()}
+return {'OK', I(first), I(last), token(r), I(step), seqReplicas()}

@@ -13,14 +13,6 @@ import (
 	"github.com/flaked/flaked/internal/miniinfo"
 )
 
-func init() {
-	argsOfScripts = append(argsOfScripts, struct {
-		file string
-		text string
-		args scriptArgs
-	}{"seq.lua", seq, &SeqArgs{}})
-}
-
 // seqBed runs seq.lua on miniredis, whose clock the test sets.
 type seqBed struct {
 	t    *testing.T
@@ -340,5 +332,76 @@ func TestSeqLua_CheckSegment(t *testing.T) {
 	b.mr.Del(b.keys.Meta) // a loss
 	if got := check(); got != "GONE" {
 		t.Fatalf("check after a loss: %v", got)
+	}
+}
+
+// Fault covered: the tag's hash evicted or deleted while Redis lost
+// nothing else (same server, {ns}:meta whole, so no loss is recorded).
+// Create must not make it anew from its start; restore must wait until
+// no segment granted before can be handed out; and a segment from before
+// the restore must be neither renewed by a check nor given back into the
+// restored tag, whose values it would hand out again.
+func TestSeqLua_TagGone_RestoreRetiresItsSegments(t *testing.T) {
+	b := newSeqBed(t)
+	b.create("g", 1, 10, 0, 1_000_000, 1_000_000, 0)
+	_, _, lidA := b.grant("g", 0, 0)  // A 1-10, in use
+	_, lc, lidC := b.grant("g", 0, 0) // C 11-20, not used yet
+	b.mr.Del(b.keys.Seq("g"))
+	if res := b.run(SeqArgs{Op: SeqCreate, Tag: "g", Start: 1, Step: 10, Rate: 100, Burst: 100}); res[0] != "LOST" {
+		t.Fatalf("create of a tag that existed: %v, want LOST", res)
+	}
+	b.advance(time.Second)
+	opts := SeqArgs{Op: SeqRestore, Tag: "g", Above: 10, Start: 1, Step: 10, Rate: 1_000_000, Burst: 1_000_000}
+	if res := b.run(opts); res[0] != "WAIT" || res[1] != "10000" {
+		t.Fatalf("restore 1 s after the tag was found gone: %v, want WAIT 10000 (skew + segment TTL left)", res)
+	}
+	b.advance(10 * time.Second)
+	if res := b.run(opts); res[0] != "OK" || res[1] != "10" {
+		t.Fatalf("restore: %v", res)
+	}
+	if got := b.run(SeqArgs{Op: SeqCheck, Tag: "g", LossID: lidA})[0]; got != "GONE" {
+		t.Fatalf("check of a segment from before the restore: %v, want GONE", got)
+	}
+	f, l, _ := b.grant("g", 0, 0) // D 11-20, the restored tag's
+	if f != 11 {
+		t.Fatalf("first value after the restore %d, want 11", f)
+	}
+	if res := b.giveBack("g", 11, lc, lidC); res[2] != "lost" {
+		t.Fatalf("give-back of C (from before the restore) under D: %v, want lost", res)
+	}
+	if f2, _, _ := b.grant("g", 0, 0); f2 <= l {
+		t.Fatalf("after D (%d-%d) the tag granted %d again", f, l, f2)
+	}
+}
+
+// Fault covered: Redis restored an old copy of the tag (a failover to a
+// lagging replica, an old snapshot) and a segment granted under the copy
+// is given back after the loss. Taking it back would move the tag's
+// bucket to now and lower its high, so the rate bound of the loss would
+// start below values granted after the copy: the give-back counts as
+// lost instead.
+func TestSeqLua_GiveBackAfterLoss_Lost(t *testing.T) {
+	b := newSeqBed(t)
+	b.create("r", 1, 100, 0, 10, 100, 0) // 10/s, burst 100
+	_, l1, lid := b.grant("r", 100, 0)   // S1 1-100: the copy is taken after it
+	copyOf, _ := b.mr.HKeys(b.keys.Seq("r"))
+	saved := map[string]string{}
+	for _, f := range copyOf {
+		saved[f] = b.field("r", f)
+	}
+	b.advance(10 * time.Second)
+	_, l2, _ := b.grant("r", 100, 0) // S2 101-200, lost with the copy's rollback
+	b.mr.Del(b.keys.Seq("r"))
+	for f, v := range saved {
+		b.mr.HSet(b.keys.Seq("r"), f, v)
+	}
+	b.mr.Del(b.keys.Meta) // the rollback as guard.lua sees it: a loss
+	if res := b.giveBack("r", 51, l1, lid); res[2] != "lost" {
+		t.Fatalf("give-back of S1 after the loss: %v, want lost", res)
+	}
+	b.next("r", 0, 0) // the loss's jump: tokens from loss + skew on
+	b.advance(2 * time.Second)
+	if f, _, _ := b.grant("r", 0, 0); f <= l2 {
+		t.Fatalf("first value after the loss %d, at or below S2's last %d", f, l2)
 	}
 }

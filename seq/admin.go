@@ -32,8 +32,13 @@ func (s *Sequences) Create(ctx context.Context, name string, opts TagOptions) er
 		return fmt.Errorf("%w: creating tag %s: %w", ErrUnavailable, name, err)
 	}
 	s.known.Store(true)
-	if res[0] == "EXISTS" {
+	switch res[0] {
+	case "EXISTS":
 		return fmt.Errorf("%w: %s (its settings are fixed; flaked seq list shows them)", ErrExists, name)
+	case "LOST":
+		// Made before and lost since: created anew it would hand out its
+		// values again.
+		return fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, contract.SeqLostText(name, "0"))
 	}
 	return nil
 }
@@ -70,8 +75,8 @@ func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts 
 	if res[0] == "WAIT" {
 		ms, _ := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
 		lossMs, _ := strconv.ParseInt(fmt.Sprint(res[2]), 10, 64)
-		return 0, fmt.Errorf("%w: Redis lost writes at %s; segments granted before may be handed out until %v from now: run restore again then, with N read from your records then",
-			ErrRestoreTooEarly, time.UnixMilli(lossMs).UTC().Format(time.RFC3339Nano), time.Duration(ms)*time.Millisecond)
+		return 0, fmt.Errorf("%w: Redis lost writes, or tag %s went missing, at %s; segments granted before may be handed out until %v from now: run restore again then, with N read from your records then",
+			ErrRestoreTooEarly, name, time.UnixMilli(lossMs).UTC().Format(time.RFC3339Nano), time.Duration(ms)*time.Millisecond)
 	}
 	high, _ := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
 	return high, nil

@@ -94,6 +94,19 @@ func (l *SeqLoad) Check(t testing.TB) []int64 {
 	return all
 }
 
+// Highest is the highest value handed out so far: an operator's records.
+func (l *SeqLoad) Highest() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var h uint64
+	for _, r := range l.recs {
+		for _, v := range r.ids {
+			h = max(h, v)
+		}
+	}
+	return int64(h)
+}
+
 // seqCreate runs `flaked seq create` on the built binary, after making
 // the fleet's registry when there is none (flaked init comes first: a
 // namespace without a registry is refused, NOREGISTRY).
@@ -214,6 +227,53 @@ func TestSeq_KillLeavesGapNeverReuse(t *testing.T) {
 	if skipped > int64(kills)*2*seq.MaxStep {
 		t.Fatalf("%d values skipped by %d kills, more than two segments each", skipped, kills)
 	}
+}
+
+// The tag's hash deleted under load (evicted, or a DEL by mistake) while
+// Redis lost nothing else: the nodes refuse the tag once their segments
+// are spent, and an operator restores it above the highest value the
+// records hold. The restore waits until no segment granted before can be
+// handed out (flaked seq restore says so and fails; the operator runs it
+// again, reading the records again). Fault covered: segments granted
+// before the deletion handed out after a restore made from records that
+// did not hold them yet, or given back into the restored tag: values
+// handed out twice.
+func TestSeq_TagDeletedThenRestored(t *testing.T) {
+	srv := redisServer(t, false)
+	seqCreate(t, srv.URL(), "--step", "2000")
+	ds := seqFleet(t, srv.URL())
+	load := StartSeqLoad(ds, connsPerDaemon, 10)
+	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	if err := srv.Client(t).Del(ctxT(t), contract.NewKeys(coord.DefaultNamespace).Seq(seqTag)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() (string, error) {
+		out, err := exec.Command(binary, "seq", "restore", "--redis", srv.URL(),
+			"--above", strconv.FormatInt(load.Highest(), 10), seqTag).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := restore(); err == nil || !strings.Contains(out, "too early") {
+		t.Fatalf("restore right after the deletion: %v\n%s\nwant too early (segments granted before are still handed out)", err, out)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		time.Sleep(time.Second) // the operator's retry
+		out, err := restore()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(out, "too early") || time.Now().After(deadline) {
+			t.Fatalf("flaked seq restore: %v\n%s", err, out)
+		}
+	}
+	load.WaitFor(t, int64(scale(20_000)), time.Minute, "after the restore")
+	load.Stop()
+	for _, d := range ds {
+		if err := d.Term(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load.Check(t)
 }
 
 // Redis restarted from an old RDB snapshot while the nodes had been
