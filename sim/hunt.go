@@ -27,9 +27,12 @@ type Summary struct {
 	Schedules int
 	Virtual   time.Duration
 	IDs       int64
-	Scripts   uint64 // script calls Redis ran
-	Faults    map[string]int
-	Failures  []Found
+	// SeqValues and SeqRestores: the sequence client's values checked and
+	// operator restores (Options.Sequences).
+	SeqValues, SeqRestores int64
+	Scripts                uint64 // script calls Redis ran
+	Faults                 map[string]int
+	Failures               []Found
 	// Violations counts failing IDs (every one under Options.CountAll).
 	Violations int
 	// Strays: starts with another layout refused (layout mismatch), and
@@ -89,6 +92,8 @@ func Hunt(o HuntOptions) Summary {
 				sum.Schedules++
 				sum.Virtual += res.Virtual
 				sum.IDs += int64(res.IDs)
+				sum.SeqValues += int64(res.SeqValues)
+				sum.SeqRestores += int64(res.SeqRestores)
 				sum.Scripts += res.Scripts
 				for k, v := range res.Faults {
 					sum.Faults[k] += v

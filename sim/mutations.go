@@ -26,6 +26,12 @@ type Mutation struct {
 	// Stray: the bug shows as a duplicate between a node of the fleet's
 	// layout and one of another (the teeth test requires that).
 	Stray bool
+	// Sequences: the bug is in named sequences, found with the sequence
+	// client on (Options.Sequences).
+	Sequences bool
+	// Seeds bounds the hunt of the teeth test when the bug needs more
+	// schedules than most (0: the test's bound).
+	Seeds uint64
 	// A Go mutation: the internal/bugs switch it sets.
 	Switch string
 }
@@ -86,6 +92,22 @@ var Mutations = []Mutation{
 	{Name: "restore-by-stranger", Scripts: guarded, Stray: true,
 		Edits: []Edit{{"if gen == '' then noRegistry(meta) end", ""}, {"if gen == '' then noRegistry(key) end", ""}},
 		Bug:   "a caller that never ran under the registry (a node with another layout, after Redis lost everything) creates {ns}:meta and stores its layout as the fleet's"},
+	// A dense counter's values carry no time: after a loss a tag continues
+	// above the most its rate allows since the copy Redis kept.
+	{Name: "seq-loss-jump-ignored", Script: &contract.Seq, Sequences: true,
+		Edits: []Edit{{"if r.loss_id ~= lossID then", "if false then"}},
+		Bug:   "a tag continues from the copy Redis went back to, under values granted after the copy"},
+	// A tag gone from Redis (evicted, deleted, lost) is restored from the
+	// operator's records only once no segment granted before can be
+	// handed out, and a segment from before a restore is never renewed
+	// (the tag's epoch), which needs a node holding an expired segment,
+	// unasked, through the restore's 11 s wait: rarer than most.
+	{Name: "seq-restore-unwaited", Script: &contract.Seq, Sequences: true,
+		Edits: []Edit{{"local since = r and lossMs or math.max(lossMs, missingSince())", "local since = lossMs"}},
+		Bug:   "a restore of a tag found missing with no loss recorded goes through at once, while nodes still hand out the segments they hold above the operator's records"},
+	{Name: "seq-segment-across-restore", Script: &contract.Seq, Sequences: true, Seeds: 15000,
+		Edits: []Edit{{"local function token(t) return lossID .. '#' .. (t.epoch or '') end", "local function token(t) return lossID end"}},
+		Bug:   "a segment granted before a restore passes its check after it and is handed out again above the operator's records"},
 }
 
 // guarded are the scripts that start with guard.lua.

@@ -69,13 +69,15 @@ func (r *run) issueSeq(p *proc, n int) {
 	}
 	dst := sw.dst[:n]
 	got, err := p.node.NextSeq(context.Background(), simTag, dst)
+	// The values come before the error in the client's records, which the
+	// operator's restore reads.
+	for _, v := range dst[:got] {
+		r.checkSeq(p, v)
+	}
 	if errors.Is(err, seq.ErrUnknownTag) || errors.Is(err, seq.ErrBlocked) {
 		if _, err := s.Restore(context.Background(), simTag, sw.highest, seq.TagOptions{Step: 10, Rate: 200, Burst: 400}); err == nil {
 			r.res.SeqRestores++
 		}
-	}
-	for _, v := range dst[:got] {
-		r.checkSeq(p, v)
 	}
 }
 

@@ -33,6 +33,9 @@ var foundBy = map[string]uint64{
 	"allkeys-allowed":               4677,
 	"layout-unchecked":              1,
 	"restore-by-stranger":           48,
+	"seq-loss-jump-ignored":         2,
+	"seq-restore-unwaited":          469,
+	"seq-segment-across-restore":    12622,
 	"blocks:issue-past-reservation": 25,
 	"blocks:release-below-used":     679,
 }
@@ -43,7 +46,7 @@ var foundBy = map[string]uint64{
 func TestTeeth(t *testing.T) {
 	for _, m := range sim.Mutations {
 		t.Run(m.Name, func(t *testing.T) {
-			requireFound(t, m, m.Name, sim.Options{Mutation: m.Name})
+			requireFound(t, m, m.Name, sim.Options{Mutation: m.Name, Sequences: m.Sequences})
 		})
 	}
 }
@@ -73,7 +76,11 @@ func requireFound(t *testing.T, m sim.Mutation, key string, run sim.Options) {
 		t.Fatal(err)
 	}
 	defer off()
-	if seed := foundBy[key]; seed > 0 && seed <= teethSeeds {
+	bound := uint64(teethSeeds)
+	if m.Seeds > 0 {
+		bound = m.Seeds
+	}
+	if seed := foundBy[key]; seed > 0 && seed <= bound {
 		if f := lowestFound(t, m, sim.HuntOptions{From: seed, Count: 1, Run: run}); f != nil {
 			t.Logf("%s found by seed %d: %v", key, seed, f.Result.Failure)
 			return
@@ -84,13 +91,13 @@ func requireFound(t *testing.T, m sim.Mutation, key string, run sim.Options) {
 	// but one mutation is on at a time); the seed reported is the lowest
 	// failing one, as a run one seed at a time would find.
 	const chunk = 100
-	for from := uint64(1); from <= teethSeeds; from += chunk {
-		if f := lowestFound(t, m, sim.HuntOptions{From: from, Count: min(chunk, teethSeeds-from+1), Run: run}); f != nil {
+	for from := uint64(1); from <= bound; from += chunk {
+		if f := lowestFound(t, m, sim.HuntOptions{From: from, Count: min(chunk, bound-from+1), Run: run}); f != nil {
 			t.Logf("%s found by seed %d (record it in foundBy and RELIABILITY.md): %v", key, f.Schedule.Seed, f.Result.Failure)
 			return
 		}
 	}
-	t.Fatalf("%s (%s): not found in %d schedules", key, m.Bug, teethSeeds)
+	t.Fatalf("%s (%s): not found in %d schedules", key, m.Bug, bound)
 }
 
 // lowestFound hunts o's seeds and returns the lowest that shows m's bug.

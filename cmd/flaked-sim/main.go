@@ -40,6 +40,7 @@ func main() {
 					&cli.BoolFlag{Name: "coverage", Usage: "print the coverage table: script branches and mode transitions reached"},
 					&cli.StringFlag{Name: "unreached", Usage: "fail unless every guard branch and transition is reached or listed, with why, in this `FILE` (sim/unreached.txt)"},
 					&cli.BoolFlag{Name: "blocks", Usage: "every other batch is a client's block (NEXTBLOCK)"},
+					&cli.BoolFlag{Name: "sequences", Usage: "add a client of one named sequence (NEXTSEQ), every value checked"},
 				},
 				Action: hunt,
 			},
@@ -52,6 +53,7 @@ func main() {
 					&cli.StringFlag{Name: "exposure", Usage: "the fault kind forced into the schedule (flaked-sim exposure)"},
 					&cli.BoolFlag{Name: "log", Usage: "print the nodes' logs (of the shrunk schedule)"},
 					&cli.BoolFlag{Name: "blocks", Usage: "the seed failed with blocks (hunt --blocks)"},
+					&cli.BoolFlag{Name: "sequences", Usage: "the seed failed with sequences (hunt --sequences)"},
 				},
 				Action: replay,
 			},
@@ -92,7 +94,7 @@ func hunt(c *cli.Context) error {
 	defer off()
 	o := sim.HuntOptions{
 		From: c.Uint64("from"), Count: c.Uint64("seeds"), Workers: c.Int("workers"),
-		Run:         sim.Options{Mutation: c.String("mutation"), Blocks: c.Bool("blocks")},
+		Run:         sim.Options{Mutation: c.String("mutation"), Blocks: c.Bool("blocks"), Sequences: c.Bool("sequences")},
 		StopAtFirst: c.Bool("stop-at-first"),
 	}
 	// A terminal gets a line that updates every second; a log (CI) one line
@@ -143,6 +145,9 @@ func hunt(c *cli.Context) error {
 		if o.Run.Blocks {
 			blocks = "--blocks "
 		}
+		if o.Run.Sequences {
+			blocks += "--sequences "
+		}
 		fmt.Printf("replay: flaked-sim replay %s%s%d\n", blocks, mutationFlag(o.Run.Mutation), s.Failures[0].Schedule.Seed)
 		return cli.Exit("", 1)
 	}
@@ -153,6 +158,9 @@ func printSummary(s sim.Summary) {
 	fmt.Printf("schedules:      %d\n", s.Schedules)
 	fmt.Printf("simulated time: %.1f h\n", s.Virtual.Hours())
 	fmt.Printf("IDs checked:    %d\n", s.IDs)
+	if s.SeqValues > 0 {
+		fmt.Printf("seq values:     %d checked, %d operator restores\n", s.SeqValues, s.SeqRestores)
+	}
 	fmt.Printf("failing seeds:  %d\n", len(s.Failures))
 	fmt.Printf("strays refused: %d (another layout; %d more started in counter mode, refused at their first segment)\n",
 		s.StraysRefused, s.StraysStarted)
@@ -181,7 +189,7 @@ func replay(c *cli.Context) error {
 		return err
 	}
 	defer off()
-	o := sim.Options{Mutation: c.String("mutation"), Blocks: c.Bool("blocks")}
+	o := sim.Options{Mutation: c.String("mutation"), Blocks: c.Bool("blocks"), Sequences: c.Bool("sequences")}
 	s := sim.NewSchedule(seed)
 	if k := c.String("exposure"); k != "" {
 		s = s.WithExposure(k)
