@@ -47,7 +47,10 @@ func (s *Sequences) Create(ctx context.Context, name string, opts TagOptions) er
 // drops the free list and any pending loss, and creates a missing tag
 // with opts (starting after above). above must be at or above every value
 // the tag ever handed out (from the business's records or the audit
-// stream): flaked cannot check it.
+// stream): flaked cannot check it. After a loss, or once the tag is found
+// missing, it fails with ErrRestoreTooEarly until no segment granted
+// before can be handed out; every segment granted before a restore is
+// retired by it (never renewed, never given back).
 func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts TagOptions) (int64, error) {
 	if err := contract.CheckTag(name); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
@@ -82,8 +85,9 @@ func (s *Sequences) Restore(ctx context.Context, name string, above int64, opts 
 	return high, nil
 }
 
-// ErrRestoreTooEarly: Restore of a tag after a loss, before every segment
-// granted before the loss has expired (loss + 1 s + SegmentTTL).
+// ErrRestoreTooEarly: Restore of a tag after a loss, or after the tag was
+// found missing, before every segment granted before then has expired
+// (then + 1 s + SegmentTTL).
 var ErrRestoreTooEarly = errors.New("too early to restore")
 
 // TagInfo is what Redis holds of a tag.
