@@ -112,6 +112,14 @@ func (d *daemon) start() error {
 			return fmt.Errorf("%s not ready within %v\n%s", d.name, startWithin, d.log.String())
 		}
 	}
+	// Ready, and still running: not another process that answered on a
+	// port this one failed to bind.
+	select {
+	case err := <-d.exit:
+		d.cmd = nil
+		return fmt.Errorf("%s exited at start: %v\n%s", d.name, err, d.log.String())
+	case <-time.After(50 * time.Millisecond):
+	}
 	return nil
 }
 

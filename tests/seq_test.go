@@ -147,10 +147,15 @@ func seqInfo(t *testing.T, url string) seq.TagInfo {
 	return ti
 }
 
-// seqFleet starts one daemon in each mode: the mode of IDs does not
-// matter to sequences, which run beside it.
-func seqFleet(t *testing.T, url string) []*Daemon {
-	return mixedFleet(t, url)
+// seqFleet creates the tag with flags and starts one daemon in each mode
+// (the mode of IDs does not matter to sequences, which run beside it),
+// under a load of NEXTSEQ that has taken its first values.
+func seqFleet(t *testing.T, url string, flags ...string) ([]*Daemon, *SeqLoad) {
+	seqCreate(t, url, flags...)
+	ds := mixedFleet(t, url)
+	load := StartSeqLoad(ds, connsPerDaemon, 10)
+	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	return ds, load
 }
 
 // Clean restarts (SIGTERM) of every node, in turn, under load: each gives
@@ -160,10 +165,7 @@ func seqFleet(t *testing.T, url string) []*Daemon {
 // segments (gaps).
 func TestSeq_DenseAcrossCleanRestarts(t *testing.T) {
 	srv := redisServer(t, false)
-	seqCreate(t, srv.URL(), "--step", "500")
-	ds := seqFleet(t, srv.URL())
-	load := StartSeqLoad(ds, connsPerDaemon, 10)
-	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	ds, load := seqFleet(t, srv.URL(), "--step", "500")
 	for range 2 * repeats() {
 		for _, d := range ds {
 			if err := d.Term(); err != nil {
@@ -197,10 +199,7 @@ func TestSeq_DenseAcrossCleanRestarts(t *testing.T) {
 func TestSeq_KillLeavesGapNeverReuse(t *testing.T) {
 	srv := redisServer(t, false)
 	const step = 300
-	seqCreate(t, srv.URL(), "--step", strconv.Itoa(step))
-	ds := seqFleet(t, srv.URL())
-	load := StartSeqLoad(ds, connsPerDaemon, 10)
-	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	ds, load := seqFleet(t, srv.URL(), "--step", strconv.Itoa(step))
 	kills := 0
 	for range repeats() {
 		for _, d := range ds {
@@ -240,10 +239,7 @@ func TestSeq_KillLeavesGapNeverReuse(t *testing.T) {
 // handed out twice.
 func TestSeq_TagDeletedThenRestored(t *testing.T) {
 	srv := redisServer(t, false)
-	seqCreate(t, srv.URL(), "--step", "2000")
-	ds := seqFleet(t, srv.URL())
-	load := StartSeqLoad(ds, connsPerDaemon, 10)
-	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	ds, load := seqFleet(t, srv.URL(), "--step", "2000")
 	if err := srv.Client(t).Del(ctxT(t), contract.NewKeys(coord.DefaultNamespace).Seq(seqTag)).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -283,10 +279,7 @@ func TestSeq_TagDeletedThenRestored(t *testing.T) {
 func TestSeq_RestartFromOldSnapshot(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{Args: []string{"save 3600 1"}})
-	seqCreate(t, srv.URL(), "--step", "200", "--rate", "200000")
-	ds := seqFleet(t, srv.URL())
-	load := StartSeqLoad(ds, connsPerDaemon, 10)
-	load.WaitFor(t, int64(scale(20_000)), time.Minute, "warm-up")
+	ds, load := seqFleet(t, srv.URL(), "--step", "200", "--rate", "200000")
 	c := srv.Client(t)
 	for range repeats() {
 		if err := c.Save(ctxT(t)).Err(); err != nil {

@@ -53,18 +53,33 @@ func FreePort(tb testing.TB) int {
 	return freePorts(tb, 1)[0]
 }
 
-// freePorts returns n distinct free ports: all listeners stay open until
-// every port is chosen, so the kernel cannot hand out the same one twice.
+// handedOut are the ports this process was given already: the kernel may
+// hand a port out again once its listener is closed, and two servers of
+// one test given one port would answer for each other (a readiness check
+// reaching the other one).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePorts returns n distinct free ports, none handed out before in this
+// process: all listeners stay open until every port is chosen, so the
+// kernel cannot hand out the same one twice in one call.
 func freePorts(tb testing.TB, n int) []int {
 	tb.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	ports := make([]int, 0, n)
-	for range n {
+	for tries := 0; len(ports) < n; tries++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatalf("redistest: looking for a free port: %v", err)
+		if err != nil || tries > 1000 {
+			tb.Fatalf("redistest: looking for a free port: %v (%d tries)", err, tries)
 		}
 		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		if p := l.Addr().(*net.TCPAddr).Port; !handedOut.ports[p] {
+			handedOut.ports[p] = true
+			ports = append(ports, p)
+		}
 	}
 	return ports
 }
