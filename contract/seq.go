@@ -51,6 +51,17 @@ const (
 	SeqFieldGrants    = "grants"
 	SeqFieldCreatedMs = "created_ms"
 	SeqFieldBlocked   = "blocked" // why the tag hands nothing out, until restored
+	SeqFieldEpoch     = "epoch"   // the {ns}:meta seq_epochs of its last create or restore
+)
+
+// Fields of {ns}:meta (Keys.Meta) that seq.lua writes.
+const (
+	// MetaSeqEpochs counts the creates and restores of sequence tags: each
+	// takes the next as its tag's epoch.
+	MetaSeqEpochs = "seq_epochs"
+	// MetaSeqMissing + tag: the Redis time (ms) seq.lua first found the
+	// tag's hash gone while the tag was known; a restore clears it.
+	MetaSeqMissing = "seq_missing:"
 )
 
 // Events seq.lua writes to {ns}:events; each carries the field "tag".

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -102,15 +104,28 @@ type TagInfo struct {
 	Jumps     int64  `json:"jumps"`      // loss jumps
 	Grants    int64  `json:"grants"`
 	Blocked   string `json:"blocked"` // why the tag hands nothing out, "" when it does
-	Missing   bool   `json:"missing"` // listed in {ns}:seqs, but its hash is gone
+	Missing   bool   `json:"missing"` // known (listed in {ns}:seqs, or found missing before), but its hash is gone
+	// MissingSince is when a script first found the hash gone (zero when
+	// none did yet): a restore is accepted from 11 s after it.
+	MissingSince time.Time `json:"missing_since,omitzero"`
 }
 
-// List reads every tag of the namespace, sorted by name. It only reads.
+// List reads every tag of the namespace, sorted by name: those listed in
+// {ns}:seqs and those found missing ({ns}:meta). It only reads.
 func List(ctx context.Context, rdb redis.UniversalClient, namespace string) ([]TagInfo, error) {
 	k := contract.NewKeys(namespace)
 	names, err := rdb.SMembers(ctx, k.Seqs()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", k.Seqs(), err)
+	}
+	meta, err := rdb.HKeys(ctx, k.Meta).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", k.Meta, err)
+	}
+	for _, f := range meta {
+		if tag, ok := strings.CutPrefix(f, contract.MetaSeqMissing); ok && !slices.Contains(names, tag) {
+			names = append(names, tag)
+		}
 	}
 	sort.Strings(names)
 	out := make([]TagInfo, 0, len(names))
@@ -132,6 +147,15 @@ func Info(ctx context.Context, rdb redis.UniversalClient, namespace, name string
 		return TagInfo{}, fmt.Errorf("reading %s: %w", k.Seq(name), err)
 	}
 	ti := TagInfo{Tag: name, Missing: len(h) == 0}
+	if ti.Missing {
+		since, err := rdb.HGet(ctx, k.Meta, contract.MetaSeqMissing+name).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return TagInfo{}, fmt.Errorf("reading %s: %w", k.Meta, err)
+		}
+		if since > 0 {
+			ti.MissingSince = time.UnixMilli(since).UTC()
+		}
+	}
 	n := func(f string) int64 { v, _ := strconv.ParseInt(h[f], 10, 64); return v }
 	ti.Start, ti.Step, ti.Max, ti.Rate, ti.Burst, ti.MaxJump = n(contract.SeqFieldStart), n(contract.SeqFieldStep),
 		n(contract.SeqFieldMax), n(contract.SeqFieldRate), n(contract.SeqFieldBurst), n(contract.SeqFieldMaxJump)

@@ -409,3 +409,44 @@ func TestSequences_NoRegistry_RefusedThenRestores(t *testing.T) {
 		t.Fatal("{t}:meta not restored by Sequences that ran under it")
 	}
 }
+
+// Fault covered: a tag's hash evicted or deleted, and {ns}:seqs with it,
+// while nothing else was lost. The tag stays refused and listed as
+// missing since it was first found so (the operator's cue, and when a
+// restore is accepted); create refuses it, which made anew from its start
+// would hand out its values again.
+func TestSequences_TagGone_ListedMissingAndNotCreatedAnew(t *testing.T) {
+	mr, rdb := redistest.Mini(t)
+	ctx := idtest.Context(t, 10*time.Second)
+	now := time.Unix(1_800_000_000, 0)
+	mr.SetTime(now)
+	s := newSeqs(t, rdb)
+	defer s.Close(ctx)
+	if err := s.Create(ctx, "gone", TagOptions{Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	k := contract.NewKeys("t")
+	mr.Del(k.Seq("gone"))
+	other := newSeqs(t, rdb) // a process without a segment of the tag
+	defer other.Close(ctx)
+	if _, err := other.Next(ctx, "gone"); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("a tag gone: %v, want ErrBlocked", err)
+	}
+	mr.Del(k.Seqs())
+	tags, err := List(ctx, rdb, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tags) != 1 || tags[0].Tag != "gone" || !tags[0].Missing || !tags[0].MissingSince.Equal(now) {
+		t.Fatalf("List: %+v, want gone missing since %v", tags, now)
+	}
+	if err := other.Create(ctx, "gone", TagOptions{Step: 10}); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("create of a tag gone: %v, want ErrBlocked", err)
+	}
+	if _, err := other.Restore(ctx, "gone", 10, TagOptions{}); !errors.Is(err, ErrRestoreTooEarly) {
+		t.Fatalf("restore at once: %v, want ErrRestoreTooEarly", err)
+	}
+}

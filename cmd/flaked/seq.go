@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/seq"
 )
 
@@ -155,6 +157,9 @@ func writeSeqTable(w io.Writer, tags []seq.TagInfo) error {
 		}
 		state := "ok"
 		switch {
+		case t.Missing && !t.MissingSince.IsZero():
+			state = "missing since " + t.MissingSince.Format(time.RFC3339) + " (lost, evicted or deleted): flaked seq restore from " +
+				t.MissingSince.Add(contract.RedisSkew+seq.SegmentTTL).Format(time.RFC3339)
 		case t.Missing:
 			state = "missing (Redis lost it? flaked seq restore)"
 		case t.Blocked != "":
