@@ -110,6 +110,13 @@ type TagInfo struct {
 	MissingSince time.Time `json:"missing_since,omitzero"`
 }
 
+// RestoreFrom is when a restore of a tag missing since MissingSince is
+// accepted: no segment granted before can be handed out by then (seq.lua
+// waits redisSkewMs + segmentTTLMs).
+func (ti TagInfo) RestoreFrom() time.Time {
+	return ti.MissingSince.Add(contract.RedisSkew + SegmentTTL)
+}
+
 // List reads every tag of the namespace, sorted by name: those listed in
 // {ns}:seqs and those found missing ({ns}:meta). It only reads.
 func List(ctx context.Context, rdb redis.UniversalClient, namespace string) ([]TagInfo, error) {

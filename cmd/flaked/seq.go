@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/seq"
 )
 
@@ -159,7 +158,7 @@ func writeSeqTable(w io.Writer, tags []seq.TagInfo) error {
 		switch {
 		case t.Missing && !t.MissingSince.IsZero():
 			state = "missing since " + t.MissingSince.Format(time.RFC3339) + " (lost, evicted or deleted): flaked seq restore from " +
-				t.MissingSince.Add(contract.RedisSkew+seq.SegmentTTL).Format(time.RFC3339)
+				t.RestoreFrom().Format(time.RFC3339)
 		case t.Missing:
 			state = "missing (Redis lost it? flaked seq restore)"
 		case t.Blocked != "":
