@@ -316,6 +316,15 @@ func (c *Counter) await(ctx context.Context, s *segment) error {
 	c.mu.Unlock()
 	c.waits.Add(1)
 	if err := run.task.Wait(ctx); err != nil {
+		// The caller's wait ended with a fetch in flight: the last fetch's
+		// failure, if any, says what the counter waits for (no registry,
+		// Redis away), not only that time ran out.
+		c.mu.Lock()
+		last := c.lastErr
+		c.mu.Unlock()
+		if last != nil {
+			return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w (the last fetch: %w)", ErrUnavailable, c.keys.Counter, err, last)
+		}
 		return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w", ErrUnavailable, c.keys.Counter, err)
 	}
 	if run.err != nil {
