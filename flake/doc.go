@@ -12,7 +12,9 @@
 //   - No tick above what Reserve granted is issued; Reserve is called before
 //     the generator enters ticks it holds no grant for.
 //   - It runs ahead of the clock (borrowing future ticks when a tick's
-//     sequence is used up) by at most MaxLead; past that NextID waits.
+//     sequence is used up) by at most MaxLead; past that NextID waits. A
+//     generator whose Floor is ahead of its clock starts at Floor+1 once
+//     Reserve granted it, and runs at most that far ahead plus MaxLead.
 //   - The wall clock is read once, at New; afterwards time comes from the
 //     monotonic clock, so a wall-clock step while running moves nothing.
 //   - After Close returns, nothing more is issued, and LastTick bounds every

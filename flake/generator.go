@@ -62,7 +62,11 @@ type Settings struct {
 
 	// MaxLead bounds how far ahead of the clock the generator may run when
 	// a tick's sequence is used up: >= 0, 0 means 1 s. Less than one
-	// TimeUnit means it never runs ahead.
+	// TimeUnit means it never runs ahead. A generator whose Floor is ahead
+	// of the clock starts at Floor+1 as soon as Reserve granted it (or
+	// Reserved covers it), not when the clock nears it, and may then stay
+	// as far ahead as it started plus MaxLead, within what Reserve grants
+	// (a store caps that at its clock + a horizon).
 	MaxLead time.Duration
 
 	// Floor is the last tick the generator must not use, typically the
@@ -113,7 +117,8 @@ type Generator struct {
 	perTick   uint64
 	seqBits   uint
 	machBits  uint
-	leadTicks int64
+	leadTicks int64        // MaxLead: how far ahead of the clock Reserve is asked
+	runTicks  atomic.Int64 // leadTicks + how far ahead of the clock it started
 	ahead     int64
 	floor     int64
 	reserve   func(context.Context, int64) (int64, error)
@@ -209,6 +214,8 @@ func New(s Settings) (*Generator, error) {
 		g.granted.Store(max(s.Reserved, s.Floor))
 	}
 	g.now.Store(g.clockTick())
+	g.runTicks.Store(g.leadTicks)
+	g.startAhead(s.Floor+1, g.now.Load())
 	g.updateLimit()
 	g.mu.Lock()
 	g.schedule()
@@ -397,7 +404,8 @@ func (g *Generator) slow(ctx context.Context) error {
 			}
 			continue
 		}
-		if need <= now+g.leadTicks {
+		g.startAhead(need, now)
+		if need <= now+g.leadTicks || need <= min(g.granted.Load(), now+g.runTicks.Load()) {
 			g.updateLimit()
 			return nil
 		}
@@ -407,6 +415,19 @@ func (g *Generator) slow(ctx context.Context) error {
 				ErrMaxLead, need, time.Duration(need-now)*g.layout.TimeUnit,
 				time.Duration(g.leadTicks)*g.layout.TimeUnit, err)
 		}
+	}
+}
+
+// startAhead lets a generator that has issued nothing start at need, the
+// tick after Floor, when Reserve granted it already, however far ahead of
+// the clock now it is, instead of waiting for the clock to near it: a
+// store grants no further ahead than is safe (Redis: its TIME + the
+// fleet's horizon), so the grant, not the clock, bounds how far ahead the
+// generator runs (docs/decisions.md). From then on it may run that far
+// ahead plus MaxLead. Without Reserve nothing bounds the grant: it waits.
+func (g *Generator) startAhead(need, now int64) {
+	if g.reserve != nil && need == g.floor+1 && need <= g.granted.Load() {
+		g.runTicks.CompareAndSwap(g.leadTicks, g.leadTicks+max(0, need-now))
 	}
 }
 
@@ -457,12 +478,13 @@ func (g *Generator) tickChan() chan struct{} {
 	return g.tickCh
 }
 
-// updateLimit raises limit to min(granted, now+lead, max tick). Both inputs
-// only grow, so a value computed from older loads is merely conservative.
+// updateLimit raises limit to min(granted, now+run lead, max tick). Both
+// inputs only grow, so a value computed from older loads is merely
+// conservative.
 func (g *Generator) updateLimit() {
-	l := min(g.granted.Load(), g.now.Load()+g.leadTicks, g.layout.MaxTick())
+	l := min(g.granted.Load(), g.now.Load()+g.runTicks.Load(), g.layout.MaxTick())
 	if bugs.IssuePastReservation {
-		l = min(g.now.Load()+g.leadTicks, g.layout.MaxTick())
+		l = min(g.now.Load()+g.runTicks.Load(), g.layout.MaxTick())
 	}
 	for {
 		cur := g.limit.Load()

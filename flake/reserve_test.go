@@ -226,6 +226,104 @@ func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 	t.Logf("%d background reservations refused while the clock caught up", refused)
 }
 
+// Fault: as above, but a second later (Redis clocks' skew past the loss),
+// when the store's cap covers the floor and the node had Floor+1 granted
+// before starting the generator (node.startsNowLocked). The generator
+// issues at Floor+1 at once, 3 s ahead of its clock, instead of waiting
+// for the clock, and never past what the store granted: a duplicate would
+// show as an ID at or below the floor or above the grant, or as IDs not
+// strictly increasing.
+func TestReserve_FloorAheadGranted_IssuesAtOnceWithinGrant(t *testing.T) {
+	l := flake.DefaultLayout()
+	clk := flaketest.NewClock(t0)
+	const horizon = int64(301) // ticks: the store's cap ahead of its clock
+	var mu sync.Mutex
+	var granted int64
+	reserve := func(_ context.Context, upTo int64) (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		granted = max(granted, min(upTo, l.Tick(clk.Now())+horizon))
+		return granted, nil
+	}
+	floor := l.Tick(t0) + horizon - 1 // loss + skew + horizon, a second after the loss
+	got, _ := reserve(context.Background(), floor+200)
+	if got <= floor {
+		t.Fatalf("store granted %d, want past the floor %d", got, floor)
+	}
+	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: got, Reserve: reserve, MaxLead: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var last uint64
+	for i := 0; ; i++ {
+		id, ok := g.TryNextID()
+		if !ok {
+			// The grant (1 tick: the store's cap) is spent: the caller
+			// waits, it is not refused, and nothing past it is issued.
+			short, c2 := context.WithTimeout(ctx, 20*time.Millisecond)
+			_, err := g.NextIDContext(short)
+			c2()
+			if !errors.Is(err, flake.ErrMaxLead) {
+				t.Fatalf("NextID past the grant: %v; want a wait for the clock", err)
+			}
+			if i < 256 {
+				t.Fatalf("issued %d IDs at once; want the granted tick's 256", i)
+			}
+			break
+		}
+		tick := l.Decompose(id).Tick
+		if tick <= floor || tick > granted || id <= last {
+			t.Fatalf("ID %d at tick %d after %d: want strictly increasing, in floor %d < tick <= grant %d", i, tick, last, floor, granted)
+		}
+		last = id
+	}
+	// A tick of the clock later the store grants one more tick, which a
+	// background renewal fetches; the generator stays 3 s ahead.
+	clk.Advance(l.TimeUnit)
+	id, err := g.NextIDContext(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tick := l.Decompose(id).Tick; tick != floor+2 || id <= last {
+		t.Fatalf("next ID at tick %d, want %d", tick, floor+2)
+	}
+}
+
+// Fault: as above, with the generator started before the store could grant
+// past the floor (a node that swaps to its new lease when the one it
+// drains is spent). Once a background renewal gets Floor+1 granted (the
+// store's cap reaches it a skew after the loss), the generator starts
+// there, 3 s ahead of its clock, rather than waiting for the clock to near
+// it. A duplicate would show as an ID at or below the floor or above the
+// grant.
+func TestReserve_FloorGrantedLater_StartsAheadThen(t *testing.T) {
+	l := flake.DefaultLayout()
+	clk := flaketest.NewClock(t0)
+	const horizon = int64(301)
+	var mu sync.Mutex
+	var granted int64
+	reserve := func(_ context.Context, upTo int64) (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		granted = max(granted, min(upTo, l.Tick(clk.Now())+horizon))
+		return granted, nil
+	}
+	floor := l.Tick(t0) + horizon + 100 // loss + 1 s skew + horizon
+	granted = floor
+	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: floor, Reserve: reserve, MaxLead: time.Second})
+	clk.Advance(time.Second + l.TimeUnit) // background renewals: the cap now covers floor+1
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	id, err := g.NextIDContext(ctx)
+	if err != nil {
+		t.Fatalf("NextID with floor+1 granted, 3 s ahead of the clock: %v; want it at once", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tick := l.Decompose(id).Tick; tick != floor+1 || tick > granted {
+		t.Fatalf("first ID at tick %d; want floor+1 = %d, within the grant %d", tick, floor+1, granted)
+	}
+}
+
 // Fault: the store goes away (Redis paused, failing over) at the moment a
 // renewal is due. A generator issues on under what it holds for all of
 // its reach but a second, the renewal interval: the reach an operator sets

@@ -266,10 +266,12 @@ func TestAuto_StartsWithRedisAway(t *testing.T) {
 // Fault: Redis restarts (or fails over) under a running auto node. Redis
 // cannot tell a clean restart from a lossy one, so the node's lease is
 // lost ("loss") and claimed again at the loss floor, seconds ahead of the
-// clock. In auto mode the node serves counter IDs until the clock gets
-// there rather than make every caller wait (measured before: a 4 s stall,
-// BenchmarkThroughRedisRestart), then returns to flake mode. IDs stay
-// unique and strictly increasing across both switches.
+// clock, which Redis grants past only a skew (1 s) after the loss. The
+// issuer here spends the grant held before the loss sooner than that, so
+// in auto mode the node serves counter IDs until Redis grants past the
+// floor rather than make every caller wait, then returns to flake mode,
+// ahead of its clock. IDs stay unique and strictly increasing across both
+// switches.
 func TestAuto_RedisRestart_CounterUntilTheNewLeaseStarts(t *testing.T) {
 	srv := realRedis(t)
 	rdb := client(t, srv)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 
 	"github.com/flaked/flaked/coord"
@@ -23,8 +24,10 @@ import (
 // renewals since failed (fenced) and granted nothing more. So the
 // generator goes on under its grant while the node claims again, and
 // gives way to a generator under the new lease once that one issues
-// without making callers wait (its floor within MaxLead of the clock), or
-// once the old grant is spent, whichever comes first. Everything the old
+// without making callers wait (startsNowLocked: Redis grants the tick
+// after the loss floor a skew after the loss, and the new generator starts
+// there, ahead of its clock), or once the old grant is spent, whichever
+// comes first. Everything the old
 // generator may issue is below n.bound, where the new one starts.
 
 // drainsLocked reports whether the running generator may go on under its
@@ -41,12 +44,12 @@ func (n *Node) drainingLocked() bool {
 }
 
 // swapDueLocked reports whether g, draining a lost lease, should give way
-// to a generator under n.lease: g's grant is spent, or the new floor is
-// close enough to the clock that nobody waits.
-func (n *Node) swapDueLocked(g *flake.Generator) bool {
+// to a generator under n.lease: g's grant is spent, or the new one issues
+// at once.
+func (n *Node) swapDueLocked(ctx context.Context, g *flake.Generator) bool {
 	st := g.Stats()
 	if st.Granted <= max(st.Now, st.Last) {
 		return true
 	}
-	return n.floorLocked()-n.clockTick() <= int64(n.opts.MaxLead/n.reg.Layout().TimeUnit)
+	return n.startsNowLocked(ctx)
 }

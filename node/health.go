@@ -192,9 +192,9 @@ func (n *Node) flakeReadyLocked(ctx context.Context) error {
 	if err := n.lease.Renew(ctx); err != nil {
 		return err
 	}
-	if gap := time.Duration(n.floorLocked()-n.clockTick()) * n.reg.Layout().TimeUnit; gap > n.opts.MaxLead {
+	if !n.startsNowLocked(ctx) {
 		// Back in flake mode every caller would wait for the clock.
-		return fmt.Errorf("%w: by %v, max lead %v", ErrClockBehind, gap, n.opts.MaxLead)
+		return n.notStartedLocked()
 	}
 	return nil
 }

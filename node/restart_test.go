@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
-	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
 )
 
@@ -70,19 +68,17 @@ func TestNode_KillAndRestart_DefaultReach_AboveReservationAtOnce(t *testing.T) {
 
 // Fault: kill -9 of an auto-mode node, restarted at once on its state
 // file, with its reservation far ahead of the clock (reserve ahead 3 s,
-// past max lead 1 s). Guard: the restart
-// takes its lease over above that reservation, and rather than make
-// callers wait for the clock it serves counter IDs until the clock nears
-// the lease's floor, then returns to flake mode. A duplicate shows as an
-// ID of the restart equal to one of the crashed process, or a step back
-// in the restart's IDs across its switch; a wait, as a start in flake
-// mode.
-func TestAuto_KillAndRestart_LeaseAheadOfClock_CounterUntilItStarts(t *testing.T) {
+// past max lead 1 s). Guard: the restart takes its lease over above that
+// reservation, which Redis made under its cap (its TIME + the horizon),
+// so Redis grants past it at once: the restart issues in flake mode at
+// once, ahead of its clock, instead of waiting for the clock or serving
+// counter IDs meanwhile. A duplicate shows as an ID of the restart equal
+// to one of the crashed process, at or below the floor, or a step back.
+func TestAuto_KillAndRestart_LeaseAheadOfClock_IssuesAheadAtOnce(t *testing.T) {
 	srv := realRedis(t)
 	rdb := client(t, srv)
 	path := filepath.Join(t.TempDir(), "node.state")
-	reg := coord.Options{MaxSkew: 10 * time.Second}
-	o := fast(node.Options{Redis: rdb, Registry: reg, StateFile: path, Mode: node.ModeAuto, ReserveAhead: 3 * time.Second})
+	o := fast(node.Options{Redis: rdb, StateFile: path, Mode: node.ModeAuto, ReserveAhead: 3 * time.Second})
 	initRegistry(t, o)
 	n, err := node.New(ctxT(t), o)
 	if err != nil {
@@ -93,8 +89,6 @@ func TestAuto_KillAndRestart_LeaseAheadOfClock_CounterUntilItStarts(t *testing.T
 	granted := n.Lease().Granted()
 	n.Crash()
 
-	clk := flake.NewOffsetClock(0)
-	o.Clock = clk
 	n2 := newNode(t, o)
 	floor := n2.Lease().Floor()
 	if floor < granted {
@@ -104,20 +98,18 @@ func TestAuto_KillAndRestart_LeaseAheadOfClock_CounterUntilItStarts(t *testing.T
 	if ahead <= flake.DefaultMaxLead {
 		t.Fatalf("the restart's lease starts %v ahead of the clock, not past max lead: the test shows nothing", ahead)
 	}
-	if n2.Mode() != node.ModeCounter {
-		t.Fatalf("restarted with its lease %v ahead of the clock: mode %s, want counter (flake mode would make callers wait)", ahead, n2.Mode())
+	if n2.Mode() != node.ModeFlake {
+		t.Fatalf("restarted with its lease %v ahead of the clock: mode %s, want flake at once", ahead, n2.Mode())
 	}
-	is := startIssuer(n2)
-	poll.Until(t, 5*time.Second, "counter IDs", func() bool { return is.count() > 500 })
-	clk.Set(ahead) // at the lease's floor, within max skew (10 s)
-	poll.Until(t, 10*time.Second, "the return to flake mode", func() bool { return n2.Mode() == node.ModeFlake })
-	after := is.count()
-	poll.Until(t, 5*time.Second, "flake IDs", func() bool { return is.count() > after+500 })
-	is.halt()
-
-	idtest.Increasing(t, lay, "the restart", is.ids)
-	idtest.Unique(t, lay, append(slices.Clone(before), is.ids...))
-	if is.modes[0] != node.ModeCounter || is.modes[len(is.modes)-1] != node.ModeFlake {
-		t.Fatalf("modes seen: %v", is.modes)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	after := make([]uint64, 5000)
+	if _, err := n2.NextIDs(ctx, after); err != nil {
+		t.Fatalf("the restart, its lease %v ahead of the clock: %v; want IDs at once", ahead, err)
 	}
+	if tick := lay.Decompose(after[0]).Tick; tick <= floor {
+		t.Fatalf("the restart's first ID at tick %d, at or below its floor %d", tick, floor)
+	}
+	idtest.Increasing(t, lay, "the restart", after)
+	idtest.Unique(t, lay, append(slices.Clone(before), after...))
 }

@@ -16,6 +16,26 @@ func (n *Node) clockTick() int64 { return n.reg.Layout().Tick(n.opts.Clock.Now()
 // floorLocked is the tick a new generator must start after.
 func (n *Node) floorLocked() int64 { return max(n.lease.Floor(), n.bound) }
 
+// startsNowLocked reports whether a generator under n.lease would issue at
+// once: its floor is within MaxLead of the clock, or the tick after it is
+// granted already (asked for here when it is not), so the generator starts
+// ahead of its clock (flake.Settings.MaxLead). Redis grants no further
+// than its TIME + the fleet's horizon, so the loss floor after a restart
+// or failover (loss + skew + horizon) is granted a skew after the loss,
+// and a takeover's floor (a reservation made before) at once.
+func (n *Node) startsNowLocked(ctx context.Context) bool {
+	floor := n.floorLocked()
+	unit := n.reg.Layout().TimeUnit
+	if floor-n.clockTick() <= int64(n.opts.MaxLead/unit) {
+		return true
+	}
+	if n.lease.Granted() <= floor {
+		// A refusal grants nothing and is seen again on the next check.
+		_, _ = n.lease.Reserve(ctx, floor+int64(n.opts.ReserveAhead/unit))
+	}
+	return n.lease.Granted() > floor
+}
+
 // startLocked enters the configured mode at New: in auto mode, counter
 // mode when flake mode is not safe (but not when it is misconfigured).
 func (n *Node) startLocked(ctx context.Context) error {
@@ -74,6 +94,14 @@ func fallsBack(err error) bool {
 	return true
 }
 
+// notStartedLocked is the error of a lease whose generator would make
+// callers wait: its floor is ahead of the clock and not granted yet.
+func (n *Node) notStartedLocked() error {
+	ahead := time.Duration(n.floorLocked()-n.clockTick()) * n.reg.Layout().TimeUnit
+	return fmt.Errorf("%w: the new lease starts %v ahead of the clock (max lead %v), past what Redis grants yet",
+		ErrClockBehind, ahead, n.opts.MaxLead)
+}
+
 // startFlakeLocked claims machine IDs when none are held and starts a
 // generator after everything issued so far.
 func (n *Node) startFlakeLocked(ctx context.Context) error {
@@ -88,6 +116,9 @@ func (n *Node) startFlakeLocked(ctx context.Context) error {
 			ErrClockBehind, n.lease.MachineIDs(), floor+1, n.reg.Layout().TickTime(floor+1).Format(time.RFC3339Nano),
 			time.Duration(gap)*n.reg.Layout().TimeUnit, n.reg.Options().MaxWait)
 	}
+	// The floor's next tick granted when Redis can, so nobody waits for
+	// the clock.
+	n.startsNowLocked(ctx)
 	s := n.reg.Layout().Settings() // the whole layout: width and region too
 	s.MachineIDs, s.MaxLead = n.lease.MachineIDs(), n.opts.MaxLead
 	s.Floor, s.Reserved, s.Reserve, s.ReserveAhead = floor, n.lease.Granted(), n.lease.Reserve, n.opts.ReserveAhead
@@ -112,8 +143,8 @@ func (n *Node) startAutoFlakeLocked(ctx context.Context) error {
 	if err := n.claimLocked(ctx); err != nil {
 		return err
 	}
-	if ahead := time.Duration(n.floorLocked()-n.clockTick()) * n.reg.Layout().TimeUnit; ahead > n.opts.MaxLead {
-		return fmt.Errorf("%w: the lease starts %v ahead of the clock (max lead %v)", ErrClockBehind, ahead, n.opts.MaxLead)
+	if !n.startsNowLocked(ctx) {
+		return n.notStartedLocked()
 	}
 	return n.startFlakeLocked(ctx)
 }
@@ -166,7 +197,7 @@ func (n *Node) restartFlakeLocked(ctx context.Context, lead time.Duration) error
 				return err
 			}
 		}
-		if !n.swapDueLocked(g) {
+		if !n.swapDueLocked(ctx, g) {
 			return nil
 		}
 		n.stopFlakeLocked()
@@ -178,10 +209,10 @@ func (n *Node) restartFlakeLocked(ctx context.Context, lead time.Duration) error
 				return err
 			}
 		}
-		if ahead := time.Duration(n.floorLocked()-n.clockTick()) * n.reg.Layout().TimeUnit; ahead > lead {
+		if !n.startsNowLocked(ctx) {
 			// Callers would wait for the clock: the lease is kept, and
 			// the caller decides (auto mode serves counter IDs meanwhile).
-			return fmt.Errorf("%w: the new lease starts %v ahead of the clock (max lead %v)", ErrClockBehind, ahead, lead)
+			return n.notStartedLocked()
 		}
 	}
 	if err := n.startFlakeLocked(ctx); err != nil {
