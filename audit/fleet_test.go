@@ -306,7 +306,7 @@ func checkOwner(t *testing.T, l flake.Layout, m audit.Machine, p *proc, state au
 
 // initFleet makes the registry of ns as flaked init does (coord.Init,
 // whose created time the audit needs to call its event stream complete)
-// unless it exists, waiting out the loss floor of the nodes' horizon.
+// unless it exists, with the loss floor of the nodes' horizon.
 func initFleet(t *testing.T, rdb redis.UniversalClient, ns string, l flake.Layout) {
 	t.Helper()
 	// The horizon of the nodes (nodeMain): flaked init fixes the fleet's,

@@ -54,7 +54,9 @@ func auditOver(t *testing.T, url string) {
 	if w, err := audit.WhoIs(s, id); err != nil || !w.Known || w.Owner.Addr != "topo:1" {
 		t.Fatalf("whois: %+v, %v", w, err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The released ID's reservation (its floor: init's loss floor, ahead
+	// of the clock) must be older than the cutoff.
+	time.Sleep(time.Until(s.Layout.TickTime(gone.Floor() + 1).Add(300 * time.Millisecond)))
 	res, err := audit.Prune(ctx, rdb, "topo", audit.PruneOptions{OlderThan: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

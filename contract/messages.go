@@ -86,7 +86,7 @@ func (noRegistry) Unwrap() error { return ErrNoRegistry }
 func NoRegistryText(key string) string {
 	return "NOREGISTRY " + key + " is missing: this namespace has no registry. For a new fleet, run" +
 		" `flaked init` once with the fleet's layout flags; after Redis lost its data, a running node of the" +
-		" fleet restores it at its next call (or run flaked init, which waits out the loss floor)"
+		" fleet restores it at its next call (or run flaked init, which records a possible loss)"
 }
 
 // Explain returns err with a guard.lua refusal written out (see

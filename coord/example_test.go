@@ -23,8 +23,9 @@ func ExampleRegistry_Sonyflake() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Once per fleet (ErrRegistryExists after that); it waits out a loss
-	// floor, a few seconds, so the first claims start at once.
+	// Once per fleet (ErrRegistryExists after that). It records a
+	// possible loss: the sonyflake hooks' first claim waits for its floor
+	// (the horizon and a second), flaked's generators start at it at once.
 	if _, err := coord.Init(ctx, rdb, coord.Options{}); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
 		log.Fatal(err)
 	}

@@ -25,9 +25,12 @@ var initScript = redis.NewScript(contract.Init)
 // and then restores it; a misconfigured node is never adopted as the
 // fleet's layout. The registry is made with a possible loss now, as a
 // restored one is: Init cannot tell a new namespace from one whose Redis
-// lost everything a moment ago while its nodes still issue. It waits that
-// loss floor out (Options.Horizon + contract.RedisSkew, about 6 s by
-// default), so the first claims after it start at once. A registry or
+// lost everything a moment ago while its nodes still issue. It waits until
+// Redis grants past that loss floor (loss + contract.RedisSkew +
+// Options.Horizon): Redis grants up to its TIME + the horizon, so that is
+// the skew, 1 s. The first claims after it then issue at once, their
+// generators starting at the floor ahead of the clock; a claim that must
+// start below the clock (the sonyflake hooks) waits for it. A registry or
 // layout that exists is refused (ErrRegistryExists). Options.Horizon
 // becomes the fleet's horizon, which caps every reservation: nodes with a
 // longer reach are held to it, so init takes the reach of the fleet's
@@ -41,20 +44,21 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 	if err != nil {
 		return "", err
 	}
-	// The loss floor of claim.lua for a node of horizon o.Horizon.
+	// The loss floor of claim.lua, less the horizon: the Redis tick from
+	// which renew.lua grants past it.
 	l := o.Layout
-	floor := l.Tick(time.UnixMilli(lossMs).Add(contract.RedisSkew)) + o.horizonTicks()
+	from := l.Tick(time.UnixMilli(lossMs).Add(contract.RedisSkew)) + 1
 	for {
 		t, err := rdb.Time(ctx).Result()
 		if err != nil {
-			return "", fmt.Errorf("init registry %q: made (generation %s), waiting out its loss floor: %w", o.Namespace, gen, err)
+			return "", fmt.Errorf("init registry %q: made (generation %s), waiting for Redis to grant past its loss floor: %w", o.Namespace, gen, err)
 		}
-		left := l.TickTime(floor + 1).Sub(t)
+		left := l.TickTime(from).Sub(t)
 		if left <= 0 {
 			return gen, nil
 		}
 		if err := flake.Sleep(ctx, o.Clock, min(left, 100*time.Millisecond)); err != nil {
-			return "", fmt.Errorf("init registry %q: made (generation %s), waiting out its loss floor: %w", o.Namespace, gen, err)
+			return "", fmt.Errorf("init registry %q: made (generation %s), waiting for Redis to grant past its loss floor: %w", o.Namespace, gen, err)
 		}
 	}
 }

@@ -14,13 +14,14 @@ import (
 	"github.com/flaked/flaked/internal/redistest"
 )
 
-// flaked init on an empty Redis records a possible loss and waits it
-// out, so the first claim after it starts at once; a second init, or one
-// over a registry a node restored, is refused: init can never lower the
-// floors of a fleet that has issued IDs. A duplicate would need init to
-// succeed over an existing registry (resetting loss_ms) or the first
-// claim after init to start below a reservation, which it checks.
-func TestInit_FirstClaimAtOnce_SecondRefused(t *testing.T) {
+// flaked init on an empty Redis records a possible loss and returns once
+// Redis grants past it, so the first claim after it is granted the tick
+// after its floor at once; a second init, or one over a registry a node
+// restored, is refused: init can never lower the floors of a fleet that
+// has issued IDs. A duplicate would need init to succeed over an existing
+// registry (resetting loss_ms) or the first claim after init to start
+// below the loss floor, which it checks.
+func TestInit_FirstClaimGrantedAtOnce_SecondRefused(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		o := coord.Options{LeaseTTL: time.Minute, Horizon: 100 * time.Millisecond}
 		if _, err := coord.Init(ctxT(t), rdb, o); err != nil {
@@ -32,17 +33,21 @@ func TestInit_FirstClaimAtOnce_SecondRefused(t *testing.T) {
 		if loss := rdb.HGet(ctxT(t), "{flaked}:meta", contract.MetaLossMs).Val(); loss == "" || loss == "0" {
 			t.Fatalf("init recorded no loss (loss_ms %q): a registry made after Redis lost everything would start below the grants made before", loss)
 		}
-		o.MaxWait = time.Nanosecond // a claim takes no ID ahead of the clock
 		reg, err := coord.NewRegistry(rdb, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		l, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
 		if err != nil {
-			t.Fatalf("the first claim after init: %v (init waits out its loss floor)", err)
+			t.Fatalf("the first claim after init: %v", err)
 		}
-		if now := flake.DefaultLayout().Tick(time.Now()); l.Floor() >= now {
-			t.Fatalf("the first claim after init starts after tick %d, ahead of the clock %d", l.Floor(), now)
+		lay := flake.DefaultLayout()
+		loss, _ := rdb.HGet(ctxT(t), "{flaked}:meta", contract.MetaLossMs).Int64()
+		if lossFloor := lay.Tick(time.UnixMilli(loss).Add(contract.RedisSkew)) + 10; l.Floor() < lossFloor {
+			t.Fatalf("the first claim after init starts after tick %d, below the loss floor %d", l.Floor(), lossFloor)
+		}
+		if got, err := l.Reserve(ctxT(t), l.Floor()+5); err != nil || got <= l.Floor() {
+			t.Fatalf("the first claim after init: granted %d (%v), want past its floor %d at once", got, err, l.Floor())
 		}
 		if _, err := coord.Init(ctxT(t), rdb, o); !errors.Is(err, coord.ErrRegistryExists) {
 			t.Fatalf("a second init: %v, want ErrRegistryExists", err)

@@ -297,10 +297,13 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 			return res, nil
 		case "NONE":
 			// Free IDs exist but start later than allowed: when the soonest
-			// is within MaxWait (a registry created a moment ago), wait for
-			// it rather than fail.
+			// is within MaxWait, or within the loss floor's reach (the
+			// horizon + the Redis clocks' skew: a registry flaked init made
+			// a moment ago, or a Redis restart), wait for it rather than
+			// fail.
 			soonest := toInt64(v[1])
-			if soonest >= 0 && time.Duration(soonest+1-now)*l.TimeUnit <= r.opts.MaxWait {
+			lossReach := time.Duration(max(r.opts.horizonTicks(), r.fleetHorizon.Load())+1)*l.TimeUnit + contract.RedisSkew
+			if soonest >= 0 && time.Duration(soonest+1-now)*l.TimeUnit <= max(r.opts.MaxWait, lossReach) {
 				wait := l.TickTime(soonest + 1).Sub(r.opts.Clock.Now())
 				if err := flake.Sleep(ctx, r.opts.Clock, max(wait, l.TimeUnit)); err != nil {
 					return claimResult{}, fmt.Errorf("%w: waiting for tick %d: %w", ErrNoMachineID, soonest+1, err)

@@ -61,7 +61,7 @@ func newReg(t *testing.T, rdb redis.UniversalClient, o coord.Options) *coord.Reg
 			t.Fatal(err)
 		}
 	} else if err := coord.InitNoWait(context.Background(), rdb, o); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
-		// flaked init's registry, with its loss floor not waited out.
+		// flaked init's registry, without init's wait for Redis to grant past its loss floor.
 		t.Fatal(err)
 	}
 	r, err := coord.NewRegistry(rdb, o)
@@ -291,7 +291,7 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 			}
 			return ids
 		}
-		// A registry made by Init (which waits out its loss floor) and a
+		// A registry made by Init (with its loss floor) and a
 		// horizon of 1 s instead of 5 (B's wait for Redis's clock is bounded
 		// by it): what the test is about, A stopping at its grant, depends
 		// on neither.
@@ -324,8 +324,16 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			id, err := genA.NextIDContext(ctx)
 			cancel()
+			if errors.Is(err, flake.ErrMaxLead) && fromA <= 100_000 {
+				// A runs ahead of its clock (it started at the loss floor
+				// init left): its clock moves, and its next renewal, due on
+				// a tick, finds the lease gone.
+				clkA.Advance(10 * time.Millisecond)
+				fromA++
+				continue
+			}
 			if err != nil {
-				if !errors.Is(err, flake.ErrReserve) && !errors.Is(err, flake.ErrMaxLead) {
+				if !errors.Is(err, flake.ErrReserve) {
 					t.Fatalf("A after losing its lease: %v", err)
 				}
 				break

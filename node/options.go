@@ -202,8 +202,8 @@ func (o *Options) registryOptions(standalone bool) (coord.Options, error) {
 
 // Horizon is the data-loss horizon a node with these options claims
 // under: Registry.Horizon, or MaxLead + ReserveAhead + MaxSkew + a tick.
-// flaked init waits out a loss floor of this horizon, so the first claims
-// of nodes with these options start at once.
+// flaked init makes it the fleet's, which caps every grant, so Redis
+// grants past the loss floor of nodes with these options when init returns.
 func (o Options) Horizon() (time.Duration, error) {
 	if err := o.withDefaults(); err != nil {
 		return 0, err

@@ -196,8 +196,8 @@ func TestBlocks_DaemonFenced(t *testing.T) {
 // taken in both modes.
 func TestBlocks_ModeSwitches(t *testing.T) {
 	srv := redisServer(t, false)
-	// The real flaked init: a registry with the possible loss it records
-	// (waited out). On one with none recorded (initRegistry) the 5 s pause
+	// The real flaked init: a registry with the possible loss it records.
+	// On one with none recorded (initRegistry) the 5 s pause
 	// below passes without a switch to counter mode.
 	if code, out := flakedCmd(t, "init", "--redis", srv.URL()); code != 0 {
 		t.Fatalf("flaked init: status %d\n%s", code, out)

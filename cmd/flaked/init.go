@@ -14,7 +14,7 @@ import (
 	"github.com/flaked/flaked/node"
 )
 
-// initSlack bounds init's Redis calls beyond the loss floor it waits out.
+// initSlack bounds init's Redis calls beyond the skew it waits.
 const initSlack = 10 * time.Second
 
 // initCommand is flaked init: the only way a namespace gets a registry
@@ -26,10 +26,11 @@ func initCommand() *cli.Command {
 		Usage: "make the registry of a fleet (its namespace and layout): the only way a namespace gets one",
 		Description: "flaked serve starts only on a namespace with a registry: run flaked init once, with the fleet's\n" +
 			"layout flags, before the fleet's first node. It cannot tell a new namespace from one whose Redis\n" +
-			"lost everything a moment ago while nodes still issue, so it records a possible loss now and waits\n" +
-			"it out (the horizon of a node with these --max-lead, --reserve-ahead and --max-skew, plus 1 s of skew: about 4 s by\n" +
-			"default) before it returns: the first claims then start at once, and an init run after a total\n" +
-			"loss of Redis's data is safe too. It refuses (status 1) a namespace that holds a registry or a\n" +
+			"lost everything a moment ago while nodes still issue, so it records a possible loss now, which\n" +
+			"claims start above (the horizon of a node with these --max-lead, --reserve-ahead and --max-skew,\n" +
+			"plus 1 s of skew), and waits until Redis grants past it (the skew, 1 s) before it returns: the\n" +
+			"first IDs then come at once, ahead of the clock, and an init run after a total loss of Redis's\n" +
+			"data is safe too. It refuses (status 1) a namespace that holds a registry or a\n" +
 			"layout; --if-missing makes that a success (status 2 if the stored layout differs from the flags'),\n" +
 			"for deploy steps run at every start (a one-shot Compose service, an init container). After Redis lost\n" +
 			"its data, running nodes restore the registry themselves: no init is needed.",
@@ -63,8 +64,9 @@ func runInit(c *cli.Context) error {
 		return usagef("--redis-identity: %v", err)
 	}
 	o := coord.Options{Namespace: ns, Layout: layout, MaxSkew: c.Duration("max-skew"), RedisIdentity: c.String("redis-identity")}
-	// The horizon a flaked serve node with these flags claims under, so
-	// its first claim finds the floor passed.
+	// The horizon a flaked serve node with these flags claims under: the
+	// fleet's, which caps every grant, so that Redis grants past its loss
+	// floor when init returns.
 	if o.Horizon, err = (node.Options{Registry: o, MaxLead: c.Duration("max-lead"), ReserveAhead: c.Duration("reserve-ahead")}).Horizon(); err != nil {
 		return usageError{err}
 	}
@@ -91,7 +93,7 @@ func runInit(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "registry of namespace %s made: generation %s, layout %s; its possible loss waited out in %.1fs, the first claims start at once\n",
+	fmt.Fprintf(c.App.Writer, "registry of namespace %s made: generation %s, layout %s; Redis grants past its possible loss after %.1fs, the first IDs come at once\n",
 		ns, gen, layout, time.Since(start).Seconds())
 	return nil
 }

@@ -18,16 +18,16 @@ import (
 // 1, naming why), so it cannot reset the loss floors of a fleet that has
 // issued IDs; --if-missing makes the refusal a success and changes
 // nothing, unless its layout flags differ from the stored layout; bad flags are usage errors (status 2). Fault covered: init
-// returning before the possible loss it records is waited out, which
-// would make the first claims of a default flaked serve node wait (or,
-// were the floor ignored, issue below grants made before a total loss):
-// a claim right after it must find its floor passed.
-func TestInit_WaitsOutFloor_OnceThenRefused(t *testing.T) {
+// returning before Redis grants past the possible loss it records, which
+// would make the first ID of a default flaked serve node wait (or, were
+// the floor ignored, issue below grants made before a total loss): the
+// first ID right after it must come at once, above its floor.
+func TestInit_FirstIDAtOnce_OnceThenRefused(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
 	layoutFlags := []string{"--bits-id", "53", "--bits-machine", "12"}
 	code, out, errOut := runT(t, nil, append([]string{"init", "--redis", srv.URL()}, layoutFlags...)...)
-	if code != exitOK || !strings.Contains(out, "registry of namespace flaked made") || !strings.Contains(out, "start at once") {
+	if code != exitOK || !strings.Contains(out, "registry of namespace flaked made") || !strings.Contains(out, "come at once") {
 		t.Fatalf("init: status %d, %q, %q", code, out, errOut)
 	}
 
@@ -37,7 +37,7 @@ func TestInit_WaitsOutFloor_OnceThenRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb := srv.Client(t)
-	requireFirstClaimAtOnce(t, rdb, node.Options{Registry: coord.Options{Layout: layout}})
+	requireFirstIDAtOnce(t, rdb, node.Options{Registry: coord.Options{Layout: layout}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -67,48 +67,44 @@ func TestInit_WaitsOutFloor_OnceThenRefused(t *testing.T) {
 	}
 }
 
-// flaked init --reserve-ahead waits out the longer horizon of the nodes
-// that pass the same flag: their first claim finds its floor passed. With
-// init's default (1 s) it would not: the floor would be 2 s ahead.
-func TestInit_ReserveAhead_WaitsOutTheNodesHorizon(t *testing.T) {
+// flaked init --reserve-ahead makes the fleet horizon, which caps every
+// grant, as long as the nodes' that pass the same flag: the first claim of
+// such a node right after init is granted past its floor at once, and its
+// first ID comes at once. With init's default (1 s) the cap would reach
+// that node's loss floor (3 s of reach) only 2 s later.
+func TestInit_ReserveAhead_FirstIDAtOnce(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
 	code, out, errOut := runT(t, nil, "init", "--redis", srv.URL(), "--namespace", "long", "--reserve-ahead", "3s")
 	if code != exitOK {
 		t.Fatalf("init: status %d, %q, %q", code, out, errOut)
 	}
-	requireFirstClaimAtOnce(t, srv.Client(t), node.Options{
+	requireFirstIDAtOnce(t, srv.Client(t), node.Options{
 		Registry: coord.Options{Namespace: "long", Layout: flake.DefaultLayout()}, ReserveAhead: 3 * time.Second})
 }
 
-// requireFirstClaimAtOnce claims a machine ID as a node with opts would
-// and fails the test unless its floor is below the Redis clock's tick:
-// init waited out the loss it recorded for such a node.
-func requireFirstClaimAtOnce(t *testing.T, rdb redis.UniversalClient, opts node.Options) {
+// requireFirstIDAtOnce starts a flake node with opts on rdb and fails the
+// test unless its first ID comes within 200 ms, above its lease's floor:
+// init waited until Redis grants past the loss it recorded for such a
+// node (its generator starts at that floor, ahead of the clock).
+func requireFirstIDAtOnce(t *testing.T, rdb redis.UniversalClient, opts node.Options) {
 	t.Helper()
-	horizon, err := opts.Horizon()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := opts.Registry
-	o.Horizon = horizon
-	reg, err := coord.NewRegistry(rdb, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts.Redis = rdb
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lease, err := reg.Claim(ctx, coord.ClaimOptions{})
+	n, err := node.New(ctx, opts)
 	if err != nil {
-		t.Fatalf("the first claim after init: %v", err)
+		t.Fatalf("the first node after init: %v", err)
 	}
-	defer lease.Release(context.Background(), -1)
-	now, err := rdb.Time(ctx).Result()
+	defer n.Close(context.Background())
+	first, cancelFirst := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelFirst()
+	id, err := n.NextID(first)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the first ID after init: %v; want it at once", err)
 	}
-	if floor, tick := lease.Floor(), o.Layout.Tick(now); floor >= tick {
-		t.Fatalf("the first claim after init (horizon %v) has floor %d, not below the Redis clock's tick %d: init did not wait out its loss", horizon, floor, tick)
+	if tick, floor := n.Layout().Decompose(id).Tick, n.Lease().Floor(); tick <= floor {
+		t.Fatalf("the first ID after init has tick %d, at or below its lease's floor %d", tick, floor)
 	}
 }
 
