@@ -297,13 +297,17 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 			return res, nil
 		case "NONE":
 			// Free IDs exist but start later than allowed: when the soonest
-			// is within MaxWait, or within the loss floor's reach (the
-			// horizon + the Redis clocks' skew: a registry flaked init made
-			// a moment ago, or a Redis restart), wait for it rather than
-			// fail.
+			// is within MaxWait, wait for it rather than fail. A caller
+			// that must start below the clock (StartNow: the sonyflake
+			// hooks, which cannot wait later) waits as long as a loss floor
+			// reaches (the horizon + the Redis clocks' skew: a registry
+			// flaked init made a moment ago, or a Redis restart).
 			soonest := toInt64(v[1])
-			lossReach := time.Duration(max(r.opts.horizonTicks(), r.fleetHorizon.Load())+1)*l.TimeUnit + contract.RedisSkew
-			if soonest >= 0 && time.Duration(soonest+1-now)*l.TimeUnit <= max(r.opts.MaxWait, lossReach) {
+			bound := r.opts.MaxWait
+			if req.startNow {
+				bound = max(bound, time.Duration(max(r.opts.horizonTicks(), r.fleetHorizon.Load())+1)*l.TimeUnit+contract.RedisSkew)
+			}
+			if soonest >= 0 && time.Duration(soonest+1-now)*l.TimeUnit <= bound {
 				wait := l.TickTime(soonest + 1).Sub(r.opts.Clock.Now())
 				if err := flake.Sleep(ctx, r.opts.Clock, max(wait, l.TimeUnit)); err != nil {
 					return claimResult{}, fmt.Errorf("%w: waiting for tick %d: %w", ErrNoMachineID, soonest+1, err)

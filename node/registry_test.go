@@ -70,7 +70,7 @@ func TestNode_RunningAfterFlushAll_RestoresRegistryAndIssuesOn(t *testing.T) {
 			// Issued on until the node restored the registry (flake
 			// mode: at its next reservation or renewal), then 3000 more:
 			// in flake mode above the loss floor (about 4 s ahead), which
-			// NextID waits for the clock to reach.
+			// Redis grants past a second after the loss.
 			deadline := time.Now().Add(20 * time.Second)
 			want := -1
 			for want < 0 || len(ids) < want {

@@ -133,9 +133,15 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	}
 
 	// Refused: writes under the read-only user. The released IDs'
-	// reservations (their last ticks, a little ahead) are then in the
+	// reservations (their last ticks: ahead of the clock, as the nodes'
+	// generators started at the loss floor init recorded) are then in the
 	// past, so prune has something to write.
-	time.Sleep(time.Second)
+	top := int64(-1)
+	for _, v := range admin.HVals(ctxT(t), "{flaked}:reserved").Val() {
+		r, _ := strconv.ParseInt(v, 10, 64)
+		top = max(top, r)
+	}
+	time.Sleep(time.Until(defaultLayout().TickTime(top + 1)))
 	code, out := flakedCmd(t, "audit", "prune", "--redis", auditURL, "--older-than", "1ms")
 	if code != 1 || !strings.Contains(out, "NOPERM") || !strings.Contains(out, "Redis ACLs") {
 		t.Fatalf("prune under the read-only user: exit %d\n%s\nwant 1, NOPERM and the ACL hint", code, out)
