@@ -17,11 +17,12 @@ func (n *Node) Ready() bool {
 	switch {
 	case s.gen != nil:
 		// Not ready while the next IDs would wait for the clock: a floor
-		// (a fresh registry's horizon, a restart after a crash) more than
-		// MaxLead ahead of it.
+		// (a loss floor, a restart after a crash) more than MaxLead ahead
+		// of it that Redis has not granted past yet (once it has, the
+		// generator starts there, ahead of its clock).
 		st := s.gen.Stats()
 		lead := int64(n.opts.MaxLead / n.reg.Layout().TimeUnit)
-		return !st.Closed && st.Floor-st.Now <= lead && (st.LastError == nil || st.Headroom > 0)
+		return !st.Closed && (st.Floor-st.Now <= lead || st.Granted > st.Floor) && (st.LastError == nil || st.Headroom > 0)
 	case s.ctr != nil:
 		// Ready when IDs are buffered, or the last fetch from Redis worked.
 		st := s.ctr.Stats()

@@ -106,6 +106,9 @@ func requireFirstIDAtOnce(t *testing.T, rdb redis.UniversalClient, opts node.Opt
 	if tick, floor := n.Layout().Decompose(id).Tick, n.Lease().Floor(); tick <= floor {
 		t.Fatalf("the first ID after init has tick %d, at or below its lease's floor %d", tick, floor)
 	}
+	if !n.Ready() {
+		t.Fatal("the first node after init issues at once but says it is not ready")
+	}
 }
 
 // flaked serve on a namespace without a registry stops at start, with
