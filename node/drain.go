@@ -23,11 +23,11 @@ import (
 // over, which is at least what was granted here, while this node's
 // renewals since failed (fenced) and granted nothing more. So the
 // generator goes on under its grant while the node claims again, and
-// gives way to a generator under the new lease once that one issues
-// without making callers wait (startsNowLocked: Redis grants the tick
-// after the loss floor a skew after the loss, and the new generator starts
-// there, ahead of its clock), or once the old grant is spent, whichever
-// comes first. Everything the old
+// gives way to a generator under the new lease when the old grant is
+// nearly spent and the new one issues without making callers wait
+// (startsNowLocked: Redis grants the tick after the loss floor a skew
+// after the loss, and the new generator starts there, ahead of its
+// clock), or once the old grant is spent. Everything the old
 // generator may issue is below n.bound, where the new one starts.
 
 // drainsLocked reports whether the running generator may go on under its
@@ -44,12 +44,16 @@ func (n *Node) drainingLocked() bool {
 }
 
 // swapDueLocked reports whether g, draining a lost lease, should give way
-// to a generator under n.lease: g's grant is spent, or the new one issues
-// at once.
+// to a generator under n.lease: g's grant is spent, or nearly (two health
+// checks' worth is left) and the new one issues at once. Not sooner: the
+// new lease starts at the loss floor, ahead of the clock, and every tick
+// drained first keeps the node's IDs nearer its clock.
 func (n *Node) swapDueLocked(ctx context.Context, g *flake.Generator) bool {
 	st := g.Stats()
-	if st.Granted <= max(st.Now, st.Last) {
+	left := st.Granted - max(st.Now, st.Last)
+	if left <= 0 {
 		return true
 	}
-	return n.startsNowLocked(ctx)
+	checks := max(1, int64(2*n.opts.CheckInterval/n.reg.Layout().TimeUnit))
+	return left <= checks && n.startsNowLocked(ctx)
 }
