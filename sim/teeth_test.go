@@ -21,23 +21,23 @@ const teethSeeds = 7000
 // moves the seeds), then logs the seed to record here.
 var foundBy = map[string]uint64{
 	"state-file-token":              582,
-	"loss-floor-ignored":            81,
-	"renew-across-loss":             1064,
+	"loss-floor-ignored":            328,
+	"renew-across-loss":             3874,
 	"reclaim-below-reservation":     5354,
-	"issue-past-reservation":        25,
-	"release-below-used":            269,
+	"issue-past-reservation":        3,
+	"release-below-used":            51,
 	"counter-fleet-wide":            12,
-	"counter-floor-time":            578,
+	"counter-floor-time":            695,
 	"split-brain-no-wait":           59,
-	"identity-silent":               1216,
+	"identity-silent":               866,
 	"allkeys-allowed":               4677,
 	"layout-unchecked":              1,
 	"restore-by-stranger":           48,
 	"seq-loss-jump-ignored":         2,
 	"seq-restore-unwaited":          469,
-	"seq-segment-across-restore":    12622,
-	"blocks:issue-past-reservation": 25,
-	"blocks:release-below-used":     679,
+	"seq-segment-across-restore":    3158,
+	"blocks:issue-past-reservation": 3,
+	"blocks:release-below-used":     51,
 }
 
 // TestTeeth brings back each bug the design exists to prevent and shows
