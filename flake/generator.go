@@ -135,6 +135,7 @@ type Generator struct {
 	fetching atomic.Bool
 	prefetch *reservation // the latest background Reserve
 	rtt      atomic.Int64 // smoothed duration of a Reserve call, ns (reserve.go)
+	capped   atomic.Int64 // 1 + monotonic ns of the last grant short of what was asked, 0 after a full one (reserve.go)
 	ctx      context.Context
 	cancel   context.CancelFunc
 

@@ -41,6 +41,13 @@ const reserveRTTs = 3
 // long ReserveAhead, one call per renewEvery of the clock.
 const renewEvery = time.Second
 
+// cappedEvery spaces background renewals while the store grants less than
+// asked (its cap, its clock + the fleet's horizon, which a generator that
+// started at a floor ahead of its clock runs against for a while): the cap
+// moves with the store's clock, so a renewal every tick would gain a tick
+// a call; one every cappedEvery gains as much of the clock.
+const cappedEvery = 100 * time.Millisecond
+
 // reservation is one background Reserve call: err is its outcome, set
 // before task is done.
 type reservation struct {
@@ -90,6 +97,9 @@ func (g *Generator) maybePrefetch() {
 	// asks for ReserveAhead, not the store's cap.
 	front := max(g.now.Load(), g.tickOf(g.state.Load()+1))
 	if g.granted.Load()-front > g.margin() {
+		return
+	}
+	if c := g.capped.Load(); c != 0 && g.clock.Monotonic()-time.Duration(c-1) < cappedEvery {
 		return
 	}
 	// Any progress will do: need is one past the current grant.
@@ -165,24 +175,41 @@ func (g *Generator) reserveUpTo(ctx context.Context, need, want int64) error {
 	g.reserves.Add(1)
 	start := g.clock.Monotonic()
 	got, err := g.reserve(ctx, want)
-	g.observe(g.clock.Monotonic() - start)
-	if err == nil && got < need {
+	end := g.clock.Monotonic()
+	g.observe(end - start)
+	if err == nil && got < want {
+		g.capped.Store(int64(end) + 1)
+	} else if err == nil {
+		g.capped.Store(0)
+	}
+	if err == nil {
+		// What the store granted is durable, also when it is short of
+		// need (a store capped at its clock + a horizon).
+		for {
+			cur := g.granted.Load()
+			if got <= cur || g.granted.CompareAndSwap(cur, got) {
+				break
+			}
+		}
+	}
+	short := err == nil && got < need
+	if short {
 		err = fmt.Errorf("granted up to tick %d, need %d", got, need)
 	}
 	if err != nil {
 		g.reserveErrs.Add(1)
 		err = fmt.Errorf("%w: tick %d (%s): %w", ErrReserve, need,
 			g.layout.TickTime(need).Format(time.RFC3339Nano), err)
+		// A short grant is the store's cap, not a failure: the store
+		// answered, and the generator waits for the clock.
 		g.mu.Lock()
 		g.lastErr = err
-		g.mu.Unlock()
-		return err
-	}
-	for {
-		cur := g.granted.Load()
-		if got <= cur || g.granted.CompareAndSwap(cur, got) {
-			break
+		if short {
+			g.lastErr = nil
 		}
+		g.mu.Unlock()
+		g.updateLimit()
+		return err
 	}
 	g.mu.Lock()
 	g.lastErr = nil

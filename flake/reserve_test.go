@@ -187,9 +187,10 @@ func TestReserve_FreshMachineID_FirstReservationWithinReach(t *testing.T) {
 // refused, and NextID failed with ErrReserve until the clock caught up.
 // Guard: a tick past max lead is waited for before it is reserved, so the
 // caller waits for the clock (ErrMaxLead only when its context ends), not
-// for a grant the store cannot make yet. (Background prefetches may still
-// be refused meanwhile; no caller sees it.) A duplicate would show as an
-// ID at or below the floor, or above the grant.
+// for a grant the store cannot make yet. Background renewals the store
+// grants short are spaced 100 ms apart (cappedEvery), not made every tick
+// (203 calls in these 3 s before); no caller sees them. A duplicate would
+// show as an ID at or below the floor, or above the grant.
 func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 	l := flake.DefaultLayout()
 	clk := flaketest.NewClock(t0)
@@ -223,7 +224,9 @@ func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 	if tick := l.Decompose(id).Tick; tick != floor+1 || tick > granted {
 		t.Fatalf("first ID at tick %d; want floor+1 = %d, within the grant %d", tick, floor+1, granted)
 	}
-	t.Logf("%d background reservations refused while the clock caught up", refused)
+	if limit := 3020/100 + 2; refused > limit {
+		t.Fatalf("%d background reservations granted short while the clock caught up 3 s: want at most one per 100 ms (%d)", refused, limit)
+	}
 }
 
 // Fault: as above, but a second later (Redis clocks' skew past the loss),
@@ -276,9 +279,10 @@ func TestReserve_FloorAheadGranted_IssuesAtOnceWithinGrant(t *testing.T) {
 		}
 		last = id
 	}
-	// A tick of the clock later the store grants one more tick, which a
-	// background renewal fetches; the generator stays 3 s ahead.
-	clk.Advance(l.TimeUnit)
+	// The store's cap moves with its clock: a background renewal, at most
+	// one per 100 ms while the store grants less than asked, fetches the
+	// next ticks; the generator stays 3 s ahead.
+	clk.Advance(100 * time.Millisecond)
 	id, err := g.NextIDContext(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +314,9 @@ func TestReserve_FloorGrantedLater_StartsAheadThen(t *testing.T) {
 	floor := l.Tick(t0) + horizon + 100 // loss + 1 s skew + horizon
 	granted = floor
 	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: floor, Reserve: reserve, MaxLead: time.Second})
-	clk.Advance(time.Second + l.TimeUnit) // background renewals: the cap now covers floor+1
+	// Background renewals, one per 100 ms while the cap holds them short:
+	// the cap covers floor+1 from 1 s + a tick on.
+	clk.Advance(time.Second + 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	id, err := g.NextIDContext(ctx)
