@@ -275,10 +275,9 @@ func TestAuto_StartsWithRedisAway(t *testing.T) {
 func TestAuto_RedisRestart_CounterUntilTheNewLeaseStarts(t *testing.T) {
 	srv := realRedis(t)
 	rdb := client(t, srv)
-	// The default reach (max lead 1s, reserve ahead 2s, max skew 1s): the
-	// generator could extend its reservation past the loss floor, so
-	// without the rule it would stay in flake mode and wait.
-	o := fast(node.Options{Redis: rdb, Mode: node.ModeAuto, Registry: coord.Options{LeaseTTL: 3 * time.Second},
+	// A reach of 1 s (max lead 1 s, max skew 1 s), which the issuer spends
+	// within the second Redis takes to grant past the loss floor.
+	o := fast(node.Options{Redis: rdb, Mode: node.ModeAuto, ReserveAhead: time.Second, Registry: coord.Options{LeaseTTL: 3 * time.Second},
 		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)})
 	o.CheckInterval = node.DefaultCheckInterval // the lease's loss, not a check, starts the switch
 	n := newNode(t, o)

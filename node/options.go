@@ -19,14 +19,14 @@ const (
 	DefaultCheckInterval = 100 * time.Millisecond
 	DefaultRecoverAfter  = 3 * time.Second
 	DefaultRetryInterval = time.Second
-	// DefaultReserveAhead is no more than the default max lead, so the
-	// reservation a node crashed with is at most about one lead ahead of
-	// the clock: its restart (kill -9) takes its lease over above it and
-	// issues at once instead of waiting for the clock. It also makes the
-	// data-loss horizon, and so every wait after a Redis restart or
-	// failover, a second shorter; the price is a reservation call about
-	// every half second per node under load instead of every second.
-	DefaultReserveAhead = time.Second
+	// DefaultReserveAhead is long enough to ride out a Redis away for 11 s
+	// (a node holds all of it but a second): a Sentinel failover, a pause
+	// of the master, replies past the client's timeout. A restart after
+	// kill -9 or a Redis restart costs no wait for it, since a new
+	// generator starts at its floor once Redis grants past it; the price
+	// is IDs that run up to the horizon (14 s) ahead of the clock for a
+	// while after such a fault (docs/decisions.md).
+	DefaultReserveAhead = 12 * time.Second
 	// CloseTimeout is how long flaked serve gives Close, after its
 	// --shutdown-timeout, to release the lease with the exact last tick: a
 	// stop cut short before both leaves the lease to expire instead. Deploy

@@ -74,7 +74,7 @@ func TestOptions_AtTheLimits_Accepted(t *testing.T) {
 func TestOptions_CounterHoldsTheReach(t *testing.T) {
 	for _, tc := range []struct {
 		ahead, want time.Duration
-	}{{0, fallback.DefaultHold}, {20 * time.Second, 20 * time.Second}} {
+	}{{time.Second, fallback.DefaultHold}, {0, node.DefaultReserveAhead}, {20 * time.Second, 20 * time.Second}} {
 		n, err := node.New(ctxT(t), node.Options{ReserveAhead: tc.ahead})
 		if err != nil {
 			t.Fatal(err)
@@ -94,7 +94,7 @@ func TestOptions_CounterHoldsTheReach(t *testing.T) {
 // but rides out less of a Redis outage than configured: the node says so.
 func TestOptions_ReachLongerThanTheFleets_Warned(t *testing.T) {
 	_, rdb := redistest.Mini(t)
-	first := newNode(t, node.Options{Redis: rdb}) // fixes the fleet's horizon at the default's
+	first := newNode(t, node.Options{Redis: rdb, ReserveAhead: time.Second}) // fixes the fleet's horizon at its reach's
 	if _, err := first.NextID(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestOptions_ReachLongerThanTheFleets_Warned(t *testing.T) {
 		t.Fatalf("no warning of the capped reach; logs:\n%s", logs.String())
 	}
 	logs.Reset()
-	same := newNode(t, node.Options{Redis: rdb, Logger: zerolog.New(&logs).Level(zerolog.WarnLevel)})
+	same := newNode(t, node.Options{Redis: rdb, ReserveAhead: time.Second, Logger: zerolog.New(&logs).Level(zerolog.WarnLevel)})
 	if _, err := same.NextID(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

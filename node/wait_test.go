@@ -33,7 +33,7 @@ func TestFlake_IDWait_WaitsThenErrorNamesWhat(t *testing.T) {
 		t.Fatal(err)
 	}
 	newWaiting := func(wait time.Duration) *node.Node {
-		return newNode(t, fast(node.Options{Redis: client(t, srv), IDWait: wait,
+		return newNode(t, fast(node.Options{Redis: client(t, srv), IDWait: wait, ReserveAhead: time.Second,
 			Registry: coord.Options{LeaseTTL: 3 * time.Second, MaxWait: time.Minute},
 			Logger:   zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)}))
 	}

@@ -198,11 +198,12 @@ func TestBlocks_ModeSwitches(t *testing.T) {
 	srv := redisServer(t, false)
 	// The real flaked init: a registry with the possible loss it records.
 	// On one with none recorded (initRegistry) the 5 s pause
-	// below passes without a switch to counter mode.
-	if code, out := flakedCmd(t, "init", "--redis", srv.URL()); code != 0 {
+	// below passes without a switch to counter mode. A reach of 1 s, which
+	// the pause outlasts (the default, 12 s, rides it out).
+	if code, out := flakedCmd(t, "init", "--redis", srv.URL(), "--reserve-ahead", "1s"); code != 0 {
 		t.Fatalf("flaked init: status %d\n%s", code, out)
 	}
-	ds := startFleet(t, 3, srv.URL(), "--mode", "auto")
+	ds := startFleet(t, 3, srv.URL(), "--mode", "auto", "--reserve-ahead", "1s")
 	load := StartBlockLoad(ds, connsPerDaemon, 3000)
 	ids := StartLoad(ds, 1, batch)
 	stop := make(chan struct{})

@@ -75,7 +75,7 @@ func TestServe_Help_NamesRanges(t *testing.T) {
 	}
 	for _, want := range []string{
 		"(renewed every TTL/3), 1s..10m (default: 10s)",
-		"how far IDs may run ahead of the clock, 0..1h (default: 1s)",
+		"how far IDs may run ahead of the clock when a tick's sequence is used up, 0..1h (default: 1s)",
 		"max-skew + a tick), 0..1h (default: 0s)",
 		"largest difference of the local clock from Redis TIME, 1ms..1h (default: 1s)",
 		"0 means never, 0..24h (default: 0s)",
