@@ -77,11 +77,11 @@ type Options struct {
 	// MachineIDs is how many machine IDs to lease: 1..256, default 1. A
 	// node with k IDs interleaves them and issues k times one ID's rate.
 	MachineIDs int
-	// MaxLead bounds how far ahead of the clock IDs may run: 0..1h,
-	// default 1s.
+	// MaxLead bounds how far ahead of the clock IDs may run when a tick's
+	// sequence is used up: 0..1h, default 1s.
 	MaxLead time.Duration
 	// ReserveAhead is how far ahead each reservation reaches: 10ms..1h,
-	// default 1s (DefaultReserveAhead).
+	// default 12s (DefaultReserveAhead).
 	ReserveAhead time.Duration
 	// CheckInterval is how often the node checks its health (lease,
 	// reservation, clock) to switch modes: 10ms..1m, default 100ms.
