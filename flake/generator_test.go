@@ -232,13 +232,19 @@ func TestNextID_FloorAboveNow_StartsAfterFloor(t *testing.T) {
 	}
 }
 
-// reserver is a Reserve hook that records grants and can refuse.
+// reserver is a Reserve hook that records grants and can refuse. With
+// clk set it grants at most clk's tick + horizon, as Redis caps a grant at
+// its TIME + the fleet's horizon, and counts the requests it granted short.
 type reserver struct {
 	mu      sync.Mutex
 	granted int64
 	limit   int64 // grant at most this; -1 for no cap
 	fail    error
 	calls   int
+
+	clk     *flaketest.Clock
+	horizon int64
+	short   int
 }
 
 func (r *reserver) reserve(_ context.Context, upTo int64) (int64, error) {
@@ -251,6 +257,12 @@ func (r *reserver) reserve(_ context.Context, upTo int64) (int64, error) {
 	if r.limit >= 0 {
 		upTo = min(upTo, r.limit)
 	}
+	if r.clk != nil {
+		if most := flake.DefaultLayout().Tick(r.clk.Now()) + r.horizon; upTo > most {
+			r.short++
+			upTo = most
+		}
+	}
 	r.granted = max(r.granted, upTo)
 	return r.granted, nil
 }
@@ -259,6 +271,13 @@ func (r *reserver) get() (granted int64, calls int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.granted, r.calls
+}
+
+// shortGrants is how many requests a capped reserver granted short.
+func (r *reserver) shortGrants() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.short
 }
 
 func TestNextID_Reserve_CalledBeforeEnteringTicks(t *testing.T) {

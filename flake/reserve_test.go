@@ -194,23 +194,10 @@ func TestReserve_FreshMachineID_FirstReservationWithinReach(t *testing.T) {
 func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 	l := flake.DefaultLayout()
 	clk := flaketest.NewClock(t0)
-	horizon := int64(301) // ticks: the store's cap ahead of its clock
-	var mu sync.Mutex
-	var granted int64
-	var refused int
-	reserve := func(_ context.Context, upTo int64) (int64, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if limit := l.Tick(clk.Now()) + horizon; upTo > limit {
-			refused++
-			upTo = limit
-		}
-		granted = max(granted, upTo)
-		return granted, nil
-	}
-	floor := l.Tick(t0) + horizon + 100 // loss + 1 s skew + horizon
-	granted = floor
-	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: floor, Reserve: reserve, MaxLead: time.Second})
+	st := &reserver{limit: -1, clk: clk, horizon: 301} // ticks: the store's cap ahead of its clock
+	floor := l.Tick(t0) + st.horizon + 100             // loss + 1 s skew + horizon
+	st.granted = floor
+	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: floor, Reserve: st.reserve, MaxLead: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	_, err := g.NextIDContext(ctx)
 	cancel()
@@ -219,13 +206,13 @@ func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 	}
 	clk.Advance(time.Duration(floor+1-100-l.Tick(t0)) * l.TimeUnit) // the floor's next tick within max lead
 	id := next(t, g)
-	mu.Lock()
-	defer mu.Unlock()
+	granted, _ := st.get()
+	short := st.shortGrants()
 	if tick := l.Decompose(id).Tick; tick != floor+1 || tick > granted {
 		t.Fatalf("first ID at tick %d; want floor+1 = %d, within the grant %d", tick, floor+1, granted)
 	}
-	if limit := 3020/100 + 2; refused > limit {
-		t.Fatalf("%d background reservations granted short while the clock caught up 3 s: want at most one per 100 ms (%d)", refused, limit)
+	if limit := 3020/100 + 2; short > limit {
+		t.Fatalf("%d background reservations granted short while the clock caught up 3 s: want at most one per 100 ms (%d)", short, limit)
 	}
 }
 
@@ -239,21 +226,13 @@ func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 func TestReserve_FloorAheadGranted_IssuesAtOnceWithinGrant(t *testing.T) {
 	l := flake.DefaultLayout()
 	clk := flaketest.NewClock(t0)
-	const horizon = int64(301) // ticks: the store's cap ahead of its clock
-	var mu sync.Mutex
-	var granted int64
-	reserve := func(_ context.Context, upTo int64) (int64, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		granted = max(granted, min(upTo, l.Tick(clk.Now())+horizon))
-		return granted, nil
-	}
-	floor := l.Tick(t0) + horizon - 1 // loss + skew + horizon, a second after the loss
-	got, _ := reserve(context.Background(), floor+200)
+	st := &reserver{limit: -1, clk: clk, horizon: 301} // ticks: the store's cap ahead of its clock
+	floor := l.Tick(t0) + st.horizon - 1               // loss + skew + horizon, a second after the loss
+	got, _ := st.reserve(context.Background(), floor+200)
 	if got <= floor {
 		t.Fatalf("store granted %d, want past the floor %d", got, floor)
 	}
-	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: got, Reserve: reserve, MaxLead: time.Second})
+	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: got, Reserve: st.reserve, MaxLead: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var last uint64
@@ -274,7 +253,7 @@ func TestReserve_FloorAheadGranted_IssuesAtOnceWithinGrant(t *testing.T) {
 			break
 		}
 		tick := l.Decompose(id).Tick
-		if tick <= floor || tick > granted || id <= last {
+		if granted, _ := st.get(); tick <= floor || tick > granted || id <= last {
 			t.Fatalf("ID %d at tick %d after %d: want strictly increasing, in floor %d < tick <= grant %d", i, tick, last, floor, granted)
 		}
 		last = id
@@ -302,18 +281,10 @@ func TestReserve_FloorAheadGranted_IssuesAtOnceWithinGrant(t *testing.T) {
 func TestReserve_FloorGrantedLater_StartsAheadThen(t *testing.T) {
 	l := flake.DefaultLayout()
 	clk := flaketest.NewClock(t0)
-	const horizon = int64(301)
-	var mu sync.Mutex
-	var granted int64
-	reserve := func(_ context.Context, upTo int64) (int64, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		granted = max(granted, min(upTo, l.Tick(clk.Now())+horizon))
-		return granted, nil
-	}
-	floor := l.Tick(t0) + horizon + 100 // loss + 1 s skew + horizon
-	granted = floor
-	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: floor, Reserve: reserve, MaxLead: time.Second})
+	st := &reserver{limit: -1, clk: clk, horizon: 301}
+	floor := l.Tick(t0) + st.horizon + 100 // loss + 1 s skew + horizon
+	st.granted = floor
+	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: floor, Reserve: st.reserve, MaxLead: time.Second})
 	// Background renewals, one per 100 ms while the cap holds them short:
 	// the cap covers floor+1 from 1 s + a tick on.
 	clk.Advance(time.Second + 100*time.Millisecond)
@@ -323,10 +294,8 @@ func TestReserve_FloorGrantedLater_StartsAheadThen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NextID with floor+1 granted, 3 s ahead of the clock: %v; want it at once", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if tick := l.Decompose(id).Tick; tick != floor+1 || tick > granted {
-		t.Fatalf("first ID at tick %d; want floor+1 = %d, within the grant %d", tick, floor+1, granted)
+	if granted, _ := st.get(); l.Decompose(id).Tick != floor+1 || l.Decompose(id).Tick > granted {
+		t.Fatalf("first ID at tick %d; want floor+1 = %d, within the grant %d", l.Decompose(id).Tick, floor+1, granted)
 	}
 }
 
