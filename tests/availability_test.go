@@ -426,6 +426,7 @@ func runAvailability(t *testing.T, c availCase, mode, bin string) availResult {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	watched := time.Now()
 	replies := load.Stop()
 	f.d.Kill()
 	if os.Getenv("FLAKED_AVAIL_LOG") == "1" {
@@ -469,6 +470,12 @@ func runAvailability(t *testing.T, c availCase, mode, bin string) availResult {
 		}
 		res.gap = max(res.gap, r.end.Sub(prev))
 		prev = r.end
+	}
+	if after {
+		// The stretch from the last ID to the end of the watch is a gap
+		// too: a node that issued a while after the fault and then
+		// stopped has not recovered.
+		res.gap = max(res.gap, watched.Sub(prev))
 	}
 	if !after {
 		if !c.fromHeal {
