@@ -405,8 +405,10 @@ func (g *Generator) slow(ctx context.Context) error {
 			}
 			continue
 		}
+		// Past the branch above a tick within max lead is granted, so this
+		// covers it too (runTicks >= leadTicks).
 		g.startAhead(need, now)
-		if need <= now+g.leadTicks || need <= min(g.granted.Load(), now+g.runTicks.Load()) {
+		if need <= min(g.granted.Load(), now+g.runTicks.Load()) {
 			g.updateLimit()
 			return nil
 		}

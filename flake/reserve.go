@@ -177,45 +177,42 @@ func (g *Generator) reserveUpTo(ctx context.Context, need, want int64) error {
 	got, err := g.reserve(ctx, want)
 	end := g.clock.Monotonic()
 	g.observe(end - start)
-	if err == nil && got < want {
-		g.capped.Store(int64(end) + 1)
-	} else if err == nil {
-		g.capped.Store(0)
-	}
-	if err == nil {
-		// What the store granted is durable, also when it is short of
-		// need (a store capped at its clock + a horizon).
-		for {
-			cur := g.granted.Load()
-			if got <= cur || g.granted.CompareAndSwap(cur, got) {
-				break
-			}
-		}
-	}
-	short := err == nil && got < need
-	if short {
-		err = fmt.Errorf("granted up to tick %d, need %d", got, need)
-	}
 	if err != nil {
-		g.reserveErrs.Add(1)
-		err = fmt.Errorf("%w: tick %d (%s): %w", ErrReserve, need,
-			g.layout.TickTime(need).Format(time.RFC3339Nano), err)
-		// A short grant is the store's cap, not a failure: the store
-		// answered, and the generator waits for the clock.
+		err = g.reserveFailed(need, err)
 		g.mu.Lock()
 		g.lastErr = err
-		if short {
-			g.lastErr = nil
-		}
 		g.mu.Unlock()
-		g.updateLimit()
 		return err
+	}
+	// What the store granted is durable, also when it is short (a store
+	// capped at its clock + a horizon); a short grant is not a failure of
+	// the store, so it clears lastErr too.
+	capped := int64(0)
+	if got < want {
+		capped = int64(end) + 1
+	}
+	g.capped.Store(capped)
+	for {
+		cur := g.granted.Load()
+		if got <= cur || g.granted.CompareAndSwap(cur, got) {
+			break
+		}
 	}
 	g.mu.Lock()
 	g.lastErr = nil
 	g.mu.Unlock()
 	g.updateLimit()
+	if got < need {
+		return g.reserveFailed(need, fmt.Errorf("granted up to tick %d, need %d", got, need))
+	}
 	return nil
+}
+
+// reserveFailed counts a Reserve that did not grant need and says why.
+func (g *Generator) reserveFailed(need int64, err error) error {
+	g.reserveErrs.Add(1)
+	return fmt.Errorf("%w: tick %d (%s): %w", ErrReserve, need,
+		g.layout.TickTime(need).Format(time.RFC3339Nano), err)
 }
 
 // firesTimers reports whether c runs its timers by itself: the system

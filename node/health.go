@@ -66,7 +66,7 @@ func (n *Node) checkFlakeLocked(ctx context.Context, now time.Duration) {
 	if now < n.retryAt {
 		return
 	}
-	if err := n.restartFlakeLocked(ctx, -1); err != nil {
+	if err := n.restartFlakeLocked(ctx, false); err != nil {
 		n.retryAt = now + n.opts.RetryInterval
 		if n.generatorLocked() == nil { // not while one drains a lost lease (drain.go)
 			n.src.Store(&source{mode: ModeFlake, err: fmt.Errorf("%w: flake mode, reclaiming machine IDs: %w", ErrUnavailable, err)})
@@ -75,10 +75,11 @@ func (n *Node) checkFlakeLocked(ctx context.Context, now time.Duration) {
 }
 
 // checkAutoFlakeLocked falls back to counter mode when flake mode is not
-// safe and a fresh lease does not make it so. A fresh lease that starts
-// further ahead of the clock than MaxLead (a lease claimed again after a
-// Redis restart or failover starts at the loss floor, seconds ahead) would
-// make every caller wait for it: counter mode serves them meanwhile.
+// safe and a fresh lease does not make it so. A fresh lease whose
+// generator would not issue at once (claimed again within a second of a
+// Redis restart or failover: at the loss floor, which Redis does not grant
+// past yet) would make every caller wait for it: counter mode serves them
+// meanwhile.
 func (n *Node) checkAutoFlakeLocked(ctx context.Context, now time.Duration) {
 	reason := n.flakeUnsafeLocked(ctx, now)
 	if reason == "" {
@@ -87,7 +88,7 @@ func (n *Node) checkAutoFlakeLocked(ctx context.Context, now time.Duration) {
 		}
 		reason = "the ticks granted before a possible data loss are spent"
 	}
-	if err := n.restartFlakeLocked(ctx, n.opts.MaxLead); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
+	if err := n.restartFlakeLocked(ctx, true); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
 		return // a fresh lease fixed it (e.g. a lost lease reclaimed)
 	} else if err != nil {
 		reason += "; " + err.Error()
@@ -175,8 +176,8 @@ func (n *Node) flakeUnsafeLocked(ctx context.Context, now time.Duration) string 
 
 // flakeReadyLocked makes sure a healthy lease is held, for a return to
 // flake mode: the clock agrees with Redis, a lease is held and renewed,
-// and the clock is within MaxLead of where the generator would start (so
-// no caller waits after the return).
+// and its generator would issue at once (startsNowLocked), so no caller
+// waits after the return.
 func (n *Node) flakeReadyLocked(ctx context.Context) error {
 	if err := n.reg.CheckClock(ctx); err != nil {
 		return err

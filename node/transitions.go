@@ -133,12 +133,13 @@ func (n *Node) startFlakeLocked(ctx context.Context) error {
 }
 
 // startAutoFlakeLocked is startFlakeLocked for auto mode, whose callers
-// must not wait for the clock: a lease that starts more than MaxLead
-// ahead of it is kept, and counter mode serves until the clock nears its
-// floor (checkAutoCounterLocked). A restart after kill -9 takes its lease
-// over above the reservation the crashed process made ahead (up to
-// MaxLead + ReserveAhead); a claim right after a Redis restart or
-// failover starts at the loss floor.
+// must not wait for the clock: a lease whose generator would not issue at
+// once (startsNowLocked) is kept, and counter mode serves until Redis
+// grants past its floor (checkAutoCounterLocked). A restart after kill -9
+// takes its lease over above the reservation the crashed process made
+// ahead, which Redis grants past at once; a claim right after a Redis
+// restart or failover starts at the loss floor, which Redis grants past a
+// skew after the loss.
 func (n *Node) startAutoFlakeLocked(ctx context.Context) error {
 	if err := n.claimLocked(ctx); err != nil {
 		return err
@@ -170,12 +171,12 @@ func (n *Node) stopFlakeLocked() {
 // staying in flake mode. A lease lost to a possible data loss keeps its
 // generator issuing under what it had granted while a new lease is
 // claimed, until the new one's generator can take over (drain.go). With
-// lead >= 0 a new lease that starts more than lead ahead of the clock
-// (claimed again after a Redis restart or failover: at the loss floor)
-// gets no generator, so no caller waits on one: it returns ErrClockBehind
-// and keeps the lease. With -1 callers wait (up to MaxWait, which
-// startFlakeLocked checks).
-func (n *Node) restartFlakeLocked(ctx context.Context, lead time.Duration) error {
+// noWait a new lease whose generator would not issue at once (claimed
+// again within a second of a Redis restart or failover: at the loss floor,
+// which Redis does not grant past yet) gets no generator, so no caller
+// waits on one: it returns ErrClockBehind and keeps the lease. Without,
+// callers wait (up to MaxWait, which startFlakeLocked checks).
+func (n *Node) restartFlakeLocked(ctx context.Context, noWait bool) error {
 	if n.lease != nil && n.lease.Err() != nil {
 		if n.drainsLocked() {
 			// Everything the generator may still issue is at most this.
@@ -202,7 +203,7 @@ func (n *Node) restartFlakeLocked(ctx context.Context, lead time.Duration) error
 		}
 		n.stopFlakeLocked()
 	}
-	if lead >= 0 {
+	if noWait {
 		if n.lease == nil {
 			if err := n.claimLocked(ctx); err != nil {
 				n.claimErr = err
