@@ -1,11 +1,8 @@
 -- args.lua: the start of every script (lua.go puts it in front). ARGV is
--- name/value pairs, which the Go Args types send (argv.go); args() reads
--- them into a table, list() splits a comma-joined value (empty items kept).
-local function args()
-  local a = {}
-  for i = 1, #ARGV - 1, 2 do a[ARGV[i]] = ARGV[i + 1] end
-  return a
-end
+-- name/value pairs, which the Go Args types send (argv.go): A is them as a
+-- table; list() splits a comma-joined value (empty items kept).
+local A = {}
+for i = 1, #ARGV - 1, 2 do A[ARGV[i]] = ARGV[i + 1] end
 
 local function list(s)
   local out = {}

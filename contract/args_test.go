@@ -16,19 +16,21 @@ type scriptArgs interface {
 	KeysArgv() ([]string, []any)
 }
 
+// argsOfScripts: a script that starts with guard.lua (text includes it)
+// sends what guard.lua reads too.
 var argsOfScripts = []struct {
 	file string
 	text string
 	args scriptArgs // a pointer: the test fills it
 }{
-	{"claim.lua", claim, &ClaimArgs{}},
-	{"renew.lua", renew, &RenewArgs{}},
-	{"release.lua", release, &ReleaseArgs{}},
-	{"counter.lua", counter, &CounterArgs{}},
+	{"claim.lua", guardLua + claim, &ClaimArgs{}},
+	{"renew.lua", guardLua + renew, &RenewArgs{}},
+	{"release.lua", guardLua + release, &ReleaseArgs{}},
+	{"counter.lua", guardLua + counter, &CounterArgs{}},
 	{"check.lua", check, &CheckArgs{}},
 	{"prune.lua", prune, &PruneArgs{}},
-	{"init.lua", initScript, &InitArgs{}},
-	{"seq.lua", seq, &SeqArgs{}},
+	{"init.lua", guardLua + initScript, &InitArgs{}},
+	{"seq.lua", guardLua + seq, &SeqArgs{}},
 }
 
 // readRE finds the ARGV names a script reads: A.name (args.lua's table).
@@ -45,7 +47,7 @@ var readRE = regexp.MustCompile(`\bA\.([A-Za-z]+)\b`)
 func TestArgs_MatchScripts(t *testing.T) {
 	for _, sc := range argsOfScripts {
 		t.Run(sc.file, func(t *testing.T) {
-			h := header(sc.text)
+			h := header(strings.TrimPrefix(sc.text, guardLua))
 			v := reflect.ValueOf(sc.args).Elem()
 			if !strings.Contains(h, v.Type().Name()) {
 				t.Errorf("the header does not name %s", v.Type().Name())

@@ -4,34 +4,21 @@
 -- KEYS[4] {ns}:reserved KEYS[5] {ns}:events
 -- ARGV and reply: ClaimArgs (claim.go). The floor: docs/design.md, Why
 -- the scripts are safe.
-local A = args()
 local prefix, token, layout, preferred, node, prevToken = A.prefix, A.token, A.layout, A.preferred, A.node, A.prevToken
-local horizon, now, ttl, maxlen = tonumber(A.horizon), tonumber(A.now), A.ttl, A.maxlen
+local horizon, now, ttl = tonumber(A.horizon), tonumber(A.now), A.ttl
 local localFloor, maxWait = tonumber(A.localFloor), tonumber(A.maxWait)
 local epochUs, unitUs = tonumber(A.epochUs), tonumber(A.tickUs)
 local host, pid, addr, mode = A.host, A.pid, A.addr, A.mode
 local nowText, _, nowUs = redisNow()
 local redisTick = math.floor((nowUs - epochUs) / unitUs)
-local who = {'token', token, 'host', host, 'pid', pid, 'addr', addr}
 
-local function event(kind, id, ...)
-  redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'type', kind, 'mid', id,
-    'token', token, 'host', host, 'pid', pid, 'addr', addr, ...)
-end
-
-local gen, lossMs, how, lossID = guard(KEYS[2], KEYS[5], maxlen, A.generation,
-  {'created_tick', redisTick, 'horizon', horizon}, who, A.identity)
-local stored = fleetLayout(KEYS[1], layout, A.generation, KEYS[5], maxlen, who)
+local gen, lossMs, how, lossID = guard(KEYS[2], KEYS[5], {'token', token, 'host', host, 'pid', pid, 'addr', addr}, redisTick)
+local stored = fleetLayout(KEYS[1], layout)
 if stored ~= layout then
-  event('layout_mismatch', '', 'layout', layout, 'stored', stored)
+  emit('layout_mismatch', '', 'layout', layout, 'stored', stored)
   return {'LAYOUT', stored}
 end
--- The fleet's horizon is fixed when {ns}:meta is made.
-local metaHorizon = tonumber(redis.call('HGET', KEYS[2], 'horizon') or -1)
-if metaHorizon < 0 then
-  redis.call('HSET', KEYS[2], 'horizon', horizon)
-  metaHorizon = horizon
-end
+local metaHorizon = fleetValue(KEYS[2], 'horizon', horizon)
 local lossFloor = tickOf(lossMs + redisSkewMs, epochUs, unitUs) + math.max(horizon, metaHorizon)
 
 local function floorOf(id)
@@ -52,14 +39,17 @@ end
 for _, id in ipairs(list(A.candidates)) do candidate(id) end
 for _, m in ipairs(redis.call('SRANDMEMBER', KEYS[3], 8)) do candidate(m) end
 
+-- soonest: the lowest floor of a free candidate, which a NONE reply
+-- returns (when the caller may start on it).
 local best, bestFloor, bestHolder = nil, nil, nil
-local clone = ''
+local clone, soonest = '', -1
 for _, id in ipairs(cands) do
   if not skip[id] then
     local holder = redis.call('GET', prefix .. 'lease:' .. id)
     local ours = holder and prevToken ~= '' and holder == prevToken
     if not holder or ours then
       local floor = floorOf(id)
+      if soonest < 0 or floor < soonest then soonest = floor end
       if ours or id == preferred or floor < now then
         best, bestFloor, bestHolder = id, floor, holder
         break
@@ -71,22 +61,12 @@ for _, id in ipairs(cands) do
       local o = redis.call('HMGET', prefix .. 'owner:' .. id, 'node', 'host', 'pid')
       if o[1] == node then
         clone = (o[2] or '') .. ' ' .. (o[3] or '')
-        event('clone', id, 'holder', holder, 'node', node, 'holder_host', o[2] or '', 'holder_pid', o[3] or '')
+        emit('clone', id, 'holder', holder, 'node', node, 'holder_host', o[2] or '', 'holder_pid', o[3] or '')
       end
     end
   end
 end
-if not best then
-  -- Tell the caller when the soonest free candidate becomes startable.
-  local soonest = -1
-  for _, id in ipairs(cands) do
-    if not skip[id] and redis.call('EXISTS', prefix .. 'lease:' .. id) == 0 then
-      local floor = floorOf(id)
-      if soonest < 0 or floor < soonest then soonest = floor end
-    end
-  end
-  return {'NONE', soonest}
-end
+if not best then return {'NONE', soonest} end
 
 local id, floor = best, bestFloor
 local ownerKey = prefix .. 'owner:' .. id
@@ -111,7 +91,7 @@ redis.call('HSET', ownerKey, 'host', host, 'pid', pid, 'addr', addr, 'version', 
   'started', nowText, 'heartbeat', nowText, 'mode', mode, 'token', token, 'state', 'live',
   'claimed', nowText, 'first_claim', firstClaim, 'floor', floor, 'node', node, 'from_token', prevToken)
 redis.call('HDEL', ownerKey, 'released')
-event(kind, id, 'floor', floor, 'prev_host', prev[1] or '', 'prev_pid', prev[2] or '',
+emit(kind, id, 'floor', floor, 'prev_host', prev[1] or '', 'prev_pid', prev[2] or '',
   'prev_addr', prev[3] or '', 'prev_token', prev[4] or '', 'mode', mode, 'fenced', bestHolder or '',
   'node', node, 'loss_floor', lossFloor)
 local need, listed = replicasNeeded(KEYS[2])

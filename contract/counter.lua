@@ -9,20 +9,16 @@
 -- << bits | seq; Go composes it). Values start above the stored one, T - 1
 -- (T: the tick of Redis TIME), the caller's floor, and after a loss or
 -- with the key missing loss_ms + skew + lead; none past T + lead (then
--- AHEAD). The lead is fleet-wide ({ns}:meta). A key in the old format (a
--- decimal string) is replaced as if missing: T + lead is above every value
--- it handed out, and an old node fails on the hash (WRONGTYPE). Why:
--- docs/design.md, Why the scripts are safe.
-local A = args()
+-- AHEAD). The lead is fleet-wide ({ns}:meta). Why: docs/design.md, Why the
+-- scripts are safe.
 local n, epochUs, unitUs = tonumber(A.n), tonumber(A.epochUs), tonumber(A.tickUs)
-local bits, lead, maxlen = tonumber(A.bits), tonumber(A.lead), A.maxlen
+local bits, lead = tonumber(A.bits), tonumber(A.lead)
 local P = 2 ^ bits
 local MASK = P - 1
 
 local _, _, nowUs = redisNow()
 local T = math.floor((nowUs - epochUs) / unitUs)
-local who = {'host', A.host, 'pid', A.pid}
-local _, lossMs = guard(KEYS[4], KEYS[3], maxlen, A.generation, {'created_tick', T}, who, A.identity)
+local _, lossMs = guard(KEYS[4], KEYS[3], {'host', A.host, 'pid', A.pid}, T)
 local lossTick = tickOf(lossMs + redisSkewMs, epochUs, unitUs)
 
 local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
@@ -32,23 +28,14 @@ local function pred(a)
   return {a[1] - 1, MASK}
 end
 
-local fleet = fleetLayout(KEYS[2], A.layout, A.generation, KEYS[3], maxlen, who)
+local fleet = fleetLayout(KEYS[2], A.layout)
 if fleet ~= A.layout then
   return {'LAYOUT', fleet}
 end
-local fleetLead = tonumber(redis.call('HGET', KEYS[4], 'counter_lead') or -1)
-if fleetLead < 0 then
-  fleetLead = lead
-  redis.call('HSET', KEYS[4], 'counter_lead', lead)
-end
+local fleetLead = fleetValue(KEYS[4], 'counter_lead', lead)
 local reach, lossLead = math.min(lead, fleetLead), math.max(lead, fleetLead)
 
-local stored = redis.pcall('HMGET', KEYS[1], 'tick', 'seq')
--- A WRONGTYPE error: the old format, a decimal string.
-if stored.err then
-  redis.call('DEL', KEYS[1])
-  stored = {false}
-end
+local stored = redis.call('HMGET', KEYS[1], 'tick', 'seq')
 local cur
 if stored[1] then
   cur = {tonumber(stored[1]), tonumber(stored[2])}
@@ -68,8 +55,7 @@ cur = maxOf(cur, pred(minValue))
 cur = maxOf(cur, {-1, MASK})
 
 if not stored then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'type', 'counter_init', 'mid', A.counterID,
-    'host', A.host, 'pid', A.pid, 'tick', T, 'value_tick', cur[1], 'value_seq', cur[2],
+  emit('counter_init', A.counterID, 'tick', T, 'value_tick', cur[1], 'value_seq', cur[2],
     'detail', 'counter key missing (first use, or Redis lost its data): floored to Redis TIME + lead')
 end
 

@@ -78,25 +78,42 @@ local function noRegistry(key)
   error('NOREGISTRY ' .. key, 0)
 end
 
--- guard checks {ns}:meta against this server; gen and created: what to
--- make {ns}:meta with when it is missing; ev: the writer's event fields.
+-- guardEvents and guardWho: {ns}:events and the writer's fields, which
+-- every event of the call carries (emit).
+local guardEvents, guardWho = nil, {}
+
+-- emit adds an event: its type, machine ID ('' for none), the writer's
+-- fields and the fields given, trimming {ns}:events to about A.maxlen.
+local function emit(kind, mid, ...)
+  local cmd = {'XADD', guardEvents, 'MAXLEN', '~', A.maxlen, '*', 'type', kind, 'mid', mid}
+  for _, fields in ipairs({guardWho, {...}}) do
+    for _, v in ipairs(fields) do cmd[#cmd + 1] = v end
+  end
+  redis.call(unpack(cmd))
+end
+
+-- guard checks {ns}:meta against this server; events and who: {ns}:events
+-- and the writer's event fields; tick: the tick now, recorded when it
+-- makes {ns}:meta (nil: not recorded).
 -- Only flaked init (init.lua) makes a registry: a missing {ns}:meta is
--- restored by a caller that has run under it (gen ~= ''), with a loss
--- recorded now, and refused (NOREGISTRY) to anyone else, who cannot tell
--- a new fleet from a Redis that lost everything.
+-- restored by a caller that has run under it (A.generation ~= ''), with a
+-- loss recorded now, and refused (NOREGISTRY) to anyone else, who cannot
+-- tell a new fleet from a Redis that lost everything.
 -- Returns generation, loss_ms, how ('' | 'created' | 'server'), loss_id
 -- (this server and the time of the last possible loss). {ns}:reserved
 -- gone while {ns}:meta says a claim wrote it counts as a loss.
-local function guard(meta, events, maxlen, gen, created, ev, identity)
+local function guard(meta, events, who, tick)
+  guardEvents, guardWho = events, who
   local nowText, nowMs = redisNow()
-  local id = serverInfo(identity)
+  local id = serverInfo(A.identity)
   local lossID = id .. '@' .. nowText
   local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms', 'loss_id', 'reserved')
   if not m[1] then
-    if gen == '' then noRegistry(meta) end
-    redis.call('HSET', meta, 'generation', gen, 'created_ms', nowText, 'server', id,
-      'loss_ms', nowText, 'loss_id', lossID, 'replicas', listedReplicas(), unpack(created))
-    return gen, nowMs, 'created', lossID
+    if A.generation == '' then noRegistry(meta) end
+    redis.call('HSET', meta, 'generation', A.generation, 'created_ms', nowText, 'server', id,
+      'loss_ms', nowText, 'loss_id', lossID, 'replicas', listedReplicas())
+    if tick then redis.call('HSET', meta, 'created_tick', tick) end
+    return A.generation, nowMs, 'created', lossID
   end
   local evicted = m[5] and redis.call('EXISTS', string.sub(meta, 1, -5) .. 'reserved') == 0
   if m[2] == id and not evicted then
@@ -111,23 +128,31 @@ local function guard(meta, events, maxlen, gen, created, ev, identity)
     redis.call('HDEL', meta, 'reserved') -- the next claim writes both again
     detail = 'reservations-gone'
   end
-  redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', 'dataloss', 'mid', '',
-    'server', id, 'previous_server', m[2] or '', 'detail', detail, unpack(ev))
+  emit('dataloss', '', 'server', id, 'previous_server', m[2] or '', 'detail', detail)
   return m[1], lossMs, 'server', lossID
+end
+
+-- fleetValue is the fleet's value of a {ns}:meta field fixed once for the
+-- fleet (horizon, counter_lead): the first caller that finds none, after
+-- flaked init or a restore of {ns}:meta, fixes it to its own.
+local function fleetValue(meta, field, own)
+  local v = tonumber(redis.call('HGET', meta, field) or '')
+  if v then return v end
+  redis.call('HSET', meta, field, own)
+  return tonumber(own)
 end
 
 -- fleetLayout is the fleet's layout ({ns}:layout at key), which flaked
 -- init stores with {ns}:meta. When Redis lost it, a caller that has run
--- under its layout (gen ~= '') restores it, anyone else is refused
--- (NOREGISTRY): so no layout is ever stored but the one the fleet was
--- made with, and a misconfigured node is refused, never adopted.
-local function fleetLayout(key, layout, gen, events, maxlen, ev)
+-- under its layout (A.generation ~= '') restores it, anyone else is
+-- refused (NOREGISTRY): so no layout is ever stored but the one the fleet
+-- was made with, and a misconfigured node is refused, never adopted.
+local function fleetLayout(key, layout)
   local stored = redis.call('GET', key)
   if stored then return stored end
-  if gen == '' then noRegistry(key) end
+  if A.generation == '' then noRegistry(key) end
   redis.call('SET', key, layout)
-  redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'type', 'layout_restored', 'mid', '', 'layout', layout,
-    'detail', 'fleet layout missing: restored by a node of the fleet', unpack(ev))
+  emit('layout_restored', '', 'layout', layout, 'detail', 'fleet layout missing: restored by a node of the fleet')
   return layout
 end
 

@@ -10,7 +10,6 @@
 -- moment ago while its nodes still issue, so claims start above now +
 -- skew + horizon and counter values above now + skew + lead (coord.Init
 -- waits that out). Refused when {ns}:meta or {ns}:layout exists.
-local A = args()
 local meta = redis.call('HMGET', KEYS[1], 'generation', 'created_ms')
 if meta[1] then
   return {'EXISTS', KEYS[1], 'generation ' .. meta[1] .. ' made at ' .. (meta[2] or '?') .. ' ms'}
@@ -20,10 +19,9 @@ if stored then
   return {'EXISTS', KEYS[2], 'layout ' .. stored}
 end
 local _, _, nowUs = redisNow()
-local who = {'host', A.host, 'pid', A.pid}
-local _, lossMs, _, lossID = guard(KEYS[1], KEYS[3], A.maxlen, A.generation,
-  {'created_tick', math.floor((nowUs - tonumber(A.epochUs)) / tonumber(A.tickUs)), 'horizon', A.horizon}, who, A.identity)
+local _, lossMs, _, lossID = guard(KEYS[1], KEYS[3], {'host', A.host, 'pid', A.pid},
+  math.floor((nowUs - tonumber(A.epochUs)) / tonumber(A.tickUs)))
+fleetValue(KEYS[1], 'horizon', A.horizon)
 redis.call('SET', KEYS[2], A.layout)
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', A.maxlen, '*', 'type', 'init', 'mid', '', 'layout', A.layout,
-  'generation', A.generation, 'loss_id', lossID, 'detail', 'registry made by flaked init', unpack(who))
+emit('init', '', 'layout', A.layout, 'generation', A.generation, 'loss_id', lossID, 'detail', 'registry made by flaked init')
 return {'OK', A.generation, lossID, lossMs}

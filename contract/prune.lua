@@ -8,7 +8,6 @@
 -- its reservation is missing or not below the cutoff, or its owner token
 -- changed. The reservation is never touched: the next owner starts above
 -- it. The event is added without MAXLEN (the next node event trims).
-local A = args()
 local prefix, cutoff, host, pid = A.prefix, tonumber(A.cutoff), A.host, A.pid
 local out = {}
 for _, item in ipairs(list(A.ids)) do

@@ -8,13 +8,10 @@
 -- used, so a clean restart starts at once: the only place a reservation
 -- goes down (only the holder could have used those ticks, and it has
 -- stopped). An ID whose lease is no longer ours keeps the higher of the two.
-local A = args()
-local prefix, token, last, maxlen = A.prefix, A.token, tonumber(A.last), A.maxlen
-local host, pid, addr = A.host, A.pid, A.addr
+local prefix, token, last = A.prefix, A.token, tonumber(A.last)
 local nowText, _, nowUs = redisNow()
-guard(KEYS[3], KEYS[2], maxlen, A.generation,
-  {'created_tick', math.floor((nowUs - tonumber(A.epochUs)) / tonumber(A.tickUs))},
-  {'token', token, 'host', host, 'pid', pid, 'addr', addr}, A.identity)
+guard(KEYS[3], KEYS[2], {'token', token, 'host', A.host, 'pid', A.pid, 'addr', A.addr},
+  math.floor((nowUs - tonumber(A.epochUs)) / tonumber(A.tickUs)))
 local released = 0
 for _, id in ipairs(list(A.ids)) do
   local lease = prefix .. 'lease:' .. id
@@ -23,8 +20,7 @@ for _, id in ipairs(list(A.ids)) do
     redis.call('DEL', lease)
     redis.call('HSET', KEYS[1], id, last)
     redis.call('HSET', prefix .. 'owner:' .. id, 'state', 'released', 'released', nowText, 'heartbeat', nowText)
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', maxlen, '*', 'type', 'release', 'mid', id,
-      'token', token, 'host', host, 'pid', pid, 'addr', addr, 'last', last, 'reserved', r)
+    emit('release', id, 'last', last, 'reserved', r)
     released = released + 1
   elseif last > r then
     redis.call('HSET', KEYS[1], id, last)

@@ -11,47 +11,33 @@
 -- changed since the owner's last renewal ("loss"). After a total loss the
 -- owner restores {ns}:meta, with the fleet horizon it knew, and the layout
 -- (guard.lua). Why: docs/design.md, Why the scripts are safe.
-local A = args()
-local prefix, token, ttl, maxlen = A.prefix, A.token, A.ttl, A.maxlen
+local prefix, token, ttl = A.prefix, A.token, A.ttl
 local want, held, knownHorizon = tonumber(A.want), tonumber(A.held), tonumber(A.fleetHorizon)
 local mode, host, pid, addr, version = A.mode, A.host, A.pid, A.addr, A.version
-local layout, generation, horizon, node, knownLoss = A.layout, A.generation, A.horizon, A.node, A.lossID
+local layout, node, knownLoss = A.layout, A.node, A.lossID
 local epochUs, unitUs = tonumber(A.epochUs), tonumber(A.tickUs)
 local ids = list(A.ids)
 local nowText, _, nowUs = redisNow()
-local who = {'token', token, 'host', host, 'pid', pid, 'addr', addr}
+local tick = math.floor((nowUs - epochUs) / unitUs)
 
-local function event(kind, id, ...)
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', maxlen, '*', 'type', kind, 'mid', id,
-    'token', token, 'host', host, 'pid', pid, 'addr', addr, ...)
-end
-
-local _, lossMs, how, lossID = guard(KEYS[4], KEYS[2], maxlen, generation,
-  {'created_tick', math.floor((nowUs - epochUs) / unitUs), 'horizon', math.max(tonumber(horizon), knownHorizon)},
-  who, A.identity)
+local _, lossMs, how, lossID = guard(KEYS[4], KEYS[2], {'token', token, 'host', host, 'pid', pid, 'addr', addr}, tick)
 if how == 'created' then
-  event('dataloss', ids[1], 'generation', generation,
-    'detail', 'meta-missing')
+  emit('dataloss', ids[1], 'generation', A.generation, 'detail', 'meta-missing')
 end
-local stored = fleetLayout(KEYS[5], layout, generation, KEYS[2], maxlen, who)
+local stored = fleetLayout(KEYS[5], layout)
 if stored ~= layout then
-  event('renew_fail', ids[1], 'reason', 'layout', 'layout', layout, 'stored', stored)
+  emit('renew_fail', ids[1], 'reason', 'layout', 'layout', layout, 'stored', stored)
   return {'LOST', ids[1], stored, '', 'layout', '', ''}
 end
--- A {ns}:meta restored by a counter has none: the fleet's, as this owner
--- knew it.
-local metaHorizon = tonumber(redis.call('HGET', KEYS[4], 'horizon') or -1)
-if metaHorizon < 0 then
-  metaHorizon = math.max(tonumber(horizon), knownHorizon)
-  redis.call('HSET', KEYS[4], 'horizon', metaHorizon)
-end
-local cap = math.floor((nowUs - epochUs) / unitUs) + metaHorizon
+-- The fleet's horizon as this owner knew it, when {ns}:meta has none.
+local metaHorizon = fleetValue(KEYS[4], 'horizon', math.max(tonumber(A.horizon), knownHorizon))
+local cap = tick + metaHorizon
 
 -- After a possible loss nothing is extended, and the lease is lost to the
 -- loss whatever is left of it (a Redis restarted empty has none): what it
 -- granted before stays its owner's to issue (node/drain.go).
 if lossID ~= knownLoss then
-  event('renew_fail', ids[1], 'reason', 'loss', 'loss_ms', lossMs, 'held', held)
+  emit('renew_fail', ids[1], 'reason', 'loss', 'loss_ms', lossMs, 'held', held)
   return {'LOST', ids[1], '', '', 'loss', '', ''}
 end
 
@@ -59,15 +45,15 @@ end
 for _, id in ipairs(ids) do
   local holder = redis.call('GET', prefix .. 'lease:' .. id)
   if not holder then
-    event('renew_fail', id, 'reason', 'expired', 'held', held)
+    emit('renew_fail', id, 'reason', 'expired', 'held', held)
     return {'LOST', id, '', '', 'expired', '', ''}
   elseif holder ~= token then
     local o = redis.call('HMGET', prefix .. 'owner:' .. id, 'from_token', 'host', 'pid')
     if o[1] == token then
-      event('fenced', id, 'holder', holder, 'holder_host', o[2] or '', 'holder_pid', o[3] or '')
+      emit('fenced', id, 'holder', holder, 'holder_host', o[2] or '', 'holder_pid', o[3] or '')
       return {'LOST', id, '', holder, 'fenced', o[2] or '', o[3] or ''}
     end
-    event('renew_fail', id, 'reason', 'held', 'holder', holder)
+    emit('renew_fail', id, 'reason', 'held', 'holder', holder)
     return {'LOST', id, '', holder, 'held', '', ''}
   end
 end

@@ -6,15 +6,12 @@
 -- scripts are safe). Returns it and the replicas listed now ("ip:port
 -- state", comma separated); with identity none, the mark as stored.
 local function replicasNeeded(meta)
-  local info = guardInfo
   local mark = tonumber(redis.call('HGET', meta, 'replicas') or '0') or 0
-  local listed = tonumber(string.match(info, 'connected_slaves:(%d+)') or '')
-  if not listed then return mark, '' end
+  local want = math.max(mark, listedReplicas())
+  if want ~= mark then redis.call('HSET', meta, 'replicas', want) end
   local names = {}
-  for ip, port, state in string.gmatch(info, 'slave%d+:ip=([^,]*),port=(%d+),state=(%w+)') do
+  for ip, port, state in string.gmatch(guardInfo, 'slave%d+:ip=([^,]*),port=(%d+),state=(%w+)') do
     names[#names + 1] = ip .. ':' .. port .. ' ' .. state
   end
-  local want = math.max(mark, listed)
-  if want ~= mark then redis.call('HSET', meta, 'replicas', want) end
   return want, table.concat(names, ',')
 end

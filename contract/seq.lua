@@ -20,23 +20,16 @@
 -- value granted before a loss is handed out any more, and a restore
 -- (which trusts the operator's records) waits until then.
 local segmentTTLMs = 10000
-local A = args()
 local prefix, op, tag = A.prefix, A.op, A.tag
-local maxlen, host, pid = A.maxlen, A.host, A.pid
 local key = prefix .. 'seq:' .. tag
 local freeMax = 64
 local LIMIT = 2 ^ 53 - 1
 
-local _, lossMs, _, lossID = guard(KEYS[3], KEYS[2], maxlen, A.generation, {}, {'host', host, 'pid', pid}, A.identity)
+local _, lossMs, _, lossID = guard(KEYS[3], KEYS[2], {'tag', tag, 'host', A.host, 'pid', A.pid})
 local nowText, nowMs = redisNow()
 
 local function I(x) return string.format('%d', x) end
 local function num(s) return tonumber(s or 0) or 0 end
-
-local function event(typ, ...)
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', maxlen, '*', 'type', typ, 'mid', '', 'tag', tag,
-    'host', host, 'pid', pid, ...)
-end
 
 -- The free list: "a-b,c-d", ascending, disjoint, not adjacent.
 local function readFree(s)
@@ -109,7 +102,7 @@ local function create(start, above)
     'created_ms', nowText, 'epoch', newEpoch())
   redis.call('HDEL', KEYS[3], missingField)
   redis.call('SADD', KEYS[1], tag)
-  event('seq_create', 'start', I(start), 'step', I(step), 'max', I(mx), 'value', I(high))
+  emit('seq_create', '', 'start', I(start), 'step', I(step), 'max', I(mx), 'value', I(high))
   return {'OK', I(high)}
 end
 
@@ -146,7 +139,7 @@ if op == 'restore' then
     'epoch', newEpoch())
   redis.call('HDEL', key, 'blocked')
   redis.call('SADD', KEYS[1], tag)
-  event('seq_restore', 'value', I(high), 'above', I(above))
+  emit('seq_restore', '', 'value', I(high), 'above', I(above))
   return {'OK', I(high)}
 end
 
@@ -155,7 +148,7 @@ local floor = tonumber(A.floor) or 0
 if not r then
   if floor > 0 or known() then
     missingSince()
-    event('seq_lost', 'value', I(floor))
+    emit('seq_lost', '', 'value', I(floor))
     return {'LOST', I(floor)}
   end
   return {'UNKNOWN'}
@@ -226,6 +219,8 @@ local at = math.max(nowMs, num(r.at_ms))
 local free = readFree(r.free)
 local tokens = refill(r)
 local jumps = num(r.jumps)
+-- top: the tag's maximum, or the highest value a double holds exactly.
+local top = num(r.max) > 0 and num(r.max) or LIMIT
 
 if r.loss_id ~= lossID then
   -- Redis lost writes since the tag was last written: continue above the
@@ -238,14 +233,12 @@ if r.loss_id ~= lossID then
   if mj > 0 and jump > mj then
     local reason = table.concat({'jump', lossID, I(jump), I(high), I(mj)}, ' ')
     redis.call('HSET', key, 'blocked', reason)
-    event('seq_blocked', 'value', I(high), 'detail', reason)
+    emit('seq_blocked', '', 'value', I(high), 'detail', reason)
     return {'BLOCKED', reason}
   end
-  local mx = num(r.max)
-  if mx > 0 then bound = math.min(bound, mx) end
-  bound = math.min(bound, LIMIT)
+  bound = math.min(bound, top)
   lost = lost + math.max(0, bound - high) + freeCount(free)
-  event('seq_jump', 'value', I(bound), 'previous', I(high), 'loss_id', lossID,
+  emit('seq_jump', '', 'value', I(bound), 'previous', I(high), 'loss_id', lossID,
     'detail', 'rate bound')
   high = math.max(high, bound)
   free = {}
@@ -263,56 +256,42 @@ if floor > high then
   high = floor
 end
 
-local function save(extra)
+local function save()
   redis.call('HSET', key, 'high', I(high), 'free', writeFree(free), 'tokens', string.format('%.3f', tokens),
-    'at_ms', I(at), 'loss_id', lossID, 'lost', I(lost), 'jumps', I(jumps), 'grants', I(num(r.grants) + 1),
-    unpack(extra))
+    'at_ms', I(at), 'loss_id', lossID, 'lost', I(lost), 'jumps', I(jumps), 'grants', I(num(r.grants) + 1))
 end
 
--- seqReplicas is how many replicas must acknowledge a segment before it
--- is used: the fleet's mark (replicas.lua), as for every other grant.
--- Returns the count and the replicas listed, the last two items of an OK
--- reply (internal/replwait reads them).
-local function seqReplicas()
+-- grant saves the tag and replies with first..last and, as every grant
+-- does, the count of replicas that must acknowledge it before it is used
+-- and the replicas listed (replicas.lua; internal/replwait reads them).
+local function grant(first, last)
+  save()
   local need, listed = replicasNeeded(KEYS[3])
-  return I(need), listed
+  return {'OK', I(first), I(last), token(r), I(num(r.step)), I(need), listed}
 end
 
-local step = num(r.step)
 local n = tonumber(A.n) or 0
-if n <= 0 then n = step end
+if n <= 0 then n = num(r.step) end
 
 -- A range given back, above the caller's floor, first.
 for i = 1, #free do
   local f = free[i]
   if f[1] > floor then
-    local last = math.min(f[2], f[1] + n - 1)
-    local first = f[1]
+    local first, last = f[1], math.min(f[2], f[1] + n - 1)
     if last == f[2] then table.remove(free, i) else f[1] = last + 1 end
-    save({})
-    return {'OK', I(first), I(last), token(r), I(step), seqReplicas()}
+    return grant(first, last)
   end
 end
 
-local mx = num(r.max)
-if mx > 0 and high >= mx then
-  save({})
-  return {'MAX', I(mx)}
+if high >= top then
+  save()
+  return {'MAX', I(top)}
 end
 if tokens < 1 then
-  save({})
-  local rate = num(r.rate)
-  return {'RATE', I(math.max(1, at - nowMs + math.ceil((1 - tokens) * 1000 / rate)))}
+  save()
+  return {'RATE', I(math.max(1, at - nowMs + math.ceil((1 - tokens) * 1000 / num(r.rate))))}
 end
-local k = math.min(n, math.floor(tokens))
-if mx > 0 then k = math.min(k, mx - high) end
-k = math.min(k, LIMIT - high)
-if k < 1 then
-  save({})
-  return {'MAX', I(LIMIT)}
-end
-local first, last = high + 1, high + k
-high = last
+local k = math.min(n, math.floor(tokens), top - high)
 tokens = tokens - k
-save({})
-return {'OK', I(first), I(last), token(r), I(step), seqReplicas()}
+high = high + k
+return grant(high - k + 1, high)

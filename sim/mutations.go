@@ -90,7 +90,7 @@ var Mutations = []Mutation{
 	// Only flaked init makes a registry, and only a caller that ran under
 	// it restores one: a stray after a total loss finds an empty namespace.
 	{Name: "restore-by-stranger", Scripts: guarded, Stray: true,
-		Edits: []Edit{{"if gen == '' then noRegistry(meta) end", ""}, {"if gen == '' then noRegistry(key) end", ""}},
+		Edits: []Edit{{"if A.generation == '' then noRegistry(meta) end", ""}, {"if A.generation == '' then noRegistry(key) end", ""}},
 		Bug:   "a caller that never ran under the registry (a node with another layout, after Redis lost everything) creates {ns}:meta and stores its layout as the fleet's"},
 	// A dense counter's values carry no time: after a loss a tag continues
 	// above the most its rate allows since the copy Redis kept.
