@@ -175,23 +175,13 @@ if op == 'giveback' then
     return {'OK', '0', 'lost'}
   end
   local high = num(r.high)
-  local free = readFree(r.free)
-  if high == last then
-    high = first - 1
-    -- The free list's top range now touches high: lower high below it too.
-    while #free > 0 and free[#free][2] == high do
-      high = free[#free][1] - 1
-      free[#free] = nil
-    end
-    redis.call('HSET', key, 'high', I(high), 'free', writeFree(free),
-      'tokens', I(math.min(num(r.burst), math.floor(refill(r) + count))), 'at_ms', I(math.max(nowMs, num(r.at_ms))),
-      'given_back', I(num(r.given_back) + count))
-    return {'OK', I(count), 'high'}
-  end
   if last > high then
     return redis.error_reply('ERR seq.lua: give-back of ' .. I(first) .. '-' .. I(last) .. ' above high ' .. I(high))
   end
-  -- Into the free list, merged with its neighbours.
+  -- Into the free list, merged with its neighbours; a range that then
+  -- ends at high lowers high instead, its values back in the bucket (high
+  -- + tokens never grows, which the loss jump's bound counts on).
+  local free = readFree(r.free)
   free[#free + 1] = {first, last}
   table.sort(free, function(a, b) return a[1] < b[1] end)
   local merged = {}
@@ -199,12 +189,18 @@ if op == 'giveback' then
     local m = merged[#merged]
     if m and f[1] <= m[2] + 1 then m[2] = math.max(m[2], f[2]) else merged[#merged + 1] = f end
   end
-  if #merged > freeMax then
+  local lowered = merged[#merged][2] == high
+  if lowered then
+    high = merged[#merged][1] - 1
+    merged[#merged] = nil
+  elseif #merged > freeMax then
     redis.call('HSET', key, 'lost', I(num(r.lost) + count))
     return {'OK', '0', 'lost'}
   end
-  redis.call('HSET', key, 'free', writeFree(merged), 'given_back', I(num(r.given_back) + count))
-  return {'OK', I(count), 'free'}
+  redis.call('HSET', key, 'high', I(high), 'free', writeFree(merged),
+    'tokens', I(math.min(num(r.burst), math.floor(refill(r) + num(r.high) - high))), 'at_ms', I(math.max(nowMs, num(r.at_ms))),
+    'given_back', I(num(r.given_back) + count))
+  return {'OK', I(count), lowered and 'high' or 'free'}
 end
 
 if op ~= 'next' then
