@@ -6,8 +6,8 @@
 --
 -- The tag's hash is {ns}:seq:<tag>; {ns}:seqs lists the tags. Values are
 -- integers below 2^53, written with %d. Dense in normal operation: a
--- clean stop gives back what it did not use (a compare-and-set on high,
--- else the free list, else counted lost). After a loss (another loss_id)
+-- clean stop gives back what it did not use (into the free list, or
+-- below high when it ends there). After a loss (another loss_id)
 -- a tag jumps to its rate bound, high + tokens + rate x elapsed since
 -- at_ms, taken at loss_ms + skew, or is blocked when that passes its max
 -- jump (until flaked seq restore); a tag missing while known (listed, or

@@ -10,7 +10,7 @@
 // under load: the size doubles while segments last under 50 ms and halves
 // back toward the step while they last over 500 ms (Leaf's dynamic step),
 // up to 2^24 values. Close gives the
-// unused values back (a compare-and-set in seq.lua), so a clean restart of
+// unused values back (seq.lua takes them again first), so a clean restart of
 // every node leaves no gap; a crash leaves one (the segments it held),
 // never a reuse.
 //

@@ -502,7 +502,7 @@ func (s *Sequences) renew(ctx context.Context, t *tag, seg *segment) error {
 }
 
 // Close stops handing out values and gives the unused rest of every
-// buffered segment back (seq.lua's compare-and-set), so that a clean
+// buffered segment back (seq.lua grants it again first), so that a clean
 // restart continues without a gap. A fetch in flight is waited for (its
 // segment is given back too) until ctx ends. The rest that cannot go back
 // (Redis away, ctx over) is a gap, never a reuse.
