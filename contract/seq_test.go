@@ -198,6 +198,27 @@ func TestSeqLua_GiveBackMergesFreeRanges(t *testing.T) {
 	}
 }
 
+// A give-back that ends at high merges with the free range right below it
+// and lowers high under both; what a process still uses below them is
+// never granted again (a duplicate would show as a grant at or below 14).
+func TestSeqLua_GiveBackAbsorbsAdjacentFreeRange(t *testing.T) {
+	b := newSeqBed(t)
+	b.create("a", 1, 10, 0, 1_000_000, 1_000_000, 0)
+	b.grant("a", 0, 0)               // A 1-10, in use
+	_, lb, lid := b.grant("a", 0, 0) // B 11-20
+	_, lc, _ := b.grant("a", 0, 0)   // C 21-30
+	b.giveBack("a", 15, lb, lid)     // B used 11-14: 15-20 free
+	if res := b.giveBack("a", 21, lc, lid); res[2] != "high" {
+		t.Fatalf("C's give-back: %v", res)
+	}
+	if h, fr := b.field("a", SeqFieldHigh), b.field("a", SeqFieldFree); h != "14" || fr != "" {
+		t.Fatalf("high %s, free %q; want 14 and none", h, fr)
+	}
+	if f, _, _ := b.grant("a", 0, 0); f != 15 {
+		t.Fatalf("next grant starts at %d, want 15", f)
+	}
+}
+
 // Fault covered: Redis lost writes (here {ns}:meta gone, which guard.lua
 // treats as a loss; on a real server a new run_id or master_replid): the
 // tag's copy is older than what was granted, so it must jump above
