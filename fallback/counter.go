@@ -151,6 +151,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	}
 	c.wait.Meta = c.keys.Meta
 	c.wait.Floor = int64(c.opts.MinReplicas)
+	c.wait.Sentinels, c.wait.Monotonic = c.opts.Sentinels, c.opts.Clock.Monotonic
 	c.args = contract.CounterArgs{
 		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
 		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,
@@ -450,7 +451,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		}
 		a.MinTick, a.MinSeq = int64(minValue>>c.seqBits), int64(minValue&(1<<c.seqBits-1))
 		keys, argv := a.KeysArgv()
-		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait, nil)
+		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait)
 		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
 			if c.ctx.Err() != nil {

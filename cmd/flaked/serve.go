@@ -112,6 +112,9 @@ func serve(c *cli.Context) error {
 	if o.node.Redis != nil {
 		defer o.node.Redis.Close()
 	}
+	if o.sentinels != nil {
+		defer o.sentinels.Close()
+	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	d, err := startDaemon(ctx, o, log)

@@ -1,0 +1,189 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/replwait"
+)
+
+// Sentinels gives the views of every Sentinel watching the fleet's master;
+// with Options.Sentinels set, a grant the Sentinels vouch for is used
+// whatever the replicas acknowledged (Split brain in the package doc).
+// NewSentinels makes one from a redis-sentinel:// URL; the simulator and
+// tests give their own.
+type Sentinels = replwait.Sentinels
+
+// SentinelView is one Sentinel's answer to SENTINEL MASTER <name>.
+type SentinelView = replwait.SentinelView
+
+// SentinelSet asks the Sentinels of a redis-sentinel:// URL, and those
+// they announce, for their view of the master. Safe for concurrent use.
+type SentinelSet struct {
+	master string
+	opt    redis.Options // the options every Sentinel client is made from
+
+	mu      sync.Mutex
+	clients map[string]*redis.SentinelClient
+}
+
+// sentinelTimeout bounds one Sentinel's answer: past it, the check does
+// not vouch for the grant it went with (MaxCheckAge), and the replicas'
+// WAIT decides.
+const sentinelTimeout = 500 * time.Millisecond
+
+// NewSentinels returns the Sentinels of rawURL (NewClient's forms), or
+// nil and no error when it does not name Sentinels. Close it when done.
+func NewSentinels(rawURL string) (*SentinelSet, error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok || !strings.HasSuffix(scheme, "-sentinel") {
+		return nil, nil
+	}
+	fo, err := failoverOptions(scheme, rest)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
+	}
+	s := &SentinelSet{master: fo.MasterName, clients: map[string]*redis.SentinelClient{}, opt: redis.Options{
+		Username: fo.SentinelUsername, Password: fo.SentinelPassword, TLSConfig: fo.TLSConfig,
+		DialTimeout: sentinelTimeout, ReadTimeout: sentinelTimeout, WriteTimeout: sentinelTimeout,
+		MaxRetries: -1, DisableIdentity: true, PoolSize: 2,
+	}}
+	for _, a := range fo.SentinelAddrs {
+		s.add(a)
+	}
+	return s, nil
+}
+
+// MasterName is the master the Sentinels are asked about.
+func (s *SentinelSet) MasterName() string { return s.master }
+
+func (s *SentinelSet) add(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.clients[addr]; ok {
+		return
+	}
+	o := s.opt
+	o.Addr = addr
+	s.clients[addr] = redis.NewSentinelClient(&o)
+}
+
+func (s *SentinelSet) known() map[string]*redis.SentinelClient {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]*redis.SentinelClient, len(s.clients))
+	for a, c := range s.clients {
+		out[a] = c
+	}
+	return out
+}
+
+// Views asks every Sentinel it knows at once. When one says there are more
+// than it knows, it asks that one for the others (SENTINEL SENTINELS) and
+// asks them too, so a URL naming one Sentinel of three still reaches all.
+func (s *SentinelSet) Views(ctx context.Context) []SentinelView {
+	views := s.ask(ctx, s.known())
+	more := 0
+	for _, v := range views {
+		if v.Err == nil && v.Known > len(views) {
+			more = max(more, v.Known)
+		}
+	}
+	if more == 0 {
+		return views
+	}
+	before := s.known()
+	for _, v := range views {
+		if v.Err != nil {
+			continue
+		}
+		others, err := before[v.Sentinel].Sentinels(ctx, s.master).Result()
+		if err != nil {
+			continue
+		}
+		for _, o := range others {
+			m := toMap(o)
+			if m["ip"] != "" && m["port"] != "" {
+				s.add(net.JoinHostPort(m["ip"], m["port"]))
+			}
+		}
+		break
+	}
+	fresh := map[string]*redis.SentinelClient{}
+	for a, c := range s.known() {
+		if _, ok := before[a]; !ok {
+			fresh[a] = c
+		}
+	}
+	return append(views, s.ask(ctx, fresh)...)
+}
+
+func (s *SentinelSet) ask(ctx context.Context, clients map[string]*redis.SentinelClient) []SentinelView {
+	out := make([]SentinelView, len(clients))
+	var wg sync.WaitGroup
+	i := 0
+	for addr, c := range clients {
+		wg.Add(1)
+		go func(i int, addr string, c *redis.SentinelClient) {
+			defer wg.Done()
+			out[i] = view(ctx, addr, c, s.master)
+		}(i, addr, c)
+		i++
+	}
+	wg.Wait()
+	return out
+}
+
+func view(ctx context.Context, addr string, c *redis.SentinelClient, master string) SentinelView {
+	v := SentinelView{Sentinel: addr}
+	m, err := c.Master(ctx, master).Result()
+	if err != nil {
+		v.Err = fmt.Errorf("SENTINEL MASTER %s: %w", master, err)
+		return v
+	}
+	ms := func(k string) time.Duration {
+		n, _ := strconv.ParseInt(m[k], 10, 64)
+		return time.Duration(n) * time.Millisecond
+	}
+	others, _ := strconv.Atoi(m["num-other-sentinels"])
+	v.MasterAddr = net.JoinHostPort(m["ip"], m["port"])
+	v.RunID, v.Flags, v.Known = m["runid"], m["flags"], others+1
+	v.DownAfter = ms("down-after-milliseconds")
+	v.Age = max(ms("last-ping-sent"), ms("last-ok-ping-reply"))
+	return v
+}
+
+func toMap(v any) map[string]string {
+	out := map[string]string{}
+	switch x := v.(type) {
+	case map[any]any:
+		for k, val := range x {
+			out[fmt.Sprint(k)] = fmt.Sprint(val)
+		}
+	case map[string]string:
+		return x
+	case []any:
+		for i := 0; i+1 < len(x); i += 2 {
+			out[fmt.Sprint(x[i])] = fmt.Sprint(x[i+1])
+		}
+	}
+	return out
+}
+
+// Close closes the connections to the Sentinels.
+func (s *SentinelSet) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for a, c := range s.clients {
+		_ = c.Close()
+		delete(s.clients, a)
+	}
+	return nil
+}
