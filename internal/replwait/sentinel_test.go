@@ -41,7 +41,10 @@ func TestWindowOf(t *testing.T) {
 		why   string
 	}{
 		{"all up", three(nil), sent + replwait.MaxCheckAge, ""},
-		{"short down-after", three(func(v []replwait.SentinelView) { v[1].DownAfter = 100 * time.Millisecond; v[1].Age = 40 * time.Millisecond }),
+		{"short down-after", three(func(v []replwait.SentinelView) {
+			v[1].DownAfter = 100 * time.Millisecond
+			v[1].Age = 40 * time.Millisecond
+		}),
 			sent + 100*time.Millisecond - time.Millisecond - 40*time.Millisecond, ""},
 		{"none", nil, 0, "no Sentinel answered"},
 		{"one unreachable", three(func(v []replwait.SentinelView) { v[2].Err = errors.New("dial: refused") }), 0, "s3: dial: refused"},
