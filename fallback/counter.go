@@ -563,6 +563,11 @@ type Stats struct {
 	SegmentSize     int    // size asked for by the latest fetch
 	Buffered        int64  // values left in the current and the prefetched segment
 	LastError       error  // of the latest fetch; nil after a success
+	// Replicas is the latest segment's outcome as far as the replicas go:
+	// what it waited for, what acknowledged, or that the Sentinels
+	// vouched for it (nil before the first, or when it never reached
+	// Redis).
+	Replicas *replwait.Status
 }
 
 // Stats returns the counter's statistics.
@@ -575,6 +580,7 @@ func (c *Counter) Stats() Stats {
 		Waits:           c.waits.Load(),
 		SegmentSize:     int(c.size),
 		LastError:       c.lastErr,
+		Replicas:        c.wait.Last(),
 	}
 	if !c.closed {
 		st.Buffered = c.cur.Load().left()

@@ -27,13 +27,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Timeout limits and default: long enough for a replica on the same network
-// to acknowledge (WAIT asks replicas for their offset at once, not at their
-// 1 s ack), short enough that no client of a node waits on it long.
+// Timeout limits and default. WAIT asks the replicas for their offset at
+// once (not at their 1 s ack), so it waits a replication round trip plus
+// the replica's lag: the default covers a replica in another region or
+// behind a slow disk, 300 ms behind. Grants are taken ahead of need
+// (reservations reach ReserveAhead, counter segments are fetched at half
+// left), so a longer wait delays no ID but a node's first claim and a
+// counter node's segment once it ran dry.
 const (
-	DefaultTimeout = 200 * time.Millisecond
+	DefaultTimeout = time.Second
 	MinTimeout     = 10 * time.Millisecond
-	MaxTimeout     = time.Second
+	MaxTimeout     = 10 * time.Second
 )
 
 // ErrNotReplicated is wrapped by the error of a grant that fewer replicas
