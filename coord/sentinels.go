@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -50,15 +51,22 @@ func NewSentinels(rawURL string) (*SentinelSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
 	}
-	s := &SentinelSet{master: fo.MasterName, clients: map[string]*redis.SentinelClient{}, opt: redis.Options{
-		Username: fo.SentinelUsername, Password: fo.SentinelPassword, TLSConfig: fo.TLSConfig,
+	return NewSentinelSet(fo.MasterName, fo.SentinelAddrs, fo.SentinelUsername, fo.SentinelPassword, fo.TLSConfig), nil
+}
+
+// NewSentinelSet returns the Sentinels at addrs watching master, logged
+// in as username/password (both may be empty), over TLS when tlsConfig is
+// set. Close it when done.
+func NewSentinelSet(master string, addrs []string, username, password string, tlsConfig *tls.Config) *SentinelSet {
+	s := &SentinelSet{master: master, clients: map[string]*redis.SentinelClient{}, opt: redis.Options{
+		Username: username, Password: password, TLSConfig: tlsConfig,
 		DialTimeout: sentinelTimeout, ReadTimeout: sentinelTimeout, WriteTimeout: sentinelTimeout,
 		MaxRetries: -1, DisableIdentity: true, PoolSize: 2,
 	}}
-	for _, a := range fo.SentinelAddrs {
+	for _, a := range addrs {
 		s.add(a)
 	}
-	return s, nil
+	return s
 }
 
 // MasterName is the master the Sentinels are asked about.
