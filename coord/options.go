@@ -84,7 +84,7 @@ type Options struct {
 	// ReplicaWait bounds the WAIT after each claim and renewal: a grant is
 	// used only once the replicas the fleet has had acknowledge it (see
 	// Split brain in the package doc); one they do not acknowledge in time
-	// is refused and retried. 10ms..1s, default 200ms. No WAIT is sent
+	// is refused and retried. 10ms..10s, default 1s. No WAIT is sent
 	// while the master has had no replicas.
 	ReplicaWait time.Duration
 	// MinReplicas is the fewest replicas every grant must reach, whatever
