@@ -21,6 +21,7 @@ import (
 	"github.com/flaked/flaked/internal/bugs"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -139,6 +140,9 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	}
 	// WAIT counts the replicas that acknowledged this connection's last
 	// write, so the script and its WAIT go on one connection.
+	if err := settled(ctx, c); err != nil {
+		return nil, Result{}, err
+	}
 	conn := c.Conn()
 	defer conn.Close()
 
@@ -279,4 +283,31 @@ func toInt(v any) int64 {
 		return n
 	}
 	return 0
+}
+
+// settledClients holds, per client, a sync.Once run before its first
+// Conn: see settled.
+var settledClients sync.Map // *redis.Client -> *settleOnce
+
+type settleOnce struct {
+	once sync.Once
+	err  error
+}
+
+// settled makes one round trip on c before the first Conn of c is used.
+// go-redis's Conn shares its client's options but not the lock that
+// guards them, and a client's first connection may write them (its
+// maintenance-notification handshake, refused by Redis 7, turns the mode
+// off): a first connection made through a Conn while the client makes
+// another is a data race. Once one connection is made, nothing writes
+// them again.
+func settled(ctx context.Context, c *redis.Client) error {
+	v, _ := settledClients.LoadOrStore(c, &settleOnce{})
+	s := v.(*settleOnce)
+	s.once.Do(func() { s.err = c.Ping(ctx).Err() })
+	if s.err != nil {
+		// Not settled: the next call tries again.
+		settledClients.CompareAndDelete(c, s)
+	}
+	return s.err
 }
