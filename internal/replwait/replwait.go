@@ -304,7 +304,14 @@ type settleOnce struct {
 func settled(ctx context.Context, c *redis.Client) error {
 	v, _ := settledClients.LoadOrStore(c, &settleOnce{})
 	s := v.(*settleOnce)
-	s.once.Do(func() { s.err = c.Ping(ctx).Err() })
+	s.once.Do(func() {
+		// An error reply (PING refused by an ACL) comes on a connection
+		// made: settled all the same.
+		var reply redis.Error
+		if err := c.Ping(ctx).Err(); err != nil && !errors.As(err, &reply) {
+			s.err = err
+		}
+	})
 	if s.err != nil {
 		// Not settled: the next call tries again.
 		settledClients.CompareAndDelete(c, s)
