@@ -346,6 +346,15 @@ func (s *Sequences) await(ctx context.Context, t *tag, seg *segment) error {
 	t.mu.Unlock()
 	s.waits.Add(1)
 	if err := run.task.Wait(ctx); err != nil {
+		// The last fetch's failure, if any, says what the tag waits for
+		// (grants the replicas do not acknowledge, Redis away), not only
+		// that time ran out.
+		t.mu.Lock()
+		last := t.lastErr
+		t.mu.Unlock()
+		if last != nil {
+			return fmt.Errorf("%w: tag %s: waiting for a segment from Redis: %w (the last fetch: %w)", ErrUnavailable, t.name, err, last)
+		}
 		return fmt.Errorf("%w: tag %s: waiting for a segment from Redis: %w", ErrUnavailable, t.name, err)
 	}
 	if run.err != nil {

@@ -185,7 +185,9 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 			res.Sentinels = fmt.Sprintf("the grant came %v after the check, past what it vouches for", replied-sent)
 		}
 	}
-	acked, err := conn.Do(ctx, "WAIT", res.Need, timeout.Milliseconds()).Int64()
+	// Wait, not Do: it sets the read timeout to the WAIT's own, past the
+	// client's (1 s by default), which WAIT may well reach.
+	acked, err := conn.Wait(ctx, int(res.Need), timeout).Result()
 	if err != nil {
 		return v, res, fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, res.Need, timeout.Milliseconds(), err)
 	}
