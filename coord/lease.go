@@ -206,7 +206,7 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 		EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay), Node: l.nodeID, LossID: l.lossID,
 		FleetHorizon: l.horizon, Identity: r.opts.RedisIdentity, MachineIDs: l.ids,
 	}.KeysArgv()
-	v, _, err := r.wait.Run(ctx, r.rdb, renewScript, keys, argv, renewNeedAt, r.opts.ReplicaWait, nil)
+	v, _, err := r.wait.Run(ctx, r.rdb, renewScript, keys, argv, renewNeedAt, r.opts.ReplicaWait)
 	if err != nil {
 		l.renewFails.Add(1)
 		err = fmt.Errorf("renew lease of machine IDs %v: %w", l.ids, err)

@@ -51,7 +51,7 @@ func (r *Registry) claimReplicated(ctx context.Context, token string, keys []str
 	giveBack := func(v []any) { r.releaseUnused(ctx, token, v) }
 	deadline := r.opts.Clock.Now().Add(replicaPatience)
 	for {
-		v, _, err := r.wait.Run(ctx, r.rdb, claimScript, keys, argv, claimNeedAt, r.opts.ReplicaWait, giveBack)
+		v, _, err := r.wait.Run(ctx, r.rdb, claimScript, keys, argv, claimNeedAt, r.opts.ReplicaWait)
 		if !errors.Is(err, ErrNotReplicated) {
 			return v, err
 		}
@@ -228,3 +228,13 @@ func parseReplicas(info string) (listed, online int, names []string) {
 	}
 	return listed, online, names
 }
+
+// ReplicaStatus is the outcome of the registry's last claim or renewal as
+// far as the replicas go (nil before the first): how many replicas it
+// waited for and how many acknowledged, or that the Sentinels vouched for
+// it (Via), and why it was refused, with the fix (Err). INFO, the status
+// page and the metrics show it.
+type ReplicaStatus = replwait.Status
+
+// ReplicaStatus returns the outcome of the last claim or renewal.
+func (r *Registry) ReplicaStatus() *ReplicaStatus { return r.wait.Last() }

@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -39,29 +40,10 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		opt.DisableIdentity = noIdentity
 		return redis.NewClient(opt), nil
 	case "redis-sentinel", "rediss-sentinel":
-		u, hosts, err := splitHosts(strings.TrimSuffix(scheme, "-sentinel"), rest)
+		opt, err := failoverOptions(scheme, rest)
 		if err != nil {
 			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
 		}
-		master := strings.Trim(u.Path, "/")
-		if master == "" {
-			return nil, fmt.Errorf("redis URL %q: want redis-sentinel://host:port[,host:port]/<master name>", rawURL)
-		}
-		q := u.Query()
-		q.Set("master_name", master)
-		for _, h := range hosts[1:] {
-			q.Add("addr", h)
-		}
-		db := q.Get("db")
-		q.Del("db")
-		u.Path = "/" + db
-		u.RawQuery = q.Encode()
-		opt, err := redis.ParseFailoverURL(u.String())
-		if err != nil {
-			return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
-		}
-		timeoutDefaults(q, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
-		opt.DisableIdentity = noIdentity
 		return redis.NewFailoverClient(opt), nil
 	case "redis-cluster", "rediss-cluster":
 		u, hosts, err := splitHosts(strings.TrimSuffix(scheme, "-cluster"), rest)
@@ -109,6 +91,35 @@ func timeoutDefaults(q url.Values, dial, read, write *time.Duration) {
 			*d.v = DefaultTimeout
 		}
 	}
+}
+
+// failoverOptions parses the part of a redis-sentinel:// URL after its
+// scheme into go-redis's failover options.
+func failoverOptions(scheme, rest string) (*redis.FailoverOptions, error) {
+	u, hosts, err := splitHosts(strings.TrimSuffix(scheme, "-sentinel"), rest)
+	if err != nil {
+		return nil, err
+	}
+	master := strings.Trim(u.Path, "/")
+	if master == "" {
+		return nil, errors.New("want redis-sentinel://host:port[,host:port]/<master name>")
+	}
+	q := u.Query()
+	q.Set("master_name", master)
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	db := q.Get("db")
+	q.Del("db")
+	u.Path = "/" + db
+	u.RawQuery = q.Encode()
+	opt, err := redis.ParseFailoverURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	timeoutDefaults(q, &opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
+	opt.DisableIdentity = noIdentity
+	return opt, nil
 }
 
 // splitHosts parses "[userinfo@]h1:p1,h2:p2/path?query" into a URL of the

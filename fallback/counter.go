@@ -151,6 +151,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	}
 	c.wait.Meta = c.keys.Meta
 	c.wait.Floor = int64(c.opts.MinReplicas)
+	c.wait.Sentinels, c.wait.Monotonic = c.opts.Sentinels, c.opts.Clock.Monotonic
 	c.args = contract.CounterArgs{
 		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
 		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,
@@ -450,7 +451,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		}
 		a.MinTick, a.MinSeq = int64(minValue>>c.seqBits), int64(minValue&(1<<c.seqBits-1))
 		keys, argv := a.KeysArgv()
-		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait, nil)
+		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait)
 		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
 			if c.ctx.Err() != nil {
@@ -562,6 +563,11 @@ type Stats struct {
 	SegmentSize     int    // size asked for by the latest fetch
 	Buffered        int64  // values left in the current and the prefetched segment
 	LastError       error  // of the latest fetch; nil after a success
+	// Replicas is the latest segment's outcome as far as the replicas go:
+	// what it waited for, what acknowledged, or that the Sentinels
+	// vouched for it (nil before the first, or when it never reached
+	// Redis).
+	Replicas *replwait.Status
 }
 
 // Stats returns the counter's statistics.
@@ -574,6 +580,7 @@ func (c *Counter) Stats() Stats {
 		Waits:           c.waits.Load(),
 		SegmentSize:     int(c.size),
 		LastError:       c.lastErr,
+		Replicas:        c.wait.Last(),
 	}
 	if !c.closed {
 		st.Buffered = c.cur.Load().left()

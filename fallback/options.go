@@ -89,6 +89,9 @@ type Options struct {
 	// MinReplicas is coord.Options.MinReplicas: the fewest replicas every
 	// segment must reach (a node passes its registry's).
 	MinReplicas int
+	// Sentinels is coord.Options.Sentinels: segments the Sentinels vouch
+	// for are used without waiting for the replicas.
+	Sentinels replwait.Sentinels
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -111,6 +111,9 @@ func checkPage(dom string, w pageWant) []string {
 	if h, _ := section(dom, "td", "headroom"); !strings.HasSuffix(h, " ms") {
 		bad = append(bad, fmt.Sprintf("headroom cell %q, want ms", h))
 	}
+	if g, _ := section(dom, "td", "grants"); !strings.Contains(g, "lease: used") {
+		bad = append(bad, fmt.Sprintf("grants cell %q, want the lease's last grant used", g))
+	}
 	fleet, _ := section(dom, "table", "fleet")
 	rows := bodyRows(fleet)
 	for id, owner := range w.owners {

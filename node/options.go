@@ -224,6 +224,9 @@ func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
 	if co.MinReplicas == 0 {
 		co.MinReplicas = reg.Options().MinReplicas
 	}
+	if co.Sentinels == nil {
+		co.Sentinels = reg.Options().Sentinels
+	}
 	if co.Host == "" {
 		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
 )
 
 // ErrInvalidOptions is wrapped by option errors; the text names the valid
@@ -40,6 +41,9 @@ type Options struct {
 	// MinReplicas is coord.Options.MinReplicas: the fewest replicas every
 	// segment must reach, whatever the fleet's mark says.
 	MinReplicas int
+	// Sentinels is coord.Options.Sentinels: segments the Sentinels vouch
+	// for are used without waiting for the replicas.
+	Sentinels replwait.Sentinels
 	// Known says the caller has run under the namespace's registry (a node
 	// that started): it then restores {ns}:meta if Redis lost it, as it
 	// does once seq.lua has answered it. Otherwise a namespace without a

@@ -177,7 +177,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Sequences, error) {
 		return nil, err
 	}
 	s := &Sequences{rdb: rdb, opts: o, keys: contract.NewKeys(o.Namespace)}
-	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas)}
+	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Monotonic: o.Clock.Monotonic}
 	s.tags.Store(&map[string]*tag{})
 	s.known.Store(o.Known)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -346,6 +346,15 @@ func (s *Sequences) await(ctx context.Context, t *tag, seg *segment) error {
 	t.mu.Unlock()
 	s.waits.Add(1)
 	if err := run.task.Wait(ctx); err != nil {
+		// The last fetch's failure, if any, says what the tag waits for
+		// (grants the replicas do not acknowledge, Redis away), not only
+		// that time ran out.
+		t.mu.Lock()
+		last := t.lastErr
+		t.mu.Unlock()
+		if last != nil {
+			return fmt.Errorf("%w: tag %s: waiting for a segment from Redis: %w (the last fetch: %w)", ErrUnavailable, t.name, err, last)
+		}
 		return fmt.Errorf("%w: tag %s: waiting for a segment from Redis: %w", ErrUnavailable, t.name, err)
 	}
 	if run.err != nil {

@@ -33,13 +33,16 @@ func serveOptionsT(t *testing.T, args ...string) serveOptions {
 	return got
 }
 
-// A fleet reaching Redis through Sentinel with --min-replicas unset
-// requires every grant on one replica, so a master whose replicas are gone
-// (or cut off: a split brain whose mark was made at 0, docs/model.md)
-// grants nothing: claims and counter segments are refused, naming the flag.
-// An explicit --min-replicas 0 wins; a plain redis:// URL defaults to 0.
-// Fault: the model's split-brain trails, a mark of 0 on a master Sentinel
-// may replace.
+// A fleet reaching Redis through Sentinel takes its Sentinels from the URL:
+// a grant made while every Sentinel reports the master up needs no
+// replica, so a master whose replicas are gone still grants. When the
+// Sentinels do not vouch (here: a registry given none), --min-replicas
+// unset requires every grant on one replica, so a master whose replicas
+// are gone (or cut off: a split brain whose mark was made at 0,
+// docs/model.md) grants nothing: claims and counter segments are refused,
+// naming the flag. An explicit --min-replicas 0 wins; a plain redis:// URL
+// defaults to 0. Fault: the model's split-brain trails, a mark of 0 on a
+// master Sentinel may replace.
 func TestMinReplicas_SentinelDefault_RefusesWithoutReplica(t *testing.T) {
 	redistest.Require(t, "redis-server", "redis-sentinel")
 	s := redistest.StartSentinel(t)
@@ -52,7 +55,23 @@ func TestMinReplicas_SentinelDefault_RefusesWithoutReplica(t *testing.T) {
 	if got := o.node.Registry.MinReplicas; got != coord.SentinelMinReplicas {
 		t.Fatalf("--min-replicas unset with Sentinel: %d, want %d", got, coord.SentinelMinReplicas)
 	}
-	reg, err := coord.NewRegistry(o.node.Redis, forgetLoss(t, o))
+	if o.sentinels == nil || o.node.Registry.Sentinels == nil {
+		t.Fatal("a redis-sentinel:// URL gave the registry no Sentinels")
+	}
+	t.Cleanup(func() { _ = o.sentinels.Close() })
+	vouched, err := coord.NewRegistry(o.node.Redis, forgetLoss(t, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Sentinel's down-after is 1 s and it PINGs once a second: a claim
+	// whose check finds its last reply nearly 1 s old is refused and tried
+	// again (coord's replicaPatience).
+	if _, err := vouched.Claim(ctx, coord.ClaimOptions{}); err != nil || vouched.ReplicaStatus().Via != "sentinels" {
+		t.Fatalf("claim through Sentinel with no replica: %v %+v, want vouched for by the Sentinel", err, vouched.ReplicaStatus())
+	}
+	ro := forgetLoss(t, o)
+	ro.Sentinels = nil
+	reg, err := coord.NewRegistry(o.node.Redis, ro)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func serveFlags() []cli.Flag {
 		durationFlag("max-skew", coord.DefaultMaxSkew, coord.MinMaxSkew, coord.MaxMaxSkew,
 			"largest difference of the local clock from Redis TIME"),
 		durationFlag("replica-wait", coord.DefaultReplicaWait, coord.MinReplicaWait, coord.MaxReplicaWait,
-			"how long a claim, renewal or counter segment waits for the replicas to acknowledge it (WAIT) before it is refused and retried; no wait without replicas"),
+			"how long a claim, renewal or counter segment the Sentinels do not vouch for waits for the replicas to acknowledge it (WAIT) before it is refused and retried; no wait without replicas"),
 		intFlag("min-replicas", 0, 0, coord.MaxMinReplicas,
 			minReplicasUsage),
 		intFlag("machine-ids", 1, 1, node.MaxMachineIDs, "machine IDs this node leases (k x 25,600 IDs/s at the default layout)"),
@@ -111,6 +111,9 @@ func serve(c *cli.Context) error {
 	}
 	if o.node.Redis != nil {
 		defer o.node.Redis.Close()
+	}
+	if o.sentinels != nil {
+		defer o.sentinels.Close()
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

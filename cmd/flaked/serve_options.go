@@ -32,8 +32,9 @@ type serveOptions struct {
 	target          string // the fleet's Redis (password hidden) or the embedded store, for the log
 	stateFrom       string // where the state file's name came from, for the log
 	shutdownTimeout time.Duration
-	redisURL        string        // --redis, for the checks (doctor.Target)
-	watchInterval   time.Duration // of redisWatch
+	redisURL        string             // --redis, for the checks (doctor.Target)
+	watchInterval   time.Duration      // of redisWatch
+	sentinels       *coord.SentinelSet // of --redis when it names Sentinels; serve closes it
 }
 
 // serveOptionsFromFlags checks what the flags' parsing could not (the
@@ -99,6 +100,13 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		o.redisURL = u
 		if o.node.Redis, err = redisClient(u); err != nil {
 			return serveOptions{}, err
+		}
+		// Through Sentinel, a grant made while every Sentinel reports the
+		// master up needs no replica's acknowledgement.
+		if s, err := coord.NewSentinels(u); err != nil {
+			return serveOptions{}, usagef("--redis: %v", err)
+		} else if s != nil {
+			o.sentinels, o.node.Registry.Sentinels = s, s
 		}
 		o.target = redactURL(u)
 	}
