@@ -22,7 +22,7 @@ func planCommand() *cli.Command {
 		Description: "Takes serve's layout flags. With --rate (IDs/s wanted) it says how many machine IDs that takes,\n" +
 			"and with --nodes how many each node leases (--machine-ids). The figures are flake.Layout's.",
 		Flags: append(layoutFlags(),
-			&cli.Float64Flag{Name: "rate", EnvVars: envVars("rate"), Usage: "IDs per second the fleet (one region) must issue, >= 0"},
+			&cli.Float64Flag{Name: "rate", EnvVars: commandEnvVars("plan", "rate"), Usage: "IDs per second the fleet (one region) must issue, >= 0"},
 			intFlag("nodes", 0, 0, 1<<30, "nodes that share --rate (0: not planned)"),
 			&cli.BoolFlag{Name: "json", EnvVars: envVars("json"), Usage: "print one JSON object"}),
 		Action: func(c *cli.Context) error {
