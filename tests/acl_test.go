@@ -128,6 +128,20 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 			t.Fatalf("flaked %s: exit %d\n%s", strings.Join(args[:2], " "), code, out)
 		}
 	}
+	// The users docs/operating.md names for the other commands that touch
+	// the registry: seq create, seq restore and audit replicas --set write
+	// as the node user; seq list and seq show read as the audit user.
+	for _, args := range [][]string{
+		{"seq", "create", "--redis", nodeURL, "orders"},
+		{"seq", "restore", "--redis", nodeURL, "--above", "5000", "orders"},
+		{"audit", "replicas", "--redis", nodeURL, "--set", "0"},
+		{"seq", "list", "--redis", auditURL},
+		{"seq", "show", "--redis", auditURL, "orders"},
+	} {
+		if code, out := flakedCmd(t, args...); code != 0 {
+			t.Fatalf("flaked %s: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+	}
 	if users := aclLogUsers(t, admin); len(users) != 0 {
 		t.Fatalf("ACL LOG names users %v: the users file misses a permission flaked uses", users)
 	}
