@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -270,15 +271,40 @@ func readmeEnv(dir, bin, listenPort string) []string {
 	)
 }
 
-// buildFlaked builds cmd/flaked into a temporary directory.
+// buildFlaked builds cmd/flaked once for the package's tests. It is the
+// one place these tests get their binary from.
 func buildFlaked(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "flaked")
-	out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd", "flaked")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ./cmd/flaked: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "flaked-docs-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir, built.bin = dir, filepath.Join(dir, "flaked")
+		out, err := exec.Command("go", "build", "-o", built.bin, filepath.Join(root, "cmd", "flaked")).CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build ./cmd/flaked: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // goImports are what the README's Go blocks may use; each is referenced
