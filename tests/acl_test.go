@@ -17,7 +17,7 @@ import (
 	"github.com/flaked/flaked/internal/redistest"
 )
 
-// aclFile is the users file the README documents.
+// aclFile is the users file docs/operating.md documents.
 const aclFile = "../deploy/redis/acl.conf"
 
 // aclRules are the rules the users file gives user.
@@ -71,7 +71,7 @@ func flakedCmd(t *testing.T, args ...string) (int, string) {
 // the server's identity (INFO), and Redis logs no refusal (ACL LOG). Prune
 // writes: it works with its own user and is refused to the read-only one,
 // and a node under the read-only user fails at start naming the refused
-// command and the README's ACL section.
+// command and the ACL section of docs/operating.md.
 func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	redistest.Require(t)
 	abs, err := filepath.Abs(aclFile)
