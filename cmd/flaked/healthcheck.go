@@ -31,7 +31,7 @@ func healthcheckCommand() *cli.Command {
 		Name:  "healthcheck",
 		Usage: "exit 0 when the local daemon can issue IDs (INFO ready:1 at --listen, or 200 from --url), else 1",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7379", EnvVars: envVars("listen"),
+			&cli.StringFlag{Name: "listen", Value: defaultListen, EnvVars: envVars("listen"),
 				Usage: "the daemon's --listen (0.0.0.0 and :: are asked on loopback)"},
 			&cli.StringFlag{Name: "requirepass", EnvVars: envVars("requirepass"),
 				Usage: "the daemon's --requirepass"},
