@@ -24,8 +24,9 @@ func ExampleRegistry_Sonyflake() {
 		log.Fatal(err)
 	}
 	// Once per fleet (ErrRegistryExists after that). It records a
-	// possible loss: the sonyflake hooks' first claim waits for its floor
-	// (the horizon and a second), flaked's generators start at it at once.
+	// possible loss and waits until Redis grants past it (1 s); the
+	// sonyflake hooks' first claim then waits for that floor (the horizon
+	// and a second), flaked's generators start at it at once.
 	if _, err := coord.Init(ctx, rdb, coord.Options{}); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
 		log.Fatal(err)
 	}

@@ -75,11 +75,12 @@ const noIdentity = true
 
 // DefaultTimeout is the dial, read and write timeout of clients made by
 // NewClient unless the URL sets them (dial_timeout, read_timeout,
-// write_timeout): go-redis's own defaults (5 s dial, 3 s read) are longer
-// than a reservation lasts (1 s ahead and 1 s of lead by default), so a
-// Redis that does not answer would be noticed only after the generator had
-// run out; with 1 s the failure is known while reserved ticks are left, so
-// auto mode can fall back and /readyz can say so in time.
+// write_timeout): go-redis's own defaults (5 s dial, 3 s read) would hold
+// each call to a Redis that stopped answering for seconds, longer than a
+// request waits for an ID (--id-wait) and a large part of the lease's
+// renewal period (TTL/3), so a node would learn of it late; with 1 s it
+// knows within a second and retries within the period, auto mode can fall
+// back and /readyz can say so in time.
 const DefaultTimeout = time.Second
 
 func timeoutDefaults(q url.Values, dial, read, write *time.Duration) {

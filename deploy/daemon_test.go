@@ -228,13 +228,13 @@ func checkEnvNames(t *testing.T, flags map[string]flagInfo, env map[string]strin
 	}
 }
 
-// checkLayoutExplicit fails unless all four layout flags are set: the
+// checkLayoutExplicit fails unless all five layout flags are set: the
 // layout must be the same on every node of a fleet, so a deploy file names
 // it rather than trusting each binary's defaults.
 func checkLayoutExplicit(t *testing.T, flags map[string]flagInfo, cfg serveConfig) {
 	t.Helper()
 	vals := parseArgs(t, flags, cfg.args)
-	for _, name := range []string{"bits-sequence", "bits-machine", "tick", "epoch"} {
+	for _, name := range []string{"bits-id", "bits-sequence", "bits-machine", "tick", "epoch"} {
 		if _, ok := vals[name]; ok {
 			continue
 		}

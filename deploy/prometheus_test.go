@@ -57,7 +57,7 @@ func loadRules(t *testing.T, b []byte) []alertRule {
 	return out
 }
 
-// wantAlerts are the conditions the rules must cover (README, Deploying).
+// wantAlerts are the conditions the rules must cover (docs/operating.md, Deploying).
 // FlakedRedisUnsafe is flaked serve's watch of the doctor's live checks.
 var wantAlerts = []string{"FlakedNotReady", "FlakedLeaseLost", "FlakedLeaseFenced", "FlakedCloneDetected", "FlakedDataLossDetected",
 	"FlakedReservationHeadroomLow", "FlakedCounterModeEngaged", "FlakedTimeBitsRunningOut", "FlakedRedisUnsafe"}
@@ -84,7 +84,7 @@ func runPromtool(t *testing.T, args ...string) (string, error) {
 	return string(out), err
 }
 
-// promtool check rules accepts the rules, and every alert the README
+// promtool check rules accepts the rules, and every alert docs/operating.md
 // promises is there with a severity, a summary and a description.
 func TestAlerts_PromtoolCheckRules(t *testing.T) {
 	if out, err := runPromtool(t, "check", "rules", rulesFile); err != nil {

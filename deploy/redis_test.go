@@ -37,7 +37,7 @@ func confLines(t *testing.T, path string) []string {
 }
 
 // No deploy file relies on min-replicas-to-write / min-replicas-max-lag for
-// a split brain: they do not make it safe (README, "Split brain"); the
+// a split brain: they do not make it safe (docs/guarantees.md, "Split brain"); the
 // wait after each grant does, and needs the node user's +wait.
 func TestRedis_NoMinReplicas_NodeMayWait(t *testing.T) {
 	files := []string{"../docker-compose.yml"}

@@ -11,7 +11,7 @@ import (
 	"github.com/flaked/flaked/flake/flaketest"
 )
 
-// jsSafe is the JS-safe layout the README recommends.
+// jsSafe is the JS-safe layout docs/layout.md recommends.
 func jsSafe(t *testing.T, start time.Time) flake.Layout {
 	t.Helper()
 	l, err := flake.Settings{BitsID: 53, BitsSequence: 8, BitsMachineID: 8, StartTime: start}.Layout()

@@ -225,7 +225,7 @@ func (f *flavours) env(control string) []string {
 }
 
 // startFleet makes the registry of a new fleet on one new redis-server
-// with the flaked init binary (as the README's quick start does), then
+// with the flaked init binary (as the README's fleet steps do), then
 // starts n daemons with the given layout flags, all at once.
 func startFleet(t *testing.T, n int, layout ...string) []*daemon {
 	t.Helper()

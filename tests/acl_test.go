@@ -17,7 +17,7 @@ import (
 	"github.com/flaked/flaked/internal/redistest"
 )
 
-// aclFile is the users file the README documents.
+// aclFile is the users file docs/operating.md documents.
 const aclFile = "../deploy/redis/acl.conf"
 
 // aclRules are the rules the users file gives user.
@@ -71,7 +71,7 @@ func flakedCmd(t *testing.T, args ...string) (int, string) {
 // the server's identity (INFO), and Redis logs no refusal (ACL LOG). Prune
 // writes: it works with its own user and is refused to the read-only one,
 // and a node under the read-only user fails at start naming the refused
-// command and the README's ACL section.
+// command and the ACL section of docs/operating.md.
 func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	redistest.Require(t)
 	abs, err := filepath.Abs(aclFile)
@@ -126,6 +126,20 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	} {
 		if code, out := flakedCmd(t, args...); code != 0 || (args[1] == "--redis" && !strings.Contains(out, "released")) {
 			t.Fatalf("flaked %s: exit %d\n%s", strings.Join(args[:2], " "), code, out)
+		}
+	}
+	// The users docs/operating.md names for the other commands that touch
+	// the registry: seq create, seq restore and audit replicas --set write
+	// as the node user; seq list and seq show read as the audit user.
+	for _, args := range [][]string{
+		{"seq", "create", "--redis", nodeURL, "orders"},
+		{"seq", "restore", "--redis", nodeURL, "--above", "5000", "orders"},
+		{"audit", "replicas", "--redis", nodeURL, "--set", "0"},
+		{"seq", "list", "--redis", auditURL},
+		{"seq", "show", "--redis", auditURL, "orders"},
+	} {
+		if code, out := flakedCmd(t, args...); code != 0 {
+			t.Fatalf("flaked %s: exit %d\n%s", strings.Join(args, " "), code, out)
 		}
 	}
 	if users := aclLogUsers(t, admin); len(users) != 0 {

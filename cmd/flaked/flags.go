@@ -14,9 +14,19 @@ import (
 )
 
 // envVars is a flag's environment variable, FLAKED_<NAME> with dashes as
-// underscores. Every flag has one (docs/cli.md).
+// underscores. Every flag has one (docs/cli.md). Flags of one name on
+// several commands share it only when they mean the same (the fleet's
+// --redis, the daemon's --listen); a flag whose name means something else
+// on another command takes commandEnvVars.
 func envVars(flag string) []string {
 	return []string{"FLAKED_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+// commandEnvVars is FLAKED_<COMMAND>_<NAME>: the environment variable of a
+// flag whose name another command uses for something else (plan's and
+// seq create's --rate).
+func commandEnvVars(command, flag string) []string {
+	return envVars(command + "-" + flag)
 }
 
 // intFlag is an integer flag that refuses values outside lo..hi while the

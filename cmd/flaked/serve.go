@@ -28,11 +28,13 @@ const (
 	// client's 1 s bound (client.DefaultWait), so the daemon's error
 	// naming the cause reaches the client before the client gives up.
 	defaultIDWait = 900 * time.Millisecond
+	// defaultListen is serve's --listen, where healthcheck looks by default.
+	defaultListen = "127.0.0.1:7379"
 )
 
 func serveFlags() []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7379", EnvVars: envVars("listen"),
+		&cli.StringFlag{Name: "listen", Value: defaultListen, EnvVars: envVars("listen"),
 			Usage: "host:port of the Redis-protocol listener (loopback by default; set --requirepass off loopback)"},
 		&cli.StringFlag{Name: "redis", EnvVars: envVars("redis"),
 			Usage: "the fleet's Redis URL: redis://, rediss://, redis-sentinel://host:port[,..]/<master>, redis-cluster://host:port[,..]; empty runs standalone on an embedded store"},

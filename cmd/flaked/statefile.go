@@ -38,8 +38,10 @@ func stateFileFlags() []cli.Flag {
 // keeps restarts unique.
 func stateFileFromFlags(c *cli.Context, listen string) (path, from string, err error) {
 	switch {
-	case c.Bool("no-state-file") && c.IsSet("state-file"):
-		return "", "", usagef("--state-file and --no-state-file exclude each other")
+	case c.Bool("no-state-file") && c.String("state-file") != "":
+		// An empty one agrees with --no-state-file: it is how a container
+		// whose image sets FLAKED_STATE_FILE runs without a state file.
+		return "", "", usagef("--state-file (or FLAKED_STATE_FILE, which the container image sets) and --no-state-file exclude each other; with --no-state-file set FLAKED_STATE_FILE empty")
 	case c.Bool("no-state-file"):
 		return "", "--no-state-file", nil
 	case c.IsSet("state-file") && c.String("state-file") == "":

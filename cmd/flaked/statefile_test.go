@@ -59,11 +59,26 @@ func TestServe_StateFileFlags_EmptyOrBothRefused(t *testing.T) {
 		{nil, []string{"--state-file", ""}, "--state-file (FLAKED_STATE_FILE) is empty"},
 		{map[string]string{"FLAKED_STATE_FILE": ""}, nil, "--state-file (FLAKED_STATE_FILE) is empty"},
 		{nil, []string{"--state-file", "/tmp/x", "--no-state-file"}, "exclude each other"},
+		{map[string]string{"FLAKED_STATE_FILE": "/var/lib/flaked/state"}, []string{"--no-state-file"}, "set FLAKED_STATE_FILE empty"},
 	} {
 		code, _, errs := runT(t, tc.env, append([]string{"serve", "--listen", "127.0.0.1:1"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", tc.env, tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// The container image sets FLAKED_STATE_FILE; --no-state-file with it set
+// empty runs without a state file (the way docs/operating.md gives).
+func TestServe_NoStateFile_WithEmptyEnv(t *testing.T) {
+	t.Setenv("FLAKED_STATE_FILE", "")
+	d := startServe(t, "--listen", freeAddr(t), "--no-state-file")
+	if !strings.Contains(d.logs.String(), `"state_file":""`) {
+		t.Errorf("want no state file:\n%s", d.logs.String())
+	}
+	d.stop()
+	if err := <-d.done; err != nil {
+		t.Fatal(err)
 	}
 }
 
