@@ -172,7 +172,10 @@ func TestDoctor_Sentinel_NothingUnsafe(t *testing.T) {
 	// A check made when the Sentinel's last PING reply is nearly 1 s old
 	// vouches for nothing: the next one does.
 	var ride []doctor.Result
-	for i := 0; i < 5 && (len(ride) == 0 || !strings.Contains(ride[0].Detail, "reports the master up")); i++ {
+	for i := 0; i < 10 && (len(ride) == 0 || !strings.Contains(ride[0].Detail, "reports the master up")); i++ {
+		if i > 0 {
+			time.Sleep(150 * time.Millisecond) // the Sentinel's next PING
+		}
 		ride, _ = results(t, tg, "rideout")
 	}
 	if len(ride) != 1 {
