@@ -324,10 +324,9 @@ type Stats struct {
 	// Expired how many of them were dropped unused, older than MaxAge (or,
 	// after a failover, at or below the IDs of the previous daemon's
 	// block); Waits how many times a NextID found the buffer empty and
-	// waited for a block or batch. Blocks grow until they last MaxAge/8,
-	// so Waits that keep growing in steady use mean refills slower than
-	// that: raise MaxAge, or see to the daemons' latency; with NEXTIDS
-	// batches, raise Prefetch.
+	// waited for a block or batch (with NEXTIDS batches, raise Prefetch
+	// if that keeps growing in steady use; blocks grow by themselves, up
+	// to MaxBlock or as many IDs as a daemon gives at once).
 	Prefetched, Expired, Waits uint64
 	// BlockSize is the count NextID asked the last block for: Prefetch at
 	// first, up to MaxBlock while demand outruns the refills, back toward

@@ -86,12 +86,13 @@ type Options struct {
 	// is a few integers, its IDs are handed out in process with one
 	// atomic add each), the next fetched in the background when half of
 	// the current one is used. Prefetch is the first blocks' size and the
-	// smallest: a block that lasts less than MaxAge/8 makes the next one
-	// twice as large, up to MaxBlock, and one that lasts more than
-	// MaxAge/2 halves it (Stats.BlockSize). Daemons that predate NEXTBLOCK
-	// are asked for NEXTIDS batches of Prefetch IDs instead, fetched when
-	// one batch or less is left (so up to two wait): 1..MaxBatch, default
-	// 0 (every NextID is a round trip).
+	// smallest: a block used up before the next one arrived, or that
+	// lasted less than MaxAge/8, makes the next one twice as large, up to
+	// MaxBlock, and one that lasted more than MaxAge/2 halves it
+	// (Stats.BlockSize). Daemons that predate NEXTBLOCK are asked for
+	// NEXTIDS batches of Prefetch IDs instead, fetched when one batch or
+	// less is left (so up to two wait): 1..MaxBatch, default 0 (every
+	// NextID is a round trip).
 	Prefetch int
 	// MaxAge is how long prefetched IDs may wait in the buffer, counted
 	// from when their batch was requested (for a block, from the earlier
