@@ -85,7 +85,8 @@ var errNoBlocks = errors.New("daemon has no NEXTBLOCK")
 //
 // A NextID that finds the blocks spent waits for the refill as long as
 // its context allows: each refill is bounded by Options.Wait, and one
-// that fails ends the wait of every caller with the daemons' answers.
+// that fails ends the wait of every caller with its error (what the
+// daemons answered, or why their blocks could not be used).
 //
 // When the daemon answers NEXTBLOCK with "unknown command", the client
 // switches to NEXTIDS batches (prefetcher) for good.
@@ -114,8 +115,8 @@ type blocker struct {
 	last     uint64  // last ID of the latest block accepted
 	hasLast  bool
 	unusable int // blocks in a row dropped on arrival (unusableError)
-	// outran: the block before the last one received was used up before
-	// it arrived (callers waited for it); cleared when a block expires,
+	// outran: the last block received arrived after the one before it
+	// was used up (callers waited for it); cleared when a block expires,
 	// as demand has fallen since.
 	outran bool
 	err    error // the last refill's error, nil after a success
