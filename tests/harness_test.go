@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -42,6 +43,11 @@ var binary string
 var long = os.Getenv("FLAKED_FLEET_LONG") == "1"
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("-short: the fleet suite needs built flaked binaries and redis-server (the full suite runs it: scripts/test)")
+		os.Exit(0)
+	}
 	// go-redis's log lines about failed dials to daemons and servers the
 	// tests stopped on purpose are dropped.
 	redis.SetLogger(idtest.QuietRedis{})

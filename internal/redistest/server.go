@@ -30,12 +30,15 @@ const (
 
 // Require skips the test when one of the binaries (default "redis-server")
 // is not in PATH, or fails it when the environment variable CI is true:
-// tests that need a real Redis must never be skipped in CI.
+// tests that need a real Redis must never be skipped in CI. Under
+// go test -short it skips always: the fast tier starts no server, and
+// asking for it is explicit, so CI=true does not turn it into a failure.
 func Require(tb testing.TB, binaries ...string) {
 	tb.Helper()
 	if len(binaries) == 0 {
 		binaries = []string{"redis-server"}
 	}
+	SkipShort(tb, strings.Join(binaries, ", "))
 	for _, bin := range binaries {
 		if _, err := exec.LookPath(bin); err != nil {
 			msg := fmt.Sprintf("redistest: %s not found in PATH; install it with: %s", bin, installHint)
@@ -44,6 +47,16 @@ func Require(tb testing.TB, binaries ...string) {
 			}
 			tb.Skip(msg)
 		}
+	}
+}
+
+// SkipShort skips the test under go test -short, saying what it needs
+// (a process such as redis-server or Chromium, a built binary, a long
+// fault). The full suite, what CI runs, never passes -short.
+func SkipShort(tb testing.TB, needs string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skipf("-short: needs %s (the full suite runs it: scripts/test)", needs)
 	}
 }
 
