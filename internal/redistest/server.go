@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 const (
@@ -430,18 +431,15 @@ func logs(servers ...*Server) string {
 func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error {
 	id := ""
 	meta := contract.NewKeys(ns).Meta
-	node := rdb
-	if cc, ok := rdb.(*redis.ClusterClient); ok { // INFO of the master holding the keys
-		m, err := cc.MasterForKey(ctx, meta)
-		if err != nil {
-			return err
-		}
-		node = m
+	node, err := redisinfo.Master(ctx, rdb, meta) // INFO of the master holding the keys
+	if err != nil {
+		return err
 	}
 	server, err1 := node.Info(ctx, "server").Result()
 	repl, err2 := node.Info(ctx, "replication").Result()
 	if err1 == nil && err2 == nil {
-		run, rid := infoValue(server, "run_id"), infoValue(repl, "master_replid")
+		run, _ := redisinfo.Field(server, "run_id")
+		rid, _ := redisinfo.Field(repl, "master_replid")
 		if run != "" && rid != "" {
 			id = run + ":" + rid
 		}
@@ -475,13 +473,4 @@ func InitRegistry(ctx context.Context, rdb redis.UniversalClient, ns, layout str
 		return err // a layout stored (nil), kept as it is, or a failure
 	}
 	return rdb.Set(ctx, key, layout, 0).Err()
-}
-
-func infoValue(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/internal/redisinfo"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -92,11 +93,9 @@ func (w *Waiter) guess(ctx context.Context, c *redis.Client) int64 {
 	if mark != nil {
 		n, _ = strconv.ParseInt(mark.Val(), 10, 64)
 	}
-	for _, line := range strings.Split(info.Val(), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
-			listed, _ := strconv.ParseInt(v, 10, 64)
-			n = max(n, listed)
-		}
+	if v, ok := redisinfo.Field(info.Val(), "connected_slaves"); ok {
+		listed, _ := strconv.ParseInt(v, 10, 64)
+		n = max(n, listed)
 	}
 	return n
 }
@@ -208,17 +207,11 @@ func run(ctx context.Context, c *redis.Client, s *redis.Script, keys []string, a
 // Cluster the node client of key's slot, so the pipeline goes on one
 // connection to the node that runs the script.
 func master(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.Client, error) {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c, nil
-	case *redis.ClusterClient:
-		m, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("the master of %s: %w", key, err)
-		}
-		return m, nil
+	c, err := redisinfo.Master(ctx, rdb, key)
+	if errors.Is(err, redisinfo.ErrClientType) {
+		return nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
 	}
-	return nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
+	return c, err
 }
 
 func isRedirect(err error) bool {
