@@ -17,6 +17,7 @@ import (
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 // The default state file's directory follows the host's conventions, in
@@ -154,7 +155,7 @@ func TestServe_NoFlags_DefaultStateFile_RestartWithClockBack(t *testing.T) {
 		above bool
 	}{{"default state file", nil, true}, {"--no-state-file", []string{"--no-state-file"}, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := redistest.FreeAddr(t)
 			first := startServe(t, append([]string{"--listen", addr}, tc.flags...)...)
 			file, from := first.servingLine(t)
 			before := first.takeAndStop(t, addr, 5)
@@ -191,7 +192,7 @@ func TestServe_DefaultStateFileUnwritable_Exit1NamingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := runT(t, map[string]string{"STATE_DIRECTORY": filepath.Join(blocker, "flaked")},
-		"serve", "--listen", freeAddr(t))
+		"serve", "--listen", redistest.FreeAddr(t))
 	for _, want := range []string{filepath.Join(blocker, "flaked", "state-"), "the default state file, from $STATE_DIRECTORY", "--no-state-file"} {
 		if code != exitFailure || !strings.Contains(errs, want) {
 			t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errs, want)

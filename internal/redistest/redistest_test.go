@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -128,6 +129,13 @@ func TestFreePort(t *testing.T) {
 	if ps := freePorts(t, 4); len(ps) != 4 || ps[0] == ps[1] || ps[2] == ps[3] {
 		t.Fatalf("freePorts = %v", ps)
 	}
+	// An address nothing listens on, and free to listen on.
+	addr := FreeAddr(t)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on FreeAddr %s: %v", addr, err)
+	}
+	l.Close()
 }
 
 func TestCluster(t *testing.T) {

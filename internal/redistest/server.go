@@ -67,6 +67,13 @@ func FreePort(tb testing.TB) int {
 	return freePorts(tb, 1)[0]
 }
 
+// FreeAddr returns "127.0.0.1:port" with a port from FreePort: an address
+// to listen on (a daemon's, its metrics').
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(tb)))
+}
+
 // handedOut are the ports this process was given already: the kernel may
 // hand a port out again once its listener is closed, and two servers of
 // one test given one port would answer for each other (a readiness check
