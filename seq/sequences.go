@@ -9,13 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flaked/flaked/internal/replwait"
-	"github.com/flaked/flaked/internal/segment"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
+	"github.com/flaked/flaked/internal/segment"
 )
 
 // Errors of sequences. Each is wrapped with the tag and the fix.
