@@ -58,7 +58,7 @@ func TestInit_FixesTheFleetHorizon(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		l := tinyLayout(t)
 		long := coord.Options{Layout: l, Horizon: 2 * time.Second, MaxWait: time.Minute}
-		if err := coord.InitNoWait(ctxT(t), rdb, long); err != nil {
+		if _, _, err := coord.MakeRegistry(ctxT(t), rdb, long); err != nil {
 			t.Fatal(err)
 		}
 		if err := redistest.ForgetLoss(ctxT(t), rdb, "flaked"); err != nil {

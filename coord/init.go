@@ -40,7 +40,7 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 	if err != nil {
 		return "", err
 	}
-	gen, lossMs, err := initRegistry(ctx, rdb, o)
+	gen, lossMs, err := MakeRegistry(ctx, rdb, o)
 	if err != nil {
 		return "", err
 	}
@@ -63,9 +63,15 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 	}
 }
 
-// initRegistry runs init.lua: the registry's generation and the Redis
-// time of its loss.
-func initRegistry(ctx context.Context, rdb redis.UniversalClient, o Options) (string, int64, error) {
+// MakeRegistry is Init without its wait: it runs init.lua and returns the
+// registry's generation and the Redis time (ms) of the loss it records.
+// Claims are granted only above that loss floor, which Init waits out;
+// the simulator, whose fleets start at once on a registry made before
+// them, clears it instead. The generation is drawn from Options.Rand.
+func MakeRegistry(ctx context.Context, rdb redis.UniversalClient, o Options) (generation string, lossMs int64, err error) {
+	if o, err = o.withDefaults(); err != nil {
+		return "", 0, err
+	}
 	gen := newToken(o.Rand)
 	keys, argv := contract.InitArgs{
 		Keys: contract.NewKeys(o.Namespace), Generation: gen, Layout: o.Layout.String(),

@@ -60,7 +60,7 @@ func newReg(t *testing.T, rdb redis.UniversalClient, o coord.Options) *coord.Reg
 		if err := redistest.InitRegistry(context.Background(), rdb, ns, fleetLayout(o).String()); err != nil {
 			t.Fatal(err)
 		}
-	} else if err := coord.InitNoWait(context.Background(), rdb, o); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
+	} else if _, _, err := coord.MakeRegistry(context.Background(), rdb, o); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
 		// flaked init's registry, without init's wait for Redis to grant past its loss floor.
 		t.Fatal(err)
 	}

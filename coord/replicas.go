@@ -12,6 +12,7 @@ import (
 
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/redisinfo"
 	"github.com/flaked/flaked/internal/replwait"
 )
 
@@ -125,7 +126,7 @@ func SplitBrainCheck(ctx context.Context, rdb redis.UniversalClient, namespace s
 		namespace = DefaultNamespace
 	}
 	keys := contract.NewKeys(namespace)
-	c, err := masterOf(ctx, rdb, keys.Meta)
+	c, err := redisinfo.Master(ctx, rdb, keys.Meta)
 	if err != nil {
 		return ReplicaMark{}, err
 	}
@@ -165,7 +166,7 @@ func SetReplicaMark(ctx context.Context, rdb redis.UniversalClient, namespace st
 		namespace = DefaultNamespace
 	}
 	keys := contract.NewKeys(namespace)
-	c, err := masterOf(ctx, rdb, keys.Meta)
+	c, err := redisinfo.Master(ctx, rdb, keys.Meta)
 	if err != nil {
 		return 0, err
 	}
@@ -189,40 +190,14 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'type', 'replicas', 'mi
   'replicas', ARGV[1], 'previous', prev, 'detail', 'replicas high-water mark set by an operator')
 return prev`)
 
-// masterOf is the client of the master serving key (rdb itself unless
-// rdb is a Cluster client).
-func masterOf(ctx context.Context, rdb redis.UniversalClient, key string) (redis.UniversalClient, error) {
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		m, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("the master of %s: %w", key, err)
-		}
-		return m, nil
-	}
-	return rdb, nil
-}
-
 // parseReplicas reads connected_slaves and the slaveN lines of INFO
 // replication.
 func parseReplicas(info string) (listed, online int, names []string) {
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
-			listed, _ = strconv.Atoi(v)
-			continue
-		}
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasPrefix(k, "slave") || !strings.Contains(v, "ip=") {
-			continue
-		}
-		f := map[string]string{}
-		for _, kv := range strings.Split(v, ",") {
-			if a, b, ok := strings.Cut(kv, "="); ok {
-				f[a] = b
-			}
-		}
-		names = append(names, f["ip"]+":"+f["port"]+" "+f["state"])
-		if f["state"] == "online" {
+	v, _ := redisinfo.Field(info, "connected_slaves")
+	listed, _ = strconv.Atoi(v)
+	for _, r := range redisinfo.Replicas(info) {
+		names = append(names, r.IP+":"+r.Port+" "+r.State)
+		if r.Online() {
 			online++
 		}
 	}

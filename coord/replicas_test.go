@@ -15,6 +15,7 @@ import (
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/redisinfo"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -57,13 +58,10 @@ func waits(t *testing.T, rdb redis.UniversalClient) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_wait:calls="); ok {
-			n, _ := strconv.Atoi(v[:strings.IndexByte(v, ',')])
-			return n
-		}
-	}
-	return 0
+	stats, _ := redisinfo.Field(info, "cmdstat_wait") // calls=N,usec=...
+	calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+	n, _ := strconv.Atoi(calls)
+	return n
 }
 
 // Fault covered: a replica stops acknowledging (cut off, then down for

@@ -18,11 +18,13 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/internal/daemontest"
+	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 )
 
-// flakedBin is the flaked binary built from the main module (../) for
-// these tests, in TestMain.
+// flakedBin is the flaked binary built from the main module (daemontest)
+// for these tests, in TestMain.
 var flakedBin string
 
 // releaseBudget is how long a stopping daemon gives Redis to release its
@@ -32,22 +34,12 @@ var flakedBin string
 const releaseBudget = node.CloseTimeout
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "flaked-deploy-test")
-	if err != nil {
+	var err error
+	if flakedBin, err = daemontest.Build(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	flakedBin = filepath.Join(dir, "flaked")
-	build := exec.Command("go", "build", "-o", flakedBin, "./cmd/flaked")
-	build.Dir = ".." // the main module: the binary is built as its go.mod says
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building flaked: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(daemontest.Run(m))
 }
 
 // flagInfo is one flag of `flaked serve`, as its --help prints it.
@@ -308,7 +300,7 @@ func startServe(t *testing.T, flags map[string]flagInfo, cfg serveConfig) *runni
 				if _, _, err := net.SplitHostPort(val); err != nil {
 					t.Errorf("--%s %q: want host:port: %v", name, val, err)
 				}
-				return freeAddr(t)
+				return redistest.FreeAddr(t)
 			}
 		}
 		for _, f := range pathFlags {
@@ -519,17 +511,6 @@ func childPid(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	return child
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // port is the port of a host:port.

@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 const (
@@ -185,7 +187,7 @@ scrape_configs:
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	web := freeAddr(t)
+	web := redistest.FreeAddr(t)
 	var logs strings.Builder
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+web, "--log.level=warn")

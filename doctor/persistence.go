@@ -3,6 +3,8 @@ package doctor
 import (
 	"context"
 	"fmt"
+
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 // persistence: what a crash-restart of Redis costs. guard.lua notices the
@@ -26,7 +28,7 @@ func checkPersistence(ctx context.Context, e *env) []Result {
 			out = append(out, r)
 			continue
 		}
-		aof, _ := infoField(info, "aof_enabled")
+		aof, _ := redisinfo.Field(info, "aof_enabled")
 		fsync, save := "unknown (CONFIG GET refused)", "unknown (CONFIG GET refused)"
 		if !e.t.AsNode {
 			if m, err := s.c.ConfigGet(ctx, "appendfsync").Result(); err == nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/internal/redisinfo"
 	"github.com/flaked/flaked/internal/replwait"
 )
 
@@ -36,7 +37,7 @@ func checkRideOut(ctx context.Context, e *env) []Result {
 	if err != nil {
 		return []Result{{Status: Costly, Detail: "cannot tell: INFO server: " + err.Error()}}
 	}
-	runID, _ := infoField(info, "run_id")
+	runID, _ := redisinfo.Field(info, "run_id")
 	sent := time.Duration(time.Now().UnixNano())
 	views := set.Views(ctx)
 	w := replwait.WindowOf(sent, views, runID)

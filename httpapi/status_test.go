@@ -152,6 +152,7 @@ func joinInts(ids []int) string {
 // A page that breaks (a section missing, a template error) fails the
 // checks: see the teeth at the end.
 func TestStatusPage_Chromium(t *testing.T) {
+	redistest.SkipShort(t, "Chromium")
 	need(t, "chromium", "chromium")
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})

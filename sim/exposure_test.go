@@ -16,10 +16,13 @@ const exposureSeeds = 300
 // kind must run clean here. Few, under -race: the CI hunt (scripts/sim,
 // 10,000 seeds, coveredWeights) draws each covered kind in 600 to 1,200
 // schedules beside the other faults, and `flaked-sim exposure` forces it
-// in as many as asked. SIM_EXPOSURE_SEEDS overrides.
+// in as many as asked. SIM_EXPOSURE_SEEDS overrides; -short runs 5.
 func coveredSeeds() uint64 {
 	if v, err := strconv.ParseUint(os.Getenv("SIM_EXPOSURE_SEEDS"), 10, 64); err == nil && v > 0 {
 		return v
+	}
+	if testing.Short() {
+		return 5
 	}
 	return 40
 }

@@ -160,7 +160,7 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "NOPERM") || !strings.Contains(out, "Redis ACLs") {
 		t.Fatalf("prune under the read-only user: exit %d\n%s\nwant 1, NOPERM and the ACL hint", code, out)
 	}
-	code, out = runServe(t, freePort(t), "--redis", auditURL, "--no-state-file")
+	code, out = runServe(t, redistest.FreePort(t), "--redis", auditURL, "--no-state-file")
 	if code != 1 || !strings.Contains(out, "NOPERM") || !strings.Contains(out, "Redis ACLs") || !strings.Contains(out, "serve: the fleet's Redis is unsafe") {
 		t.Fatalf("a node under the read-only user: exit %d\n%s\nwant 1, what it was doing, NOPERM and the ACL hint", code, out)
 	}
@@ -175,7 +175,7 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	if err := admin.Do(ctxT(t), rules...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	code, out = runServe(t, freePort(t), "--redis", aclURL(t, srv, "flaked-node-noinfo"), "--no-state-file")
+	code, out = runServe(t, redistest.FreePort(t), "--redis", aclURL(t, srv, "flaked-node-noinfo"), "--no-state-file")
 	if code != 1 || !strings.Contains(out, "identity: INFO server replication memory refused") || !strings.Contains(out, "+info") || !strings.Contains(out, "Redis ACLs") {
 		t.Fatalf("a node under a user without INFO: exit %d\n%s\nwant 1, NOPERM naming info and the ACL hint", code, out)
 	}

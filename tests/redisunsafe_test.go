@@ -48,7 +48,7 @@ func TestRedisUnsafe_RefusedAtStart_DoctorNamesIt(t *testing.T) {
 		{"INFO renamed", renamedTo.URL(), []string{"identity", "rename-command INFO"}},
 		{"allkeys-lru", allkeys.URL(), []string{"eviction", "allkeys-lru", "noeviction"}},
 	} {
-		code, out := runServe(t, freePort(t), "--redis", c.url, "--no-state-file")
+		code, out := runServe(t, redistest.FreePort(t), "--redis", c.url, "--no-state-file")
 		if code != 1 || !containsAll(out, c.words) {
 			t.Errorf("serve, %s: exit %d\n%s\nwant 1 naming %q", c.name, code, out, c.words)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/doctor"
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 // doctorTimeout bounds one run of the checks.
@@ -126,8 +127,8 @@ func checkRedis(ctx context.Context, t doctor.Target, log zerolog.Logger) error 
 	}
 	if len(unsafe) > 0 {
 		msg := strings.Join(unsafe, "; ")
-		if strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command") {
-			msg += " (the Redis user lacks a permission flaked needs: see \"Redis ACLs\" in docs/operating.md and deploy/redis/acl.conf)"
+		if redisinfo.HasNoPerm(msg) {
+			msg += " (" + redisinfo.ACLHint + ")"
 		}
 		return fmt.Errorf("the fleet's Redis is unsafe for flaked (flaked doctor --redis URL says more): %s", msg)
 	}

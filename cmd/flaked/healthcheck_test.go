@@ -14,6 +14,7 @@ import (
 
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
+	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/internal/testcert"
 )
 
@@ -64,7 +65,7 @@ func TestHealthcheck_SpeaksTheDaemonsProtocol(t *testing.T) {
 		{"tls", []string{"--tls-cert", certFile, "--tls-key", keyFile}, []string{"--tls-cert", certFile}, []string{"--tls-cert", otherCert}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			listen := freeAddr(t)
+			listen := redistest.FreeAddr(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			var logs idtest.LogBuffer
 			done := make(chan error, 1)
@@ -93,7 +94,7 @@ func TestHealthcheck_SpeaksTheDaemonsProtocol(t *testing.T) {
 			}
 		})
 	}
-	if code, _, errOut := runT(t, nil, "healthcheck", "--listen", freeAddr(t), "--timeout", "500ms"); code != exitFailure || !strings.Contains(errOut, "--listen") {
+	if code, _, errOut := runT(t, nil, "healthcheck", "--listen", redistest.FreeAddr(t), "--timeout", "500ms"); code != exitFailure || !strings.Contains(errOut, "--listen") {
 		t.Fatalf("nothing listening: exit %d, %q; want 1 naming --listen", code, errOut)
 	}
 }

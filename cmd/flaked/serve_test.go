@@ -18,6 +18,7 @@ import (
 
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
+	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 )
 
@@ -148,21 +149,10 @@ func TestServe_DefaultMode(t *testing.T) {
 	}
 }
 
-// freeAddr is a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // serve runs standalone in-process: it serves NEXTID and the HTTP side,
 // and stops cleanly when its context ends (what SIGTERM does).
 func TestServe_Standalone_ServesAndStopsCleanly(t *testing.T) {
-	listen, metrics := freeAddr(t), freeAddr(t)
+	listen, metrics := redistest.FreeAddr(t), redistest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs idtest.LogBuffer

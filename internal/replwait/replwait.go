@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/internal/redisinfo"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,17 +252,11 @@ func script(ctx context.Context, conn *redis.Conn, s *redis.Script, keys []strin
 // Cluster the node client of key's slot, so the pipeline goes on one
 // connection to the node that runs the script.
 func master(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.Client, error) {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c, nil
-	case *redis.ClusterClient:
-		m, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("the master of %s: %w", key, err)
-		}
-		return m, nil
+	c, err := redisinfo.Master(ctx, rdb, key)
+	if errors.Is(err, redisinfo.ErrClientType) {
+		return nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
 	}
-	return nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
+	return c, err
 }
 
 func isRedirect(err error) bool {
