@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // scriptArgs is one script's Args type; the script's header comment lists
@@ -23,14 +25,14 @@ var argsOfScripts = []struct {
 	text string
 	args scriptArgs // a pointer: the test fills it
 }{
-	{"claim.lua", guardLua + claim, &ClaimArgs{}},
-	{"renew.lua", guardLua + renew, &RenewArgs{}},
-	{"release.lua", guardLua + release, &ReleaseArgs{}},
-	{"counter.lua", guardLua + counter, &CounterArgs{}},
-	{"check.lua", check, &CheckArgs{}},
-	{"prune.lua", prune, &PruneArgs{}},
-	{"init.lua", guardLua + initScript, &InitArgs{}},
-	{"seq.lua", guardLua + seq, &SeqArgs{}},
+	{"claim.lua", lua.Guard + lua.Claim, &ClaimArgs{}},
+	{"renew.lua", lua.Guard + lua.Renew, &RenewArgs{}},
+	{"release.lua", lua.Guard + lua.Release, &ReleaseArgs{}},
+	{"counter.lua", lua.Guard + lua.Counter, &CounterArgs{}},
+	{"check.lua", lua.Check, &CheckArgs{}},
+	{"prune.lua", lua.Prune, &PruneArgs{}},
+	{"init.lua", lua.Guard + lua.Init, &InitArgs{}},
+	{"seq.lua", lua.Guard + lua.Seq, &SeqArgs{}},
 }
 
 // readRE finds the ARGV names a script reads: A.name (args.lua's table).
@@ -47,7 +49,7 @@ var readRE = regexp.MustCompile(`\bA\.([A-Za-z]+)\b`)
 func TestArgs_MatchScripts(t *testing.T) {
 	for _, sc := range argsOfScripts {
 		t.Run(sc.file, func(t *testing.T) {
-			h := header(strings.TrimPrefix(sc.text, guardLua))
+			h := header(strings.TrimPrefix(sc.text, lua.Guard))
 			v := reflect.ValueOf(sc.args).Elem()
 			if !strings.Contains(h, v.Type().Name()) {
 				t.Errorf("the header does not name %s", v.Type().Name())

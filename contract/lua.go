@@ -1,5 +1,6 @@
-// Package contract is the Redis contract: it holds flaked's Redis Lua scripts, one file each, embedded so
-// the binary carries them. Each script is atomic and touches only keys of
+// Package contract is the Redis contract: it puts flaked's Redis Lua
+// scripts (scripts/lua, one file each) together into the scripts Redis
+// runs, and says in Go what each takes and replies. Each script is atomic and touches only keys of
 // one namespace, which share a {hash tag}, so it runs on Redis Cluster.
 // Every script starts with args.lua, which reads ARGV as name/value pairs.
 // The scripts that write the registry or the counter start with guard.lua,
@@ -19,71 +20,40 @@
 package contract
 
 import (
-	_ "embed"
 	"time"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
-
-//go:embed args.lua
-var argsLua string
-
-//go:embed guard.lua
-var guardLua string
 
 // guard is what the writing scripts start with: args.lua and guard.lua.
-var guard = argsLua + guardLua
-
-//go:embed replicas.lua
-var replicas string
-
-var (
-	//go:embed claim.lua
-	claim string
-	//go:embed renew.lua
-	renew string
-	//go:embed release.lua
-	release string
-	//go:embed counter.lua
-	counter string
-	//go:embed init.lua
-	initScript string
-)
+var guard = lua.Args + lua.Guard
 
 // Claim atomically claims one machine ID (see claim.lua).
-var Claim = guard + replicas + claim
+var Claim = guard + lua.Replicas + lua.Claim
 
 // Renew extends leases and raises the reservation (see renew.lua).
-var Renew = guard + replicas + renew
+var Renew = guard + lua.Replicas + lua.Renew
 
 // Release gives leases back with the exact last tick (see release.lua).
-var Release = guard + release
+var Release = guard + lua.Release
 
 // Counter hands out a segment of counter-mode values (see counter.lua).
-var Counter = guard + replicas + counter
-
-//go:embed probe.lua
-var probe string
+var Counter = guard + lua.Replicas + lua.Counter
 
 // Probe runs guard.lua's reading of INFO and writes nothing (see
 // probe.lua): flaked doctor and flaked serve's checks.
-var Probe = guard + probe
+var Probe = guard + lua.Probe
 
 // Init makes a fleet's registry, which no node's call makes (see
 // init.lua); flaked init runs it.
-var Init = guard + initScript
-
-var (
-	//go:embed check.lua
-	check string
-	//go:embed prune.lua
-	prune string
-)
+var Init = guard + lua.Init
 
 // Check is sonyflake's CheckMachineID (see check.lua).
-var Check = argsLua + check
+var Check = lua.Args + lua.Check
 
 // Prune forgets released and expired machine IDs, keeping their
 // reservations (see prune.lua); flaked audit prune runs it.
-var Prune = argsLua + prune
+var Prune = lua.Args + lua.Prune
 
 // RedisSkew is how far apart the clocks of the Redis servers of one
 // deployment (a master and the replicas that may replace it) are assumed to

@@ -89,7 +89,7 @@
 // its replicas: with P = 0.3 s and L = 3 s the fleet fault suite saw
 // 23,000-57,000 duplicates a run.
 //
-// What is used instead (contract/replicas.lua, internal/replwait): a
+// What is used instead (scripts/lua/replicas.lua, internal/replwait): a
 // grant (a claim, a renewal, which extends a lease and may raise the
 // reservation, a counter segment) is used only after WAIT n, sent on the
 // connection that ran the script, right after it, reports n replicas,

@@ -1,7 +1,7 @@
 package coord_test
 
 // Tests of the guards against duplicate IDs after faults that lose or copy
-// state: fencing per lease (contract/claim.lua, renew.lua), clone
+// state: fencing per lease (scripts/lua/claim.lua, renew.lua), clone
 // detection, the loss floor of guard.lua after Redis lost a suffix of its
 // writes or restarted from an old snapshot, the fleet layout restored after
 // total data loss, and release.lua after the server changed. Each test says

@@ -16,7 +16,7 @@ import (
 )
 
 // Where the scripts' grant replies carry the count of replicas that must
-// acknowledge them (contract/replicas.lua), the list of replicas after it.
+// acknowledge them (scripts/lua/replicas.lua), the list of replicas after it.
 const (
 	claimNeedAt = 10
 	renewNeedAt = 5

@@ -37,7 +37,7 @@ var (
 var counterScript = redis.NewScript(contract.Counter)
 
 // counterNeedAt is where counter.lua's segment reply carries the count of
-// replicas that must acknowledge it (contract/replicas.lua).
+// replicas that must acknowledge it (scripts/lua/replicas.lua).
 const counterNeedAt = 6
 
 // ErrNotReplicated is wrapped by the error of a segment the replicas did

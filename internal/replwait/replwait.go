@@ -4,7 +4,7 @@
 // (coord/doc.go, Split brain).
 //
 // The script's reply says how many replicas must acknowledge it (the
-// fleet's high-water mark, contract/replicas.lua). WAIT counts the
+// fleet's high-water mark, scripts/lua/replicas.lua). WAIT counts the
 // replicas that acknowledged the offset of this connection's last write,
 // so it must follow the script on the connection that ran it: the two go
 // out as one pipeline, which go-redis sends on one connection (on Redis
