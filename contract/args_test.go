@@ -18,21 +18,22 @@ type scriptArgs interface {
 	KeysArgv() ([]string, []any)
 }
 
-// argsOfScripts: a script that starts with guard.lua (text includes it)
-// sends what guard.lua reads too.
+// argsOfScripts: a script that starts with events.lua and guard.lua (text
+// includes them) sends what they read too.
 var argsOfScripts = []struct {
 	file string
 	text string
 	args scriptArgs // a pointer: the test fills it
 }{
-	{"claim.lua", lua.Guard + lua.Claim, &ClaimArgs{}},
-	{"renew.lua", lua.Guard + lua.Renew, &RenewArgs{}},
-	{"release.lua", lua.Guard + lua.Release, &ReleaseArgs{}},
-	{"counter.lua", lua.Guard + lua.Counter, &CounterArgs{}},
+	{"claim.lua", lua.Events + lua.Guard + lua.Claim, &ClaimArgs{}},
+	{"renew.lua", lua.Events + lua.Guard + lua.Renew, &RenewArgs{}},
+	{"release.lua", lua.Events + lua.Guard + lua.Release, &ReleaseArgs{}},
+	{"counter.lua", lua.Events + lua.Guard + lua.Counter, &CounterArgs{}},
 	{"check.lua", lua.Check, &CheckArgs{}},
-	{"prune.lua", lua.Prune, &PruneArgs{}},
-	{"init.lua", lua.Guard + lua.Init, &InitArgs{}},
-	{"seq.lua", lua.Guard + lua.Seq, &SeqArgs{}},
+	{"prune.lua", lua.Events + lua.Prune, &PruneArgs{}},
+	{"mark.lua", lua.Events + lua.Mark, &MarkArgs{}},
+	{"init.lua", lua.Events + lua.Guard + lua.Init, &InitArgs{}},
+	{"seq.lua", lua.Events + lua.Guard + lua.Seq, &SeqArgs{}},
 }
 
 // readRE finds the ARGV names a script reads: A.name (args.lua's table).
@@ -49,7 +50,7 @@ var readRE = regexp.MustCompile(`\bA\.([A-Za-z]+)\b`)
 func TestArgs_MatchScripts(t *testing.T) {
 	for _, sc := range argsOfScripts {
 		t.Run(sc.file, func(t *testing.T) {
-			h := header(strings.TrimPrefix(sc.text, lua.Guard))
+			h := header(strings.TrimPrefix(strings.TrimPrefix(sc.text, lua.Events), lua.Guard))
 			v := reflect.ValueOf(sc.args).Elem()
 			if !strings.Contains(h, v.Type().Name()) {
 				t.Errorf("the header does not name %s", v.Type().Name())

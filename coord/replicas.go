@@ -169,7 +169,8 @@ func SetReplicaMark(ctx context.Context, rdb redis.UniversalClient, namespace st
 	if err != nil {
 		return 0, err
 	}
-	prev, err := setMarkScript.Run(ctx, c, []string{keys.Meta, keys.Events}, n, host, DefaultEventsMaxLen).Int()
+	k, argv := contract.MarkArgs{Keys: keys, Replicas: n, Host: host, EventsMaxLen: DefaultEventsMaxLen}.KeysArgv()
+	prev, err := markScript.Run(ctx, c, k, argv...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("set %s %s: %w", keys.Meta, contract.MetaReplicas, err)
 	}
@@ -179,15 +180,7 @@ func SetReplicaMark(ctx context.Context, rdb redis.UniversalClient, namespace st
 	return prev, nil
 }
 
-// setMarkScript sets the mark only where {ns}:meta exists (a partial
-// {ns}:meta would read as a registry made anew), with an event.
-var setMarkScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local prev = tonumber(redis.call('HGET', KEYS[1], 'replicas') or '0') or 0
-redis.call('HSET', KEYS[1], 'replicas', ARGV[1])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'type', 'replicas', 'mid', '', 'host', ARGV[2],
-  'replicas', ARGV[1], 'previous', prev, 'detail', 'replicas high-water mark set by an operator')
-return prev`)
+var markScript = redis.NewScript(contract.Mark)
 
 // masterOf is the client of the master serving key (rdb itself unless
 // rdb is a Cluster client).

@@ -41,7 +41,7 @@ var Mutations = []Mutation{
 	{Name: "state-file-token", Switch: "StateFileToken",
 		Bug: "fencing by state-file token only: two processes started from copies of one state file share the lease"},
 	{Name: "loss-floor-ignored", Script: &contract.Claim,
-		Edits: []Edit{{"local lossFloor = tickOf(lossMs + redisSkewMs, epochUs, unitUs) + math.max(horizon, metaHorizon)", "local lossFloor = -1"}},
+		Edits: []Edit{{"local lossFloor = tickOf((lossMs + redisSkewMs) * 1000, epochUs, unitUs) + math.max(horizon, metaHorizon)", "local lossFloor = -1"}},
 		Bug:   "a claim trusts a reservation that a failover or restart rolled back"},
 	{Name: "renew-across-loss", Script: &contract.Renew,
 		Edits: []Edit{renewAcrossLoss},

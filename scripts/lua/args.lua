@@ -1,4 +1,4 @@
--- args.lua: the start of every script (lua.go puts it in front). ARGV is
+-- args.lua: the start of every script (contract's lua.go puts it in front). ARGV is
 -- name/value pairs, which the Go Args types send (argv.go): A is them as a
 -- table; list() splits a comma-joined value (empty items kept).
 local A = {}
