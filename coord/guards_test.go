@@ -639,8 +639,9 @@ func TestGuard_FailoverToClockBehind_NoReassert(t *testing.T) {
 // Fault: a process starts from a copy of a live node's state file and
 // takes its lease over (fencing the original), then Redis fails over to a
 // replica that never got the takeover: the lease is the original's again,
-// and the copy has issued above the original's reservation. Found by the
-// simulator (sim, seed 1310 before the fix). Guard: a renewal extends
+// and the copy has issued above the original's reservation. The
+// simulator drives it (its renew-across-loss mutation removes this
+// guard). Guard: a renewal extends
 // nothing across a possible loss (renew.lua "loss"), so the original claims
 // again, above the loss floor, instead of issuing on into the copy's
 // ticks. A duplicate shows as the original's renewal succeeding (it would

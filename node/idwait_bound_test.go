@@ -20,7 +20,7 @@ import (
 // Fault: Redis slow (every reply delayed 1.5 s, longer than IDWait) and
 // then paused (nothing delivered), under a node in each mode, with the
 // Redis client's default timeouts (coord.DefaultTimeout). The promise of
-// IDWait (issue 28: no client waits more than a second): every NextID,
+// IDWait (no client waits more than a second): every NextID,
 // NextIDs and NextBlock returns within IDWait, with an ID or an error
 // naming what the node waits for, never later, whatever Redis does; the
 // renewals and segments in flight go on in the background. A duplicate

@@ -68,9 +68,9 @@ var Mutations = []Mutation{
 	// hold it.
 	{Name: "split-brain-no-wait", Switch: "ReplicaWaitOff",
 		Bug: "a grant is used without WAIT confirming it on the fleet's replicas: an old master cut off from them keeps granting while the replica promoted in its place grants too"},
-	// INFO refused (NOPERM) or renamed: guard.lua used to read the error
-	// as an empty identity, one that never changes, so a failover while
-	// INFO was unreadable went unseen.
+	// INFO refused (NOPERM) or renamed: read as an empty identity, one
+	// that never changes, the error would hide a failover while INFO is
+	// unreadable.
 	{Name: "identity-silent", Scripts: guarded,
 		Edits: []Edit{{infoCall, "(function(i) if type(i) == 'string' then return i end return " +
 			"'run_id:0 master_replid:0 maxmemory_policy:noeviction' end)(" + infoCall + ")"}},

@@ -22,7 +22,7 @@ const (
 	minShutdownTimeout = time.Second
 	maxShutdownTimeout = 10 * time.Minute
 	// defaultIDWait is --id-wait: the longest a request for an ID waits
-	// (issue 28: no client waits more than a second through any fault).
+	// (no client waits more than a second through any fault).
 	// Every wait inside a request (a reservation or counter segment in
 	// flight, a mode switch) is bounded by it; it is a little under the Go
 	// client's 1 s bound (client.DefaultWait), so the daemon's error
