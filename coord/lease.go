@@ -8,8 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
 )
 
@@ -58,7 +59,7 @@ type Lease struct {
 	lastErr            atomic.Pointer[error]
 	stateErr           atomic.Pointer[error] // the last state-file write, when it failed
 
-	keep *flake.Ticker // KeepAlive's renewals
+	keep *clock.Ticker // KeepAlive's renewals
 }
 
 // MachineIDs returns the leased machine IDs, in claim order.
@@ -253,7 +254,7 @@ func (l *Lease) KeepAlive() {
 		return
 	}
 	period := l.reg.opts.LeaseTTL / 3
-	l.keep = flake.Every(l.reg.opts.Clock, period, func() {
+	l.keep = clock.Every(l.reg.opts.Clock, period, func() {
 		if l.lost.Load() {
 			l.stopKeepAlive()
 			return

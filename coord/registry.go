@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
@@ -309,7 +311,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 			}
 			if soonest >= 0 && time.Duration(soonest+1-now)*l.TimeUnit <= bound {
 				wait := l.TickTime(soonest + 1).Sub(r.opts.Clock.Now())
-				if err := flake.Sleep(ctx, r.opts.Clock, max(wait, l.TimeUnit)); err != nil {
+				if err := clock.Sleep(ctx, r.opts.Clock, max(wait, l.TimeUnit)); err != nil {
 					return claimResult{}, fmt.Errorf("%w: waiting for tick %d: %w", ErrNoMachineID, soonest+1, err)
 				}
 				now = l.Tick(r.opts.Clock.Now())

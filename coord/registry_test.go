@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 )
@@ -240,7 +242,7 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		l := tinyLayout(t)
 		start := time.Now()
-		gen := func(reg *coord.Registry, clk *flaketest.Clock) (*coord.Lease, *pausable, *flake.Generator) {
+		gen := func(reg *coord.Registry, clk *clocktest.Clock) (*coord.Lease, *pausable, *flake.Generator) {
 			lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -257,7 +259,7 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 			t.Cleanup(func() { g.Close() })
 			return lease, p, g
 		}
-		issue := func(g *flake.Generator, clk *flaketest.Clock, n int, ids []uint64) []uint64 {
+		issue := func(g *flake.Generator, clk *clocktest.Clock, n int, ids []uint64) []uint64 {
 			for i := range n {
 				if i%100 == 0 {
 					clk.Advance(30 * time.Millisecond)
@@ -300,7 +302,7 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 			t.Fatal(err)
 		}
 		regA, regB := newReg(t, rdb, o), newReg(t, rdb, o)
-		clkA, clkB := flaketest.NewClock(start), flaketest.NewClock(start)
+		clkA, clkB := clocktest.New(start), clocktest.New(start)
 		leaseA, pauseA, genA := gen(regA, clkA)
 		ids := issue(genA, clkA, 2000, nil)
 		// A is stopped; its lease expires; B takes over and issues.
@@ -504,7 +506,7 @@ func hasEvent(t *testing.T, rdb redis.UniversalClient, kind string) bool {
 func TestClockGuard_RefusesSkew(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		reg := newReg(t, rdb, coord.Options{MaxSkew: 500 * time.Millisecond,
-			Clock: flake.NewOffsetClock(3 * time.Second)})
+			Clock: clock.NewOffset(3 * time.Second)})
 		_, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
 		if !errors.Is(err, coord.ErrClockSkew) || !strings.Contains(err.Error(), "max skew 500ms") {
 			t.Fatalf("err = %v, want ErrClockSkew naming the limit", err)

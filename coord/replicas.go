@@ -8,10 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
 )
 
@@ -61,7 +62,7 @@ func (r *Registry) claimReplicated(ctx context.Context, token string, keys []str
 		if !r.opts.Clock.Now().Before(deadline) {
 			return nil, err
 		}
-		if serr := flake.Sleep(ctx, r.opts.Clock, 100*time.Millisecond); serr != nil {
+		if serr := clock.Sleep(ctx, r.opts.Clock, 100*time.Millisecond); serr != nil {
 			return nil, err
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
@@ -77,7 +79,7 @@ type Target struct {
 	LeaseTTL  time.Duration
 	MaxSkew   time.Duration
 	// Clock is this host's clock; nil means the system clock.
-	Clock flake.Clock
+	Clock clock.Clock
 	// AsNode: the checks send only commands deploy/redis/acl.conf grants
 	// its flaked-node user (no CONFIG GET, no ACL, HMGET rather than
 	// HGETALL), so flaked serve's checks leave ACL LOG free of refusals;
@@ -126,7 +128,7 @@ func (t Target) withDefaults() Target {
 		t.MaxSkew = coord.DefaultMaxSkew
 	}
 	if t.Clock == nil {
-		t.Clock = flake.SystemClock()
+		t.Clock = clock.System()
 	}
 	return t
 }

@@ -10,10 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
 )
 
@@ -85,7 +86,7 @@ func (s *segment) left() int64 { return max(0, s.n-s.next.Load()) }
 // fetchRun is one trip (or a few, while Redis says AHEAD) to counter.lua,
 // run in the background on the clock.
 type fetchRun struct {
-	task *flake.Task
+	task *clock.Task
 	err  error // set before the task is done
 }
 
@@ -367,7 +368,7 @@ func (c *Counter) startFetchLocked() *fetchRun {
 	c.run = r
 	c.size = c.nextSizeLocked()
 	size := c.size
-	r.task = flake.Go(c.opts.Clock, func() { c.fetch(r, size) })
+	r.task = clock.Go(c.opts.Clock, func() { c.fetch(r, size) })
 	return r
 }
 
@@ -495,7 +496,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 // waitTicks waits n ticks (at least one), or until the counter closes:
 // then it reports false.
 func (c *Counter) waitTicks(n int64) bool {
-	return flake.Sleep(c.ctx, c.opts.Clock, time.Duration(max(n, 1))*c.opts.Layout.TimeUnit) == nil
+	return clock.Sleep(c.ctx, c.opts.Clock, time.Duration(max(n, 1))*c.opts.Layout.TimeUnit) == nil
 }
 
 // composeValue is the counter value of counter.lua's (tick, seq) pair.

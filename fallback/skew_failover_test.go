@@ -6,18 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/simredis"
 )
 
-// stepClock is a flake.Stepped clock the test moves: the counter's waits
+// stepClock is a clock.Stepped clock the test moves: the counter's waits
 // move it instead of sleeping.
 type stepClock struct{ t time.Time }
 
 func (c *stepClock) Now() time.Time                                 { return c.t }
 func (c *stepClock) Monotonic() time.Duration                       { return time.Duration(c.t.UnixNano()) }
-func (c *stepClock) AfterFunc(time.Duration, func()) flake.Timer    { return stopped{} }
+func (c *stepClock) AfterFunc(time.Duration, func()) clock.Timer    { return stopped{} }
 func (c *stepClock) Sleep(_ context.Context, d time.Duration) error { c.t = c.t.Add(d); return nil }
 
 type stopped struct{}

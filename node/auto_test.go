@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -189,7 +191,7 @@ func TestAuto_ClockBehindFloor_FallsBackAndReturns(t *testing.T) {
 	}
 	// Restarted with its clock 4 s back: the state file's ID starts 4 s
 	// ahead of it, more than max wait.
-	clk := flake.NewOffsetClock(-4 * time.Second)
+	clk := clock.NewOffset(-4 * time.Second)
 	breg := reg
 	breg.MaxWait = time.Second
 	b := newNode(t, fast(node.Options{Redis: rdb, Registry: breg, StateFile: state, Mode: node.ModeAuto, Clock: clk}))
@@ -221,7 +223,7 @@ func TestAuto_ClockBehindFloor_FallsBackAndReturns(t *testing.T) {
 func TestAuto_ClockSkewed_CounterUntilFixed(t *testing.T) {
 	srv := realRedis(t)
 	rdb := client(t, srv)
-	clk := flake.NewOffsetClock(-time.Hour)
+	clk := clock.NewOffset(-time.Hour)
 	if _, err := node.New(ctxT(t), node.Options{Redis: rdb, Clock: clk}); !errors.Is(err, coord.ErrClockSkew) {
 		t.Fatalf("flake mode with a clock 1h off: err = %v, want ErrClockSkew", err)
 	}

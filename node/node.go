@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -79,7 +81,7 @@ type Node struct {
 	entered       Mode          // of the last mode event: ModeNone before the first
 	switches      atomic.Uint64
 	alarms        alarms                       // counts for the alert rules (alarms.go)
-	monitor       atomic.Pointer[flake.Ticker] // the health checks
+	monitor       atomic.Pointer[clock.Ticker] // the health checks
 	seqs          seqState                     // named sequences (seq.go)
 }
 
@@ -106,7 +108,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		n.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	n.monitor.Store(flake.Every(opts.Clock, opts.CheckInterval, n.check))
+	n.monitor.Store(clock.Every(opts.Clock, opts.CheckInterval, n.check))
 	return n, nil
 }
 

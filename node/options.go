@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -104,7 +106,7 @@ type Options struct {
 	// guard, lease renewals, counter mode, the health checks and every
 	// wait; nil means the system clock. The simulator (package sim) runs
 	// whole nodes on its virtual one.
-	Clock flake.Clock
+	Clock clock.Clock
 	// StateFS holds the state file; nil means the operating system's
 	// (coord.OSFS). The simulator keeps state files in memory.
 	StateFS coord.StateFS
@@ -149,7 +151,7 @@ func (o *Options) withDefaults() error {
 		}
 	}
 	if o.Clock == nil {
-		o.Clock = flake.SystemClock()
+		o.Clock = clock.System()
 	}
 	return nil
 }

@@ -7,16 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 )
 
-// standaloneRun starts a standalone node on clock, takes n IDs, checks the
+// standaloneRun starts a standalone node on clk, takes n IDs, checks the
 // embedded store's TIME against the node's clock, and stops cleanly.
-func standaloneRun(t *testing.T, stateFile string, clock flake.Clock, n int) []uint64 {
+func standaloneRun(t *testing.T, stateFile string, clk clock.Clock, n int) []uint64 {
 	t.Helper()
-	nd, err := node.New(ctxT(t), node.Options{StateFile: stateFile, Clock: clock})
+	nd, err := node.New(ctxT(t), node.Options{StateFile: stateFile, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func TestStandalone_RestartClockSetBack_AboveEverythingBefore(t *testing.T) {
 		t.Run(back.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "node.state")
 			before := standaloneRun(t, path, nil, 3000)
-			after := standaloneRun(t, path, flake.NewOffsetClock(back), 3000)
+			after := standaloneRun(t, path, clock.NewOffset(back), 3000)
 			top := slices.Max(before)
 			for _, id := range after {
 				if id <= top {
@@ -66,7 +68,7 @@ func TestStandalone_RestartClockSetBack_AboveEverythingBefore(t *testing.T) {
 	}
 	t.Run("no state file: below", func(t *testing.T) {
 		before := standaloneRun(t, "", nil, 100)
-		after := standaloneRun(t, "", flake.NewOffsetClock(-time.Minute), 100)
+		after := standaloneRun(t, "", clock.NewOffset(-time.Minute), 100)
 		if slices.Min(after) > slices.Max(before) {
 			t.Fatal("without a state file the restart with the clock set back issued above the first run: this test cannot tell")
 		}

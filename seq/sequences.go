@@ -5,17 +5,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/flaked/flaked/internal/replwait"
 	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+	"github.com/flaked/flaked/internal/replwait"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 )
 
 // Errors of sequences. Each is wrapped with the tag and the fix.
@@ -97,7 +98,7 @@ func (s *segment) tryTake(want int64) (int64, bool) {
 func (s *segment) seal() int64 { return min(s.next.Swap(s.n), s.n) }
 
 type fetchRun struct {
-	task *flake.Task
+	task *clock.Task
 	err  error // set before the task is done
 }
 
@@ -367,7 +368,7 @@ func (s *Sequences) startFetchLocked(t *tag) *fetchRun {
 	}
 	r := &fetchRun{}
 	t.run = r
-	r.task = flake.Go(s.opts.Clock, func() { s.fetch(t, r) })
+	r.task = clock.Go(s.opts.Clock, func() { s.fetch(t, r) })
 	return r
 }
 
@@ -447,7 +448,7 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 			return seg, step, nil
 		case "RATE":
 			ms, _ := strconv.ParseInt(arg(1), 10, 64)
-			if err := flake.Sleep(s.ctx, s.opts.Clock, time.Duration(max(ms, 1))*time.Millisecond); err != nil {
+			if err := clock.Sleep(s.ctx, s.opts.Clock, time.Duration(max(ms, 1))*time.Millisecond); err != nil {
 				return nil, 0, ErrClosed
 			}
 		case "MAX":

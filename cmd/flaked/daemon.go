@@ -8,12 +8,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/doctor"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
 	"github.com/flaked/flaked/server"
 )
@@ -45,7 +46,7 @@ func startDaemon(ctx context.Context, o serveOptions, log zerolog.Logger) (*daem
 		if err := checkRedis(ctx, t, log); err != nil {
 			return nil, err
 		}
-		d.watch = newRedisWatch(t, cmp.Or[flake.Clock](o.node.Clock, flake.SystemClock()), o.watchInterval, log)
+		d.watch = newRedisWatch(t, cmp.Or[clock.Clock](o.node.Clock, clock.System()), o.watchInterval, log)
 	}
 	var err error
 	if d.n, err = node.New(ctx, o.node); err != nil {

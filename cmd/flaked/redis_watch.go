@@ -7,12 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/doctor"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
 )
 
@@ -29,13 +30,13 @@ const DefaultRedisWatchInterval = 10 * time.Second
 // INFO field redis_unsafe.
 type redisWatch struct {
 	t        doctor.Target
-	clock    flake.Clock
+	clock    clock.Clock
 	interval time.Duration
 	log      zerolog.Logger
 
 	mu      sync.Mutex
 	unsafe  map[string]doctor.Result // by check
-	timer   flake.Timer
+	timer   clock.Timer
 	stopped bool
 	runs    int
 }
@@ -44,8 +45,8 @@ type redisWatch struct {
 // guard.lua's refusals name.
 var unsafeGauged = []string{contract.UnsafeIdentity, contract.UnsafeEviction}
 
-func newRedisWatch(t doctor.Target, clock flake.Clock, interval time.Duration, log zerolog.Logger) *redisWatch {
-	return &redisWatch{t: t, clock: clock, interval: interval, log: log, unsafe: map[string]doctor.Result{}}
+func newRedisWatch(t doctor.Target, clk clock.Clock, interval time.Duration, log zerolog.Logger) *redisWatch {
+	return &redisWatch{t: t, clock: clk, interval: interval, log: log, unsafe: map[string]doctor.Result{}}
 }
 
 // start schedules the first run an interval from now.

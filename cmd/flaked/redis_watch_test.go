@@ -12,8 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/doctor"
-	"github.com/flaked/flaked/flake/flaketest"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -65,7 +65,7 @@ func TestRedisWatch_LivePolicyChange(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	clock := flaketest.NewClock(time.Now())
+	clock := clocktest.New(time.Now())
 	var logs syncBuffer
 	w := newRedisWatch(doctor.Target{Redis: rdb, AsNode: true}, clock, 10*time.Second, zerolog.New(&logs))
 	w.start()

@@ -9,13 +9,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/flaked/flaked/clock"
+
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
 	"github.com/flaked/flaked/server"
 )
@@ -103,7 +104,7 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		o.target = redactURL(u)
 	}
 	if off := c.Duration("test-clock-offset"); off != 0 {
-		o.node.Clock = flake.NewOffsetClock(off)
+		o.node.Clock = clock.NewOffset(off)
 		log.Warn().Dur("offset", off).Msg("TEST ONLY: the clock is shifted (--test-clock-offset)")
 	}
 	if o.node.Redis == nil && o.node.StateFile == "" {
