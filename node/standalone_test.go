@@ -46,9 +46,9 @@ func standaloneRun(t *testing.T, stateFile string, clk clock.Clock, n int) []uin
 
 // A standalone node restarted with its clock set back a minute (further
 // than max wait) starts, and every ID after the restart is above every ID
-// before it: the embedded store's TIME follows the node's clock (before,
-// the clock guard refused the start: skew against the store), and the node
-// runs from the state file's reservation on. Without a state file the
+// before it: the embedded store's TIME follows the node's clock (on the
+// host's clock the clock guard would refuse the start: skew against the
+// store), and the node runs from the state file's reservation on. Without a state file the
 // same restart issues below the first run, which is what the default state
 // file of flaked serve is for.
 func TestStandalone_RestartClockSetBack_AboveEverythingBefore(t *testing.T) {
