@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/statefile"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/audit"
@@ -478,9 +480,9 @@ func (f statefulFleet) registry(host string, pid int) *coord.Registry {
 }
 
 // open opens the state file at path until the end of the test.
-func (f statefulFleet) open(path string) (*coord.StateFile, *coord.State) {
+func (f statefulFleet) open(path string) (*statefile.File, *statefile.State) {
 	f.t.Helper()
-	sf, st, err := coord.OpenState(path)
+	sf, st, err := statefile.Open(path)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/redisurl"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/audit"
@@ -83,7 +85,7 @@ func nodeMain() int {
 	if err := json.Unmarshal([]byte(os.Getenv("FLAKED_AUDIT_TEST_NODE")), &cfg); err != nil {
 		return fail(err)
 	}
-	rdb, err := coord.NewClient(cfg.Redis)
+	rdb, err := redisurl.NewClient(cfg.Redis)
 	if err != nil {
 		return fail(err)
 	}
@@ -244,7 +246,7 @@ func ctxT(t *testing.T) context.Context { return idtest.Context(t, time.Minute) 
 
 func client(t *testing.T, url string) redis.UniversalClient {
 	t.Helper()
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}

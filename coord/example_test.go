@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log"
 
+	"github.com/flaked/flaked/redisurl"
+
 	"github.com/sony/sonyflake/v2"
 
 	"github.com/flaked/flaked/coord"
@@ -19,7 +21,7 @@ import (
 // a Redis.)
 func ExampleRegistry_Sonyflake() {
 	ctx := context.Background()
-	rdb, err := coord.NewClient("redis://127.0.0.1:6379")
+	rdb, err := redisurl.NewClient("redis://127.0.0.1:6379")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/statefile"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
@@ -105,9 +107,9 @@ func copyState(t *testing.T, src, dst string) {
 	}
 }
 
-func openState(t *testing.T, path string) (*coord.StateFile, *coord.State) {
+func openState(t *testing.T, path string) (*statefile.File, *statefile.State) {
 	t.Helper()
-	sf, st, err := coord.OpenState(path)
+	sf, st, err := statefile.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/statefile"
+
 	"github.com/flaked/flaked/clock"
 
 	"github.com/flaked/flaked/contract"
@@ -45,7 +47,7 @@ type Lease struct {
 
 	mu       sync.Mutex // serializes renew, reserve, release and state saves
 	mode     string
-	state    *StateFile
+	state    *statefile.File
 	released bool
 
 	lost     atomic.Bool
@@ -337,7 +339,7 @@ func (l *Lease) saveLocked(reservation int64, released bool) error {
 	if l.state == nil {
 		return nil
 	}
-	err := l.state.Save(State{
+	err := l.state.Save(statefile.State{
 		Namespace:   l.reg.opts.Namespace,
 		Layout:      l.reg.opts.Layout.String(),
 		MachineIDs:  l.ids,

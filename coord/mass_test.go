@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/statefile"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
@@ -60,7 +62,7 @@ func startAll(t *testing.T, fsys *memFS, nodes []*massNode) error {
 		go func() {
 			defer wg.Done()
 			<-gate
-			sf, prev, err := coord.OpenStateFS(fsys, n.path, nil)
+			sf, prev, err := statefile.OpenFS(fsys, n.path, nil)
 			if err == nil {
 				n.lease, err = n.reg.Claim(ctxT(t), coord.ClaimOptions{State: sf, Previous: prev})
 			}

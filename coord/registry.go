@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/statefile"
+
 	"github.com/flaked/flaked/clock"
 
 	"github.com/redis/go-redis/v9"
@@ -133,9 +135,9 @@ type ClaimOptions struct {
 	// State, when set, is the node's state file: the claim prefers the
 	// machine IDs it names (when free or still ours), starts after its
 	// reservation, and writes the new lease to it before returning.
-	State *StateFile
+	State *statefile.File
 	// Previous is what State held when opened (nil when new).
-	Previous *State
+	Previous *statefile.State
 	// StartNow takes only IDs whose reservation is below our clock, so the
 	// caller needs no floor (the sonyflake adapters: sonyflake cannot wait).
 	StartNow bool
@@ -165,7 +167,7 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		if co.State != nil {
 			path = co.State.Path()
 		}
-		if err := checkState(p, path, r.opts.Namespace, l.String()); err != nil {
+		if err := p.Check(path, r.opts.Namespace, l.String()); err != nil {
 			return nil, err
 		}
 		// A state file is written only after a claim under the

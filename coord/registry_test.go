@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flaked/flaked/statefile"
 
 	"github.com/flaked/flaked/clock"
 
@@ -363,8 +364,8 @@ func TestRestart_ReusesMachineIDFromStateFile(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		path := filepath.Join(t.TempDir(), "node.state")
 		reg := newReg(t, rdb, coord.Options{})
-		claim := func() (*coord.StateFile, *coord.Lease) {
-			sf, prev, err := coord.OpenState(path)
+		claim := func() (*statefile.File, *coord.Lease) {
+			sf, prev, err := statefile.Open(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -517,124 +518,31 @@ func TestClockGuard_RefusesSkew(t *testing.T) {
 	})
 }
 
-func TestStateFile_CorruptOrMismatched_Refused(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.state")
-	sf, _, err := coord.OpenState(good)
+// A state file of another namespace or layout: the claim refuses it
+// (statefile.ErrMismatch) rather than reuse machine IDs of another fleet.
+func TestClaim_StateFileOfAnotherFleet_Refused(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "good.state")
+	sf, _, err := statefile.Open(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := coord.State{Namespace: "flaked", Layout: flake.DefaultLayout().String(), MachineIDs: []int{3}, Reservation: 42, Token: "t"}
+	st := statefile.State{Namespace: "flaked", Layout: flake.DefaultLayout().String(), MachineIDs: []int{3}, Reservation: 42, Token: "t"}
 	if err := sf.Save(st); err != nil {
 		t.Fatal(err)
 	}
-	// A second process cannot open it while it is locked.
-	// The error names the file and the holder's PID (here ours: flock
-	// locks belong to open files, so a second open in one process is
-	// refused too).
-	_, _, err = coord.OpenState(good)
-	if !errors.Is(err, coord.ErrStateLocked) || !strings.Contains(err.Error(), good) ||
-		!strings.Contains(err.Error(), fmt.Sprintf("held by pid %d", os.Getpid())) {
-		t.Fatalf("second open: %v, want ErrStateLocked naming %s and pid %d", err, good, os.Getpid())
-	}
 	sf.Close()
-	data, _ := os.ReadFile(good)
-	for _, tc := range []struct {
-		name    string
-		content string
-	}{
-		{"garbage", "not json at all"},
-		{"truncated", string(data[:len(data)/2])},
-		{"empty", ""},
-		{"reservation edited", strings.Replace(string(data), `"reservation": 42`, `"reservation": 7`, 1)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(dir, tc.name+".state")
-			os.WriteFile(p, []byte(tc.content), 0o644)
-			if _, _, err := coord.OpenState(p); !errors.Is(err, coord.ErrStateCorrupt) {
-				t.Fatalf("err = %v, want ErrStateCorrupt", err)
-			}
-			if after, _ := os.ReadFile(p); string(after) != tc.content {
-				t.Fatal("a corrupt state file was rewritten")
-			}
-		})
-	}
-	// Another namespace or layout: the claim refuses.
 	rdb := miniRedis(t)
 	for _, o := range []coord.Options{{Namespace: "other"}, {Layout: tinyLayout(t)}} {
-		sf, prev, err := coord.OpenState(good)
+		sf, prev, err := statefile.Open(good)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = newReg(t, rdb, o).Claim(ctxT(t), coord.ClaimOptions{State: sf, Previous: prev})
 		sf.Close()
-		if !errors.Is(err, coord.ErrStateMismatch) {
-			t.Fatalf("options %+v: err = %v, want ErrStateMismatch", o, err)
+		if !errors.Is(err, statefile.ErrMismatch) {
+			t.Fatalf("options %+v: err = %v, want ErrMismatch", o, err)
 		}
 	}
-}
-
-func TestNewClient_URLForms(t *testing.T) {
-	for _, tc := range []struct {
-		url, want string
-	}{
-		{"redis://127.0.0.1:6379/0", "*redis.Client"},
-		{"rediss://u:p@127.0.0.1:6380", "*redis.Client"},
-		{"redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster?db=1", "*redis.Client"},
-		{"redis-cluster://127.0.0.1:7000,127.0.0.1:7001", "*redis.ClusterClient"},
-	} {
-		c, err := coord.NewClient(tc.url)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.url, err)
-		}
-		if got := typeName(c); got != tc.want {
-			t.Fatalf("%s: %s, want %s", tc.url, got, tc.want)
-		}
-		c.Close()
-	}
-	// Timeouts default to 1 s (shorter than a reservation lasts) unless the
-	// URL sets them.
-	for _, tc := range []struct {
-		url        string
-		dial, read time.Duration
-	}{
-		{"redis://127.0.0.1:6379/0", time.Second, time.Second},
-		{"redis://127.0.0.1:6379/0?read_timeout=5s&dial_timeout=2s", 2 * time.Second, 5 * time.Second},
-		{"redis-sentinel://127.0.0.1:26379/mymaster?read_timeout=4s", time.Second, 4 * time.Second},
-	} {
-		c, err := coord.NewClient(tc.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := c.(*redis.Client).Options()
-		if o.DialTimeout != tc.dial || o.ReadTimeout != tc.read || o.WriteTimeout != time.Second {
-			t.Errorf("%s: dial %v read %v write %v, want %v %v 1s", tc.url, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, tc.dial, tc.read)
-		}
-		c.Close()
-	}
-	cc, err := coord.NewClient("redis-cluster://127.0.0.1:7000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o := cc.(*redis.ClusterClient).Options(); o.ReadTimeout != time.Second || o.DialTimeout != time.Second {
-		t.Errorf("cluster: dial %v read %v, want 1s", o.DialTimeout, o.ReadTimeout)
-	}
-	cc.Close()
-	for _, bad := range []string{"localhost:6379", "http://x:1", "redis-sentinel://127.0.0.1:1", "redis-cluster://nohost"} {
-		if _, err := coord.NewClient(bad); err == nil {
-			t.Errorf("%s: no error", bad)
-		}
-	}
-}
-
-func typeName(c redis.UniversalClient) string {
-	switch c.(type) {
-	case *redis.Client:
-		return "*redis.Client"
-	case *redis.ClusterClient:
-		return "*redis.ClusterClient"
-	}
-	return "?"
 }
 
 func TestOptions_Invalid_NameRange(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/redisurl"
+
 	sonyflakev1 "github.com/sony/sonyflake"
 	"github.com/sony/sonyflake/v2"
 
@@ -27,7 +29,7 @@ func TestSonyflakeChild(t *testing.T) {
 		t.Skip("runs only as a child process")
 	}
 	n, _ := strconv.Atoi(os.Getenv("FLAKED_SF_N"))
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}

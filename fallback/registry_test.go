@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/statefile"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
@@ -85,7 +87,7 @@ func TestGuard_CounterOtherLayoutAfterTotalLoss_OwnerWins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prev := &coord.State{Namespace: "flaked", Layout: x.String(), MachineIDs: []int{16383}, Reservation: -1, Token: "old"}
+		prev := &statefile.State{Namespace: "flaked", Layout: x.String(), MachineIDs: []int{16383}, Reservation: -1, Token: "old"}
 		a, err := reg.Claim(ctx, coord.ClaimOptions{Previous: prev})
 		if err != nil {
 			t.Fatal(err)

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/redisurl"
+
 	"github.com/flaked/flaked/node"
 )
 
@@ -36,7 +37,7 @@ func ExampleNew() {
 // restart takes it again at once. (Not run by go test: it needs a Redis.)
 func ExampleNew_redis() {
 	ctx := context.Background()
-	rdb, err := coord.NewClient("redis://127.0.0.1:6379") // or redis-sentinel://, redis-cluster://
+	rdb, err := redisurl.NewClient("redis://127.0.0.1:6379") // or redis-sentinel://, redis-cluster://
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/statefile"
+
 	"github.com/flaked/flaked/clock"
 
 	"github.com/alicebob/miniredis/v2"
@@ -54,9 +56,9 @@ type Node struct {
 	mini  *miniredis.Miniredis
 	rdb   redis.UniversalClient
 	reg   *coord.Registry
-	state *coord.StateFile
-	prev  *coord.State // the state file as opened
-	maxW  int64        // MaxWait in ticks
+	state *statefile.File
+	prev  *statefile.State // the state file as opened
+	maxW  int64            // MaxWait in ticks
 
 	// mu serializes mode switches and lease changes; NextID takes it only
 	// to wait out a switch.
@@ -123,7 +125,7 @@ func (n *Node) open(ctx context.Context) error {
 		return err
 	}
 	if n.opts.StateFile != "" {
-		if n.state, n.prev, err = coord.OpenStateFS(n.opts.StateFS, n.opts.StateFile, ro.Rand); err != nil {
+		if n.state, n.prev, err = statefile.OpenFS(n.opts.StateFS, n.opts.StateFile, ro.Rand); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/flaked/flaked/statefile"
+
 	"github.com/flaked/flaked/clock"
 
 	"github.com/redis/go-redis/v9"
@@ -108,8 +110,8 @@ type Options struct {
 	// whole nodes on its virtual one.
 	Clock clock.Clock
 	// StateFS holds the state file; nil means the operating system's
-	// (coord.OSFS). The simulator keeps state files in memory.
-	StateFS coord.StateFS
+	// (statefile.OSFS). The simulator keeps state files in memory.
+	StateFS statefile.FS
 	// Rand is the source of owner tokens, state-file node IDs and the
 	// machine IDs a claim tries; nil means crypto/rand.
 	Rand io.Reader

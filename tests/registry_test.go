@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/redisurl"
+
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
@@ -62,7 +64,7 @@ func initRegistry(tb testing.TB, flags ...string) {
 	if f["redis"] == "" {
 		tb.Fatal("initRegistry: no --redis")
 	}
-	rdb, err := coord.NewClient(f["redis"])
+	rdb, err := redisurl.NewClient(f["redis"])
 	if err != nil {
 		tb.Fatal(err)
 	}

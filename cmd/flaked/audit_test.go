@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/redisurl"
+
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
@@ -32,7 +34,7 @@ func startAuditFleet(t *testing.T) *auditFleet {
 	t.Helper()
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
-	rdb, err := coord.NewClient(srv.URL())
+	rdb, err := redisurl.NewClient(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestAudit_Fleet_TableJSONFilterHistoryWhoisVerify(t *testing.T) {
 
 func TestAudit_Verify_HandMadeInconsistency_Exit1(t *testing.T) {
 	f := startAuditFleet(t)
-	rdb, _ := coord.NewClient(f.url)
+	rdb, _ := redisurl.NewClient(f.url)
 	defer rdb.Close()
 	ctx := context.Background()
 	// A live lease's owner data names another token (a deleted owner hash
@@ -331,7 +333,7 @@ func tableRow(t *testing.T, table string, mid int) string {
 func TestAudit_Verify_Clone_Exit1(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
-	rdb, err := coord.NewClient(srv.URL())
+	rdb, err := redisurl.NewClient(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

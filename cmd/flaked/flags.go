@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flaked/flaked/redisurl"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
@@ -95,7 +97,7 @@ func checkNamespace(ns string) error {
 // redisClient connects to the fleet's Redis at a --redis URL; a URL that
 // cannot be used is a usage error.
 func redisClient(url string) (redis.UniversalClient, error) {
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--redis: %w", err)}
 	}

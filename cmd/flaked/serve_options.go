@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/flaked/flaked/statefile"
+
 	"github.com/flaked/flaked/clock"
 
 	"github.com/rs/zerolog"
@@ -165,11 +167,11 @@ func tlsFromFlags(c *cli.Context) (*tls.Config, error) {
 // a supervisor's restart succeeds (systemd's RestartPreventExitStatus=2
 // would stop restarting it).
 func isConfigError(err error) bool {
-	if errors.Is(err, coord.ErrStateIO) {
+	if errors.Is(err, statefile.ErrIO) {
 		return false // a full or read-only disk is the host's fault, not the flags'
 	}
 	for _, e := range []error{node.ErrInvalidOptions, coord.ErrInvalidOptions, coord.ErrLayoutMismatch, fallback.ErrLayoutMismatch,
-		coord.ErrStateCorrupt, coord.ErrStateMismatch, coord.ErrStateLocked} {
+		statefile.ErrCorrupt, statefile.ErrMismatch, statefile.ErrLocked} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/urfave/cli/v2"
+	"github.com/flaked/flaked/statefile"
 
-	"github.com/flaked/flaked/coord"
+	"github.com/urfave/cli/v2"
 )
 
 // geteuid is os.Geteuid; tests take the place of a user who is not root.
@@ -81,7 +81,7 @@ func defaultStateDir(getenv func(string) string, euid int) (dir, from string, er
 // about it: a default state file that cannot be made says it was the
 // default and how to choose another.
 func explainStart(err error, o serveOptions) error {
-	if errors.Is(err, coord.ErrStateIO) && o.stateFrom != "--state-file" {
+	if errors.Is(err, statefile.ErrIO) && o.stateFrom != "--state-file" {
 		return fmt.Errorf("%w (the default state file, from %s: give --state-file PATH, or --no-state-file)", err, o.stateFrom)
 	}
 	return err

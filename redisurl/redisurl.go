@@ -1,4 +1,9 @@
-package coord
+// Package redisurl makes a go-redis client from one URL, the form every
+// flaked command and the library's examples take Redis in: standalone,
+// Sentinel or Cluster, with or without TLS, and timeouts short enough for
+// a node to notice a Redis that does not answer while it still has
+// reserved ticks.
+package redisurl
 
 import (
 	"fmt"
