@@ -6,7 +6,7 @@
 // layout and horizon, and the lease TTL's costs. Each check is one file
 // that registers itself (register); `flaked doctor` prints every Result,
 // and `flaked serve` runs them at start (refusing Unsafe, warning Costly)
-// and re-runs the Live ones while it serves (Watcher).
+// and re-runs the Live ones while it serves (package daemon's watch).
 package doctor
 
 import (
@@ -18,13 +18,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flaked/flaked/clock"
-
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 )
+
+// CheckTimeout bounds one run of the checks (Run, RunLive) by flaked
+// doctor and flaked serve.
+const CheckTimeout = 20 * time.Second
 
 // Status is a check's verdict.
 type Status int
@@ -137,7 +140,7 @@ func (t Target) withDefaults() Target {
 type check struct {
 	name string
 	// live: the check reads what can change while the fleet runs
-	// (CONFIG SET, ACL SETUSER): Watcher re-runs it.
+	// (CONFIG SET, ACL SETUSER): flaked serve's watch re-runs it.
 	live bool
 	run  func(ctx context.Context, e *env) []Result
 }

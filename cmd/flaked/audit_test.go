@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/redisurl"
-
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // auditFleet is a small fleet in namespace "cli": node A live, node B

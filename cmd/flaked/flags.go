@@ -6,13 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flaked/flaked/redisurl"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/doctor"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // envVars is a flag's environment variable, FLAKED_<NAME> with dashes as

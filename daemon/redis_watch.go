@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -7,11 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flaked/flaked/clock"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/doctor"
 	"github.com/flaked/flaked/node"
@@ -66,7 +65,7 @@ func (w *redisWatch) stop() {
 }
 
 func (w *redisWatch) tick() {
-	ctx, cancel := context.WithTimeout(context.Background(), min(w.interval, doctorTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), min(w.interval, doctor.CheckTimeout))
 	defer cancel()
 	w.update(doctor.RunLive(ctx, w.t))
 	w.mu.Lock()
