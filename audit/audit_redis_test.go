@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/audit"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/statefile"
 )
 
 // TestFleet_Table_LiveKilledStopped: three node processes claim machine

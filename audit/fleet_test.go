@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/redisurl"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/audit"
@@ -25,6 +23,7 @@ import (
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // The fleet tests run each node in its own process: this test binary,

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"log"
 
-	"github.com/flaked/flaked/redisurl"
-
 	"github.com/sony/sonyflake/v2"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // The registry as sonyflake's MachineID and CheckMachineID hooks: the

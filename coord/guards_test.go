@@ -17,14 +17,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/statefile"
 )
 
 // newGuardReg is newReg that waits for a loss floor.

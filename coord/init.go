@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/flaked/flaked/clock"
-
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 )
 

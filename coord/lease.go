@@ -8,12 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
 	"github.com/flaked/flaked/clock"
-
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Lease is a set of machine IDs held under one owner token. Its Reserve

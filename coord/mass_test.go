@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 // memFS keeps state files in memory: 500 nodes' fsyncs would measure the

@@ -12,16 +12,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
-	"github.com/flaked/flaked/clock"
-
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
 	"github.com/flaked/flaked/internal/replwait"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Errors of the registry.

@@ -13,17 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
-	"github.com/flaked/flaked/clock"
-
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/statefile"
 )
 
 // ctxT bounds a test's calls to Redis: 30 s.

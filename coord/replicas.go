@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flaked/flaked/clock"
-
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/replwait"
 )

@@ -11,14 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/redisurl"
-
 	sonyflakev1 "github.com/sony/sonyflake"
 	"github.com/sony/sonyflake/v2"
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // TestSonyflakeChild is the body of the child processes of

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/redisurl"
-
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // TestCluster_ThreeMasters_ScriptsRunUnchanged claims, renews, checks and

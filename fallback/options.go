@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/clock"
-
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/coord"
@@ -16,6 +14,7 @@ import (
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/statefile"
 )
 
 // noKeys fails when rdb holds any key: what a refused counter must leave.

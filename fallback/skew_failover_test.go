@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/clock"
-
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/simredis"

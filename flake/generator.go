@@ -1,8 +1,6 @@
 package flake
 
 import (
-	"github.com/flaked/flaked/clock"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/internal/bugs"
 )
 

@@ -1,11 +1,11 @@
 package flake
 
 import (
-	"github.com/flaked/flaked/clock"
-
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/flaked/flaked/clock"
 )
 
 // Reserving ahead of use, at the pace of the store.

@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/clock"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/flaked/flaked/redisurl"
-
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // A node without Redis runs standalone on an embedded store, as

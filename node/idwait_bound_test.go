@@ -6,17 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/internal/poll"
-	"github.com/flaked/flaked/redisurl"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // Fault: Redis slow (every reply delayed 1.5 s, longer than IDWait) and

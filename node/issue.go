@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/flaked/flaked/clock"
-
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 )

@@ -8,17 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
-	"github.com/flaked/flaked/clock"
-
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Errors of a node.

@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/redisurl"
-
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // ctxT bounds a test's calls to a node: 30 s.

@@ -5,17 +5,15 @@ import (
 	"io"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
-	"github.com/flaked/flaked/clock"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Defaults of Options.

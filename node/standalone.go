@@ -6,11 +6,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flaked/flaked/clock"
-
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
 )
 

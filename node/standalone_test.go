@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/clock"
-
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"

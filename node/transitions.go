@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/flaked/flaked/statefile"
-
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 func (n *Node) clockTick() int64 { return n.reg.Layout().Tick(n.opts.Clock.Now()) }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/clock"
-
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"

@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/flaked/flaked/clock"
-
 	"github.com/flaked/flaked/contract"
 )
 

@@ -11,12 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flaked/flaked/clock"
-	"github.com/flaked/flaked/internal/replwait"
-
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/internal/replwait"
 )
 
 // Errors of sequences. Each is wrapped with the tag and the fix.

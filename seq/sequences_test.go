@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/clock"
-
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"

@@ -5,11 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/redisurl"
-
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // InitRegistry makes the registry a daemon with d's flags runs under (its
