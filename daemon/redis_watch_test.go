@@ -1,10 +1,8 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,26 +12,9 @@ import (
 
 	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/doctor"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 )
-
-// syncBuffer is a log sink the watch's timer goroutine and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // unsafeGauge reads flaked_redis_unsafe{check} from w.
 func unsafeGauge(t *testing.T, w *redisWatch, check string) float64 {
@@ -66,7 +47,7 @@ func TestRedisWatch_LivePolicyChange(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	clock := clocktest.New(time.Now())
-	var logs syncBuffer
+	var logs idtest.LogBuffer
 	w := newRedisWatch(doctor.Target{Redis: rdb, AsNode: true}, clock, 10*time.Second, zerolog.New(&logs))
 	w.start()
 	defer w.stop()
