@@ -1,6 +1,7 @@
--- args.lua: the start of every script (contract's lua.go puts it in front). ARGV is
--- name/value pairs, which the Go Args types send (argv.go): A is them as a
--- table; list() splits a comma-joined value (empty items kept).
+-- args.lua: the start of every script (contract's lua.go puts it in
+-- front). ARGV is name/value pairs, which the Go Args types send
+-- (argv.go): A is them as a table; list() splits a comma-joined value
+-- (empty items kept).
 local A = {}
 for i = 1, #ARGV - 1, 2 do A[ARGV[i]] = ARGV[i + 1] end
 
