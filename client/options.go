@@ -19,7 +19,7 @@ const (
 	DefaultMaxAge      = time.Second
 	DefaultDownFor     = time.Second
 	// DefaultWait is Options.Wait: no call waits more than a second for
-	// an ID (issue 28). The daemons' --id-wait (900ms) is shorter, so a
+	// an ID. The daemons' --id-wait (900ms) is shorter, so a
 	// daemon's reply naming why it has no ID arrives within it.
 	DefaultWait = time.Second
 )

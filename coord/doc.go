@@ -107,7 +107,7 @@
 // for a promotion that skips failure detection). Such a grant waits for
 // no replica: a replica away, resyncing or lagging stops nothing.
 //
-// Otherwise, the second proof (replicas.lua, internal/replwait): the
+// Otherwise, the second proof (scripts/lua/replicas.lua, internal/replwait): the
 // grant is used only after WAIT n, sent on the
 // connection that ran the script, right after it, reports n replicas,
 // where n = mark = max(mark, connected_slaves), read in the same atomic

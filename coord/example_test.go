@@ -8,6 +8,7 @@ import (
 	"github.com/sony/sonyflake/v2"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // The registry as sonyflake's MachineID and CheckMachineID hooks: the
@@ -19,7 +20,7 @@ import (
 // a Redis.)
 func ExampleRegistry_Sonyflake() {
 	ctx := context.Background()
-	rdb, err := coord.NewClient("redis://127.0.0.1:6379")
+	rdb, err := redisurl.NewClient("redis://127.0.0.1:6379")
 	if err != nil {
 		log.Fatal(err)
 	}

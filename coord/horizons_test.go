@@ -52,8 +52,8 @@ func TestGuard_MixedHorizons_LossFloorAboveGrants(t *testing.T) {
 // is granted all of it though a node with a shorter one claimed first, and
 // after Redis loses a suffix of writes that short node's claim still
 // starts above the long grant (a duplicate shows as its floor below it).
-// Before, the first claim fixed the horizon, and the long-reach nodes of a
-// fleet initialised for them were capped at the first short node's.
+// Were the first claim to fix the horizon, the long-reach nodes of a fleet
+// initialised for them would be capped at the first short node's.
 func TestInit_FixesTheFleetHorizon(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		l := tinyLayout(t)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 )
 
 // ErrRegistryExists is returned by Init when the namespace already holds a
@@ -57,7 +57,7 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 		if left <= 0 {
 			return gen, nil
 		}
-		if err := flake.Sleep(ctx, o.Clock, min(left, 100*time.Millisecond)); err != nil {
+		if err := clock.Sleep(ctx, o.Clock, min(left, 100*time.Millisecond)); err != nil {
 			return "", fmt.Errorf("init registry %q: made (generation %s), waiting for Redis to grant past its loss floor: %w", o.Namespace, gen, err)
 		}
 	}

@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Lease is a set of machine IDs held under one owner token. Its Reserve
@@ -44,7 +45,7 @@ type Lease struct {
 
 	mu       sync.Mutex // serializes renew, reserve, release and state saves
 	mode     string
-	state    *StateFile
+	state    *statefile.File
 	released bool
 
 	lost     atomic.Bool
@@ -58,7 +59,7 @@ type Lease struct {
 	lastErr            atomic.Pointer[error]
 	stateErr           atomic.Pointer[error] // the last state-file write, when it failed
 
-	keep *flake.Ticker // KeepAlive's renewals
+	keep *clock.Ticker // KeepAlive's renewals
 }
 
 // MachineIDs returns the leased machine IDs, in claim order.
@@ -253,7 +254,7 @@ func (l *Lease) KeepAlive() {
 		return
 	}
 	period := l.reg.opts.LeaseTTL / 3
-	l.keep = flake.Every(l.reg.opts.Clock, period, func() {
+	l.keep = clock.Every(l.reg.opts.Clock, period, func() {
 		if l.lost.Load() {
 			l.stopKeepAlive()
 			return
@@ -336,7 +337,7 @@ func (l *Lease) saveLocked(reservation int64, released bool) error {
 	if l.state == nil {
 		return nil
 	}
-	err := l.state.Save(State{
+	err := l.state.Save(statefile.State{
 		Namespace:   l.reg.opts.Namespace,
 		Layout:      l.reg.opts.Layout.String(),
 		MachineIDs:  l.ids,

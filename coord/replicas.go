@@ -10,14 +10,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redisinfo"
 	"github.com/flaked/flaked/internal/replwait"
 )
 
 // Where the scripts' grant replies carry the count of replicas that must
-// acknowledge them (contract/replicas.lua), the list of replicas after it.
+// acknowledge them (scripts/lua/replicas.lua), the list of replicas after it.
 const (
 	claimNeedAt = 10
 	renewNeedAt = 5
@@ -62,7 +62,7 @@ func (r *Registry) claimReplicated(ctx context.Context, token string, keys []str
 		if !r.opts.Clock.Now().Before(deadline) {
 			return nil, err
 		}
-		if serr := flake.Sleep(ctx, r.opts.Clock, 100*time.Millisecond); serr != nil {
+		if serr := clock.Sleep(ctx, r.opts.Clock, 100*time.Millisecond); serr != nil {
 			return nil, err
 		}
 	}
@@ -170,7 +170,8 @@ func SetReplicaMark(ctx context.Context, rdb redis.UniversalClient, namespace st
 	if err != nil {
 		return 0, err
 	}
-	prev, err := setMarkScript.Run(ctx, c, []string{keys.Meta, keys.Events}, n, host, DefaultEventsMaxLen).Int()
+	k, argv := contract.MarkArgs{Keys: keys, Replicas: n, Host: host, EventsMaxLen: DefaultEventsMaxLen}.KeysArgv()
+	prev, err := markScript.Run(ctx, c, k, argv...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("set %s %s: %w", keys.Meta, contract.MetaReplicas, err)
 	}
@@ -180,15 +181,7 @@ func SetReplicaMark(ctx context.Context, rdb redis.UniversalClient, namespace st
 	return prev, nil
 }
 
-// setMarkScript sets the mark only where {ns}:meta exists (a partial
-// {ns}:meta would read as a registry made anew), with an event.
-var setMarkScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local prev = tonumber(redis.call('HGET', KEYS[1], 'replicas') or '0') or 0
-redis.call('HSET', KEYS[1], 'replicas', ARGV[1])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'type', 'replicas', 'mid', '', 'host', ARGV[2],
-  'replicas', ARGV[1], 'previous', prev, 'detail', 'replicas high-water mark set by an operator')
-return prev`)
+var markScript = redis.NewScript(contract.Mark)
 
 // parseReplicas reads connected_slaves and the slaveN lines of INFO
 // replication.

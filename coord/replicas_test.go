@@ -457,7 +457,7 @@ func ackedWrite(t *testing.T, rdb redis.UniversalClient, n int) bool {
 // starts at 0 and nothing waits; a replica promoted meanwhile grants too.
 // MinReplicas floors every grant's count whatever the mark says: on a
 // master with no replica online, claims and counter segments are refused
-// (fail closed), and with MinReplicas 0 they are granted as before.
+// (fail closed), and with MinReplicas 0 they are granted without a wait.
 func TestMinReplicas_NoReplicaOnline_Refused(t *testing.T) {
 	_, rdb := realRedis(t)
 	reg := newReg(t, rdb, coord.Options{ReplicaWait: 50 * time.Millisecond, MinReplicas: 1})

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/internal/replwait"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // Sentinels gives the views of every Sentinel watching the fleet's master;
@@ -40,16 +40,12 @@ type SentinelSet struct {
 // WAIT decides.
 const sentinelTimeout = 500 * time.Millisecond
 
-// NewSentinels returns the Sentinels of rawURL (NewClient's forms), or
+// NewSentinels returns the Sentinels of rawURL (redisurl.NewClient's forms), or
 // nil and no error when it does not name Sentinels. Close it when done.
 func NewSentinels(rawURL string) (*SentinelSet, error) {
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if !ok || !strings.HasSuffix(scheme, "-sentinel") {
-		return nil, nil
-	}
-	fo, err := failoverOptions(scheme, rest)
-	if err != nil {
-		return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
+	fo, err := redisurl.SentinelOptions(rawURL)
+	if err != nil || fo == nil {
+		return nil, err
 	}
 	return NewSentinelSet(fo.MasterName, fo.SentinelAddrs, fo.SentinelUsername, fo.SentinelPassword, fo.TLSConfig), nil
 }

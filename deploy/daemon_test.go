@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/internal/daemontest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // flakedBin is the flaked binary built from the main module (daemontest)
@@ -252,13 +252,13 @@ func checkStopTime(t *testing.T, flags map[string]flagInfo, cfg serveConfig, wha
 }
 
 // checkRedisURL checks a Redis URL the way flaked serve --redis does (the
-// main module's coord.NewClient, which connects to nothing).
+// main module's redisurl.NewClient, which connects to nothing).
 func checkRedisURL(t *testing.T, where, url string) {
 	t.Helper()
 	if url == "" {
 		return // standalone
 	}
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		t.Errorf("%s: %v", where, err)
 		return

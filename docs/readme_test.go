@@ -315,12 +315,12 @@ const goImports = `import (
 	"log"
 
 	"github.com/flaked/flaked/client"
-	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/redisurl"
 	"github.com/flaked/flaked/node"
 )
 
 var _, _, _ = fmt.Sprint, log.Fatal, context.Background
-var _, _, _ = client.NewFromURL, coord.NewClient, node.New
+var _, _, _ = client.NewFromURL, redisurl.NewClient, node.New
 `
 
 // buildGoBlock builds a Go block as the body of main, with ctx in scope,

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/internal/segment"
 )
@@ -36,7 +36,7 @@ var (
 var counterScript = redis.NewScript(contract.Counter)
 
 // counterNeedAt is where counter.lua's segment reply carries the count of
-// replicas that must acknowledge it (contract/replicas.lua).
+// replicas that must acknowledge it (scripts/lua/replicas.lua).
 const counterNeedAt = 6
 
 // ErrNotReplicated is wrapped by the error of a segment the replicas did
@@ -416,7 +416,7 @@ func (c *Counter) fetchSegment(size int64) (*segment.Segment[span], error) {
 // waitTicks waits n ticks (at least one), or until the counter closes:
 // then it reports false.
 func (c *Counter) waitTicks(n int64) bool {
-	return flake.Sleep(c.ctx, c.opts.Clock, time.Duration(max(n, 1))*c.opts.Layout.TimeUnit) == nil
+	return clock.Sleep(c.ctx, c.opts.Clock, time.Duration(max(n, 1))*c.opts.Layout.TimeUnit) == nil
 }
 
 // composeValue is the counter value of counter.lua's (tick, seq) pair.

@@ -7,9 +7,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 	"github.com/flaked/flaked/internal/faultproxy"
 	"github.com/flaked/flaked/internal/idtest"
 )
@@ -26,7 +26,7 @@ func TestCounter_Hold_RidesOutRedisAway(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	l := flake.DefaultLayout()
-	clk := flaketest.NewClock(time.Now())
+	clk := clocktest.New(time.Now())
 	const hold = 3 * time.Second
 	c := newCounter(t, rdb, fallback.Options{Hold: hold, MinSegment: 1, Clock: clk})
 	// Redis TIME past the loss init records, and a counter already in

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/internal/bugs"
 )
 
@@ -92,8 +93,8 @@ type Settings struct {
 	// each asks up to two round trips further (reserve.go).
 	ReserveAhead time.Duration
 
-	// Clock is the source of time; nil means SystemClock().
-	Clock Clock
+	// Clock is the source of time; nil means clock.System().
+	Clock clock.Clock
 }
 
 // Generator issues IDs. It is safe for concurrent use; its NextID takes no
@@ -123,12 +124,12 @@ type Generator struct {
 	floor     int64
 	reserve   func(context.Context, int64) (int64, error)
 
-	clock      Clock
+	clock      clock.Clock
 	sinceEpoch time.Duration // wall time since epoch at New
 	mono0      time.Duration
 
 	mu       sync.Mutex // guards timer, tickCh, lastErr, prefetch; not on the hot path
-	timer    Timer
+	timer    clock.Timer
 	tickCh   chan struct{} // closed whenever the tick moves
 	lastErr  error
 	sem      chan struct{} // one Reserve at a time
@@ -179,7 +180,7 @@ func New(s Settings) (*Generator, error) {
 		return nil, fmt.Errorf("%w: %d, valid range is -1..%d", ErrInvalidFloor, s.Floor, l.MaxTick()-1)
 	}
 	if s.Clock == nil {
-		s.Clock = SystemClock()
+		s.Clock = clock.System()
 	}
 	wall := s.Clock.Now()
 	if wall.Before(l.StartTime) {
@@ -435,10 +436,10 @@ func (g *Generator) startAhead(need, now int64) {
 }
 
 // waitTick waits until the tick moves (ch is closed) or ctx ends. On a
-// Stepped clock nothing else moves the tick while the caller waits, so it
+// clock.Stepped nothing else moves the tick while the caller waits, so it
 // lets the clock run to the start of tick instead.
 func (g *Generator) waitTick(ctx context.Context, ch chan struct{}, tick int64) error {
-	if s, ok := g.clock.(Stepped); ok {
+	if s, ok := g.clock.(clock.Stepped); ok {
 		d := g.sinceEpoch + g.clock.Monotonic() - g.mono0
 		return s.Sleep(ctx, max(time.Duration(tick)*g.layout.TimeUnit-d, time.Nanosecond))
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 )
 
 // slowStore is a Reserve hook answering after delay (or when gate is
@@ -193,7 +193,7 @@ func TestReserve_FreshMachineID_FirstReservationWithinReach(t *testing.T) {
 // show as an ID at or below the floor, or above the grant.
 func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 	l := flake.DefaultLayout()
-	clk := flaketest.NewClock(t0)
+	clk := clocktest.New(t0)
 	st := &reserver{limit: -1, clk: clk, horizon: 301} // ticks: the store's cap ahead of its clock
 	floor := l.Tick(t0) + st.horizon + 100             // loss + 1 s skew + horizon
 	st.granted = floor
@@ -225,7 +225,7 @@ func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 // strictly increasing.
 func TestReserve_FloorAheadGranted_IssuesAtOnceWithinGrant(t *testing.T) {
 	l := flake.DefaultLayout()
-	clk := flaketest.NewClock(t0)
+	clk := clocktest.New(t0)
 	st := &reserver{limit: -1, clk: clk, horizon: 301} // ticks: the store's cap ahead of its clock
 	floor := l.Tick(t0) + st.horizon - 1               // loss + skew + horizon, a second after the loss
 	got, _ := st.reserve(context.Background(), floor+200)
@@ -280,7 +280,7 @@ func TestReserve_FloorAheadGranted_IssuesAtOnceWithinGrant(t *testing.T) {
 // grant.
 func TestReserve_FloorGrantedLater_StartsAheadThen(t *testing.T) {
 	l := flake.DefaultLayout()
-	clk := flaketest.NewClock(t0)
+	clk := clocktest.New(t0)
 	st := &reserver{limit: -1, clk: clk, horizon: 301}
 	floor := l.Tick(t0) + st.horizon + 100 // loss + 1 s skew + horizon
 	st.granted = floor

@@ -8,10 +8,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Defaults of Options.
@@ -104,10 +106,10 @@ type Options struct {
 	// guard, lease renewals, counter mode, the health checks and every
 	// wait; nil means the system clock. The simulator (package sim) runs
 	// whole nodes on its virtual one.
-	Clock flake.Clock
+	Clock clock.Clock
 	// StateFS holds the state file; nil means the operating system's
-	// (coord.OSFS). The simulator keeps state files in memory.
-	StateFS coord.StateFS
+	// (statefile.OSFS). The simulator keeps state files in memory.
+	StateFS statefile.FS
 	// Rand is the source of owner tokens, state-file node IDs and the
 	// machine IDs a claim tries; nil means crypto/rand.
 	Rand io.Reader
@@ -149,7 +151,7 @@ func (o *Options) withDefaults() error {
 		}
 	}
 	if o.Clock == nil {
-		o.Clock = flake.SystemClock()
+		o.Clock = clock.System()
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 func (n *Node) clockTick() int64 { return n.reg.Layout().Tick(n.opts.Clock.Now()) }
@@ -87,8 +88,8 @@ func fallsBack(err error) bool {
 	switch {
 	case errors.Is(err, coord.ErrLayoutMismatch), errors.Is(err, fallback.ErrLayoutMismatch), errors.Is(err, coord.ErrInvalidOptions),
 		errors.Is(err, coord.ErrNoRegistry),
-		errors.Is(err, coord.ErrStateCorrupt), errors.Is(err, coord.ErrStateMismatch),
-		errors.Is(err, coord.ErrStateLocked), errors.Is(err, ErrClosed):
+		errors.Is(err, statefile.ErrCorrupt), errors.Is(err, statefile.ErrMismatch),
+		errors.Is(err, statefile.ErrLocked), errors.Is(err, ErrClosed):
 		return false
 	}
 	return true

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/internal/segment"
 )
@@ -375,7 +375,7 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment.Segme
 			return seg, nil
 		case "RATE":
 			ms, _ := strconv.ParseInt(arg(1), 10, 64)
-			if err := flake.Sleep(s.ctx, s.opts.Clock, time.Duration(max(ms, 1))*time.Millisecond); err != nil {
+			if err := clock.Sleep(s.ctx, s.opts.Clock, time.Duration(max(ms, 1))*time.Millisecond); err != nil {
 				return nil, ErrClosed
 			}
 		case "MAX":

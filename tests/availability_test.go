@@ -21,8 +21,9 @@ import (
 )
 
 // TestAvailability measures how long a daemon goes without handing out an
-// ID through each fault of issue 28's table, in each mode: one client
-// asks NEXTID every 5 ms (a steady load) and every reply is timed. It is a
+// ID through each fault of its table (BENCHMARKS.md, Availability), in
+// each mode: one client asks NEXTID every 5 ms (a steady load) and every
+// reply is timed. It is a
 // benchmark, not a test of speed: it runs only with FLAKED_AVAIL=1
 // (scripts/bench availability), prints a table, and fails only on a
 // repeated ID. With FLAKED_AVAIL_BASE set to another flaked binary (the

@@ -128,7 +128,7 @@ func load() string {
 // not go-redis's 32 KiB each way: a thousand nodes in this one process
 // would otherwise allocate 64 MB at the gate, and the benchmark would
 // measure its own garbage collector. A node's calls are small. Like the
-// clients coord.NewClient makes for flaked serve, it sends no CLIENT
+// clients redisurl.NewClient makes for flaked serve, it sends no CLIENT
 // SETINFO on connecting (two more commands per connection otherwise).
 func nodeClient(srv *redistest.Server) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadBufferSize: 4096, WriteBufferSize: 4096, DisableIdentity: true})

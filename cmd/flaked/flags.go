@@ -11,6 +11,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/doctor"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // envVars is a flag's environment variable, FLAKED_<NAME> with dashes as
@@ -105,7 +106,7 @@ func checkNamespace(ns string) error {
 // redisClient connects to the fleet's Redis at a --redis URL; a URL that
 // cannot be used is a usage error.
 func redisClient(url string) (redis.UniversalClient, error) {
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--redis: %w", err)}
 	}

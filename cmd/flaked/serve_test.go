@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flaked/flaked/daemon"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
@@ -92,7 +93,7 @@ func TestServe_Help_NamesRanges(t *testing.T) {
 // The flags become the options of the node and the server as they did
 // when serve read them itself.
 func TestServe_OptionsFromFlags(t *testing.T) {
-	var got serveOptions
+	var got daemon.Options
 	cmd := &cli.Command{Name: "serve", Flags: serveFlags(), Action: func(c *cli.Context) error {
 		var err error
 		got, err = serveOptionsFromFlags(c, zerolog.Nop())
@@ -105,7 +106,7 @@ func TestServe_OptionsFromFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, r := got.node, got.node.Registry
+	n, r := got.Node, got.Node.Registry
 	if n.Mode != node.ModeAuto || n.MachineIDs != 3 || n.MaxLead != 20*time.Millisecond || n.ReserveAhead != 7*time.Second || n.StateFile != "/tmp/x.state" ||
 		n.Redis != nil || n.Clock != nil {
 		t.Errorf("node options %+v", n)
@@ -114,10 +115,10 @@ func TestServe_OptionsFromFlags(t *testing.T) {
 		r.Owner.Addr != "127.0.0.1:7400" || r.Owner.Version != version {
 		t.Errorf("registry options %+v", r)
 	}
-	if s := got.server; s.IdleTimeout != 90*time.Second || s.MaxBatch != 7 || s.TLSConfig != nil || s.Version != version {
+	if s := got.Server; s.IdleTimeout != 90*time.Second || s.MaxBatch != 7 || s.TLSConfig != nil || s.Version != version {
 		t.Errorf("server options %+v", s)
 	}
-	if got.shutdownTimeout != 2*time.Second || got.listen != "127.0.0.1:7400" || got.target != "standalone (embedded store)" {
+	if got.ShutdownTimeout != 2*time.Second || got.Listen != "127.0.0.1:7400" || got.Target != "standalone (embedded store)" {
 		t.Errorf("serve options %+v", got)
 	}
 }
@@ -134,7 +135,7 @@ func TestServe_DefaultMode(t *testing.T) {
 		{[]string{"--redis", "redis://127.0.0.1:1", "--mode", "flake"}, node.ModeFlake},
 		{[]string{"--mode", "counter"}, node.ModeCounter},
 	} {
-		var got serveOptions
+		var got daemon.Options
 		cmd := &cli.Command{Name: "serve", Flags: serveFlags(), Action: func(c *cli.Context) error {
 			var err error
 			got, err = serveOptionsFromFlags(c, zerolog.Nop())
@@ -143,8 +144,8 @@ func TestServe_DefaultMode(t *testing.T) {
 		if err := testApp(cmd).Run(append([]string{"flaked", "serve", "--listen", "127.0.0.1:7400"}, tc.args...)); err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		if got.node.Mode != tc.want {
-			t.Errorf("%v: mode %v, want %v", tc.args, got.node.Mode, tc.want)
+		if got.Node.Mode != tc.want {
+			t.Errorf("%v: mode %v, want %v", tc.args, got.Node.Mode, tc.want)
 		}
 	}
 }

@@ -432,7 +432,7 @@ func logs(servers ...*Server) string {
 
 // ForgetLoss makes the registry of namespace ns on rdb look as if this
 // server had written it all along: {ns}:meta records the server's identity
-// (run_id:master_replid, what contract/guard.lua compares) and no
+// (run_id:master_replid, what scripts/lua/guard.lua compares) and no
 // possible data loss. Tests that plant keys by hand use it, so the guard's
 // floors do not move what they check.
 func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error {

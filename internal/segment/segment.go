@@ -30,7 +30,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/clock"
 )
 
 // Segment is a run of n values, taken by index: index i is the owner's
@@ -121,7 +121,7 @@ type Fetch[M any] func() (*Segment[M], error)
 
 // Run is a fetch in flight.
 type Run struct {
-	task *flake.Task
+	task *clock.Task
 	err  error // set before the task is done
 }
 
@@ -149,8 +149,8 @@ func (e *WaitError) Unwrap() error { return e.Err }
 type Buffer[M any] struct {
 	// Mu guards the buffer, and the owner's state its hooks read.
 	Mu *sync.Mutex
-	// Clock runs the fetches (flake.Go).
-	Clock flake.Clock
+	// Clock runs the fetches (clock.Go).
+	Clock clock.Clock
 	// ErrClosed is the owner's error for a closed buffer: Await returns it
 	// when Closed says so, or when the fetch it waited for failed with it.
 	ErrClosed error
@@ -234,7 +234,7 @@ func (b *Buffer[M]) StartLocked() *Run {
 	r := &Run{}
 	b.run = r
 	fetch := b.Begin()
-	r.task = flake.Go(b.Clock, func() {
+	r.task = clock.Go(b.Clock, func() {
 		seg, err := fetch()
 		b.land(r, seg, err)
 	})

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/internal/segment"
 )
 
@@ -44,7 +44,7 @@ type source struct {
 func newSource(size func() int64) *source {
 	s := &source{size: size, fetchAt: func(n int64) int64 { return 0 }, failing: func() error { return nil }}
 	b := &s.buf
-	b.Mu, b.Clock, b.ErrClosed = &s.mu, flake.SystemClock(), errClosed
+	b.Mu, b.Clock, b.ErrClosed = &s.mu, clock.System(), errClosed
 	b.Closed = func() bool { return s.closed }
 	b.Begin = func() segment.Fetch[int64] {
 		n := s.size() // sized under the lock, as the counter does

@@ -1,17 +1,17 @@
-// Package flaketest has test doubles for package flake: a clock that tests
-// drive by hand, with the wall clock and the monotonic clock moved apart so
-// wall-clock steps can be simulated.
-package flaketest
+// Package clocktest has a clock that tests drive by hand (a clock.Clock),
+// with the wall clock and the monotonic clock moved apart so wall-clock
+// steps can be simulated.
+package clocktest
 
 import (
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/clock"
 )
 
-// Clock is a fake flake.Clock. Advance moves both clocks and runs every
+// Clock is a fake clock.Clock. Advance moves both clocks and runs every
 // AfterFunc that falls due, in order, in the caller's goroutine (so when
 // Advance returns, the generator has seen the new time). StepWall moves the
 // wall clock only, as an NTP step or an operator's `date -s` would.
@@ -31,10 +31,10 @@ type timer struct {
 	stopped bool
 }
 
-// NewClock returns a fake clock whose wall clock reads start.
-func NewClock(start time.Time) *Clock { return &Clock{wall: start} }
+// New returns a fake clock whose wall clock reads start.
+func New(start time.Time) *Clock { return &Clock{wall: start} }
 
-var _ flake.Clock = (*Clock)(nil)
+var _ clock.Clock = (*Clock)(nil)
 
 // Now returns the fake wall-clock time.
 func (c *Clock) Now() time.Time {
@@ -51,7 +51,7 @@ func (c *Clock) Monotonic() time.Duration {
 }
 
 // AfterFunc schedules f for when the fake clock has advanced by d.
-func (c *Clock) AfterFunc(d time.Duration, f func()) flake.Timer {
+func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++

@@ -7,8 +7,9 @@
 -- the audit read the registry): it is left alone when its lease exists,
 -- its reservation is missing or not below the cutoff, or its owner token
 -- changed. The reservation is never touched: the next owner starts above
--- it. The event is added without MAXLEN (the next node event trims).
-local prefix, cutoff, host, pid = A.prefix, tonumber(A.cutoff), A.host, A.pid
+-- it. The events are added untrimmed (the next node event trims).
+local prefix, cutoff = A.prefix, tonumber(A.cutoff)
+eventsKey, eventsWho = KEYS[3], {'host', A.host, 'pid', A.pid, 'addr', ''}
 local out = {}
 for _, item in ipairs(list(A.ids)) do
   local id, seen = string.match(item, '^(%d+):(.*)$')
@@ -26,9 +27,8 @@ for _, item in ipairs(list(A.ids)) do
     local prev = redis.call('HMGET', ownerKey, 'host', 'pid', 'addr', 'token', 'state')
     redis.call('SREM', KEYS[1], id)
     redis.call('DEL', ownerKey)
-    redis.call('XADD', KEYS[3], '*', 'type', 'prune', 'mid', id, 'host', host, 'pid', pid, 'addr', '',
-      'reserved', r, 'prev_host', prev[1] or '', 'prev_pid', prev[2] or '', 'prev_addr', prev[3] or '',
-      'prev_token', prev[4] or '', 'prev_state', prev[5] or 'orphan')
+    emit('prune', id, 'reserved', r, 'prev_host', prev[1] or '', 'prev_pid', prev[2] or '',
+      'prev_addr', prev[3] or '', 'prev_token', prev[4] or '', 'prev_state', prev[5] or 'orphan')
   end
   out[#out + 1] = id
   out[#out + 1] = outcome

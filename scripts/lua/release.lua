@@ -11,7 +11,7 @@
 local prefix, token, last = A.prefix, A.token, tonumber(A.last)
 local nowText, _, nowUs = redisNow()
 guard(KEYS[3], KEYS[2], {'token', token, 'host', A.host, 'pid', A.pid, 'addr', A.addr},
-  math.floor((nowUs - tonumber(A.epochUs)) / tonumber(A.tickUs)))
+  tickOf(nowUs, tonumber(A.epochUs), tonumber(A.tickUs)))
 local released = 0
 for _, id in ipairs(list(A.ids)) do
   local lease = prefix .. 'lease:' .. id

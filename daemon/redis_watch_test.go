@@ -1,10 +1,8 @@
-package main
+package daemon
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,28 +10,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/doctor"
-	"github.com/flaked/flaked/flake/flaketest"
+	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 )
-
-// syncBuffer is a log sink the watch's timer goroutine and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // unsafeGauge reads flaked_redis_unsafe{check} from w.
 func unsafeGauge(t *testing.T, w *redisWatch, check string) float64 {
@@ -65,8 +46,8 @@ func TestRedisWatch_LivePolicyChange(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	clock := flaketest.NewClock(time.Now())
-	var logs syncBuffer
+	clock := clocktest.New(time.Now())
+	var logs idtest.LogBuffer
 	w := newRedisWatch(doctor.Target{Redis: rdb, AsNode: true}, clock, 10*time.Second, zerolog.New(&logs))
 	w.start()
 	defer w.stop()

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -16,9 +16,9 @@ import (
 	"github.com/flaked/flaked/server"
 )
 
-// startHTTP serves /metrics, /healthz and /readyz on --metrics-addr, and
-// with --pprof Go's /debug/pprof/ too.
-func startHTTP(o serveOptions, srv *server.Server, n *node.Node, watch *redisWatch, reg *prometheus.Registry) (*http.Server, error) {
+// startHTTP serves /metrics, /healthz and /readyz on MetricsAddr, and
+// with PProf Go's /debug/pprof/ too.
+func startHTTP(o Options, srv *server.Server, n *node.Node, watch *redisWatch, reg *prometheus.Registry) (*http.Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newNodeCollector(n), newAlarmCollector(n))
 	if watch != nil {
@@ -30,11 +30,11 @@ func startHTTP(o serveOptions, srv *server.Server, n *node.Node, watch *redisWat
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", o.metricsAddr)
+	ln, err := net.Listen("tcp", o.MetricsAddr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr %s: %w", o.metricsAddr, err)
+		return nil, fmt.Errorf("--metrics-addr %s: %w", o.MetricsAddr, err)
 	}
-	if o.pprof {
+	if o.PProf {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -93,7 +93,7 @@ local function create(start, above)
     tonumber(A.burst), tonumber(A.maxJump)
   if not (start and step and mx and rate and burst and mj) or start < 1 or start > LIMIT or step < 1
     or rate <= 0 or burst < 1 or (mx ~= 0 and mx < start) or mx > LIMIT or mj < 0 then
-    return redis.error_reply('ERR seq.lua: bad options for tag ' .. tag)
+    fail('INVALID', 'seq.lua: bad options for tag ' .. tag)
   end
   local high = math.max(start - 1, above or 0)
   redis.call('HSET', key, 'start', I(start), 'step', I(step), 'max', I(mx), 'rate', I(rate),
@@ -120,7 +120,7 @@ local r = load()
 if op == 'restore' then
   local above = tonumber(A.above)
   if not above or above < 0 or above >= LIMIT then
-    return redis.error_reply('ERR seq.lua: restore above ' .. tostring(A.above) .. ' is not a value')
+    fail('INVALID', 'seq.lua: restore above ' .. tostring(A.above) .. ' is not a value')
   end
   -- Trusting the operator's records (instead of the rate bound) is safe
   -- only once no segment granted before the loss, or before the tag went
@@ -164,7 +164,7 @@ end
 if op == 'giveback' then
   local first, last = tonumber(A.first), tonumber(A.last)
   if not first or not last or first < 1 or last > LIMIT then
-    return redis.error_reply('ERR seq.lua: give-back range ' .. tostring(A.first) .. '-' .. tostring(A.last))
+    fail('INVALID', 'seq.lua: give-back range ' .. tostring(A.first) .. '-' .. tostring(A.last))
   end
   local count = last - first + 1
   if count <= 0 then return {'OK', '0', 'high'} end
@@ -176,7 +176,7 @@ if op == 'giveback' then
   end
   local high = num(r.high)
   if last > high then
-    return redis.error_reply('ERR seq.lua: give-back of ' .. I(first) .. '-' .. I(last) .. ' above high ' .. I(high))
+    fail('INVALID', 'seq.lua: give-back of ' .. I(first) .. '-' .. I(last) .. ' above high ' .. I(high))
   end
   -- Into the free list, merged with its neighbours; a range that then
   -- ends at high lowers high instead, its values back in the bucket (high
@@ -204,7 +204,7 @@ if op == 'giveback' then
 end
 
 if op ~= 'next' then
-  return redis.error_reply('ERR seq.lua: unknown op ' .. tostring(op))
+  fail('INVALID', 'seq.lua: unknown op ' .. tostring(op))
 end
 
 if r.blocked then return {'BLOCKED', r.blocked} end

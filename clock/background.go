@@ -1,4 +1,4 @@
-package flake
+package clock
 
 import (
 	"context"
@@ -73,6 +73,16 @@ func (t *Task) run() {
 	}
 }
 
+// RunPending runs the task now, in the caller's goroutine, if it has not
+// started: for a caller whose clock runs no timer while it waits
+// (FiresTimers false).
+func (t *Task) RunPending() {
+	if t.state.Load() == taskPending {
+		t.timer.Stop()
+		t.run()
+	}
+}
+
 // Done is closed when the task has run, or was stopped before it started.
 func (t *Task) Done() <-chan struct{} { return t.done }
 
@@ -80,9 +90,8 @@ func (t *Task) Done() <-chan struct{} { return t.done }
 // task that has not started runs now, in the caller's goroutine: nothing
 // else would run it while the caller waits.
 func (t *Task) Wait(ctx context.Context) error {
-	if _, ok := t.clock.(Stepped); ok && t.state.Load() == taskPending {
-		t.timer.Stop()
-		t.run()
+	if _, ok := t.clock.(Stepped); ok {
+		t.RunPending()
 	}
 	select {
 	case <-t.done:

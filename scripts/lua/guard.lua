@@ -1,13 +1,14 @@
 -- guard.lua: the start of every script that writes the registry or the
--- counter; lua.go puts it in front, so the check runs in the same atomic
--- call as the write. It notices that Redis may have lost acknowledged
--- writes (a new run_id or master_replid) and refuses to write when it
--- cannot tell (docs/design.md, Why the scripts are safe). Refusals are
--- "UNSAFE <check>: <code> <facts>" (lua.UnsafeCheck reads them,
--- messages.go writes them out).
+-- counter; contract's lua.go puts it in front, after args.lua and
+-- events.lua, so the check runs in the same atomic call as the write. It
+-- notices that Redis may have lost acknowledged writes (a new run_id or
+-- master_replid) and refuses to write when it cannot tell
+-- (docs/design.md, Why the scripts are safe). Refusals are "UNSAFE
+-- <check>: <code> <facts>" (contract.UnsafeCheck reads them,
+-- contract.Explain writes them out).
 
 -- redisSkewMs: how far apart the clocks of one deployment's Redis
--- servers may be; floors after a loss add it. Go: lua.RedisSkew.
+-- servers may be; floors after a loss add it. Go: contract.RedisSkew.
 local redisSkewMs = 1000
 
 -- redisNow is Redis TIME in ms (text and number) and in us.
@@ -17,10 +18,28 @@ local function redisNow()
   return tostring(ms), ms, tonumber(t[1]) * 1e6 + tonumber(t[2])
 end
 
+-- tickOf converts Redis microseconds (redisNow's third value; a time in
+-- ms times 1000) to a tick of the layout whose epoch (us) and tick length
+-- (us) the caller was given.
+local function tickOf(us, epochUs, unitUs)
+  return math.floor((us - epochUs) / unitUs)
+end
+
+-- fail ends the script with the error reply "<code> <text>", the one way
+-- a script fails: code is UNSAFE, NOREGISTRY or INVALID (a stored or sent
+-- value the script cannot use). A plain string raised at level 0 (no
+-- position), which redis-server, miniredis and gopher-lua all pass on,
+-- each in its own wrapping (contract's scriptError takes it off); an error
+-- table is lost by miniredis, and redis.error_reply ends only the script's
+-- top level.
+local function fail(code, text)
+  error(code .. ' ' .. text, 0)
+end
+
 -- unsafe ends the script with an error reply, before any write: a code
--- and its facts, which Go writes out with the fix (lua.Explain).
+-- and its facts, which Go writes out with the fix (contract.Explain).
 local function unsafe(check, code, facts)
-  error({err = 'UNSAFE ' .. check .. ': ' .. code .. ' ' .. (facts or '')})
+  fail('UNSAFE', check .. ': ' .. code .. ' ' .. (facts or ''))
 end
 
 -- guardInfo is the INFO text serverInfo read ('' with identity none):
@@ -71,30 +90,15 @@ local function replicasAfterChange(meta, previous)
 end
 
 -- noRegistry ends the script before any write: the namespace has no
--- registry (key is missing) and the caller has never run under it. A
--- plain error (level 0: no position), not an error table, which miniredis
--- does not pass on; Go finds the word in any server's wording.
+-- registry (key is missing) and the caller has never run under it.
 local function noRegistry(key)
-  error('NOREGISTRY ' .. key, 0)
-end
-
--- guardEvents and guardWho: {ns}:events and the writer's fields, which
--- every event of the call carries (emit).
-local guardEvents, guardWho = nil, {}
-
--- emit adds an event: its type, machine ID ('' for none), the writer's
--- fields and the fields given, trimming {ns}:events to about A.maxlen.
-local function emit(kind, mid, ...)
-  local cmd = {'XADD', guardEvents, 'MAXLEN', '~', A.maxlen, '*', 'type', kind, 'mid', mid}
-  for _, fields in ipairs({guardWho, {...}}) do
-    for _, v in ipairs(fields) do cmd[#cmd + 1] = v end
-  end
-  redis.call(unpack(cmd))
+  fail('NOREGISTRY', key)
 end
 
 -- guard checks {ns}:meta against this server; events and who: {ns}:events
--- and the writer's event fields; tick: the tick now, recorded when it
--- makes {ns}:meta (nil: not recorded).
+-- and the writer's event fields, which every event of the call carries
+-- (emit), trimming the stream to about A.maxlen; tick: the tick now,
+-- recorded when it makes {ns}:meta (nil: not recorded).
 -- Only flaked init (init.lua) makes a registry: a missing {ns}:meta is
 -- restored by a caller that has run under it (A.generation ~= ''), with a
 -- loss recorded now, and refused (NOREGISTRY) to anyone else, who cannot
@@ -103,7 +107,7 @@ end
 -- (this server and the time of the last possible loss). {ns}:reserved
 -- gone while {ns}:meta says a claim wrote it counts as a loss.
 local function guard(meta, events, who, tick)
-  guardEvents, guardWho = events, who
+  eventsKey, eventsMaxLen, eventsWho = events, A.maxlen, who
   local nowText, nowMs = redisNow()
   local id = serverInfo(A.identity)
   local lossID = id .. '@' .. nowText
@@ -123,7 +127,7 @@ local function guard(meta, events, who, tick)
   local lossMs = math.max(tonumber(m[3] or 0), nowMs)
   redis.call('HSET', meta, 'server', id, 'loss_ms', tostring(lossMs), 'loss_id', lossID,
     'replicas', replicasAfterChange(meta, m[2]))
-  local detail = 'server-changed' -- lua.DataLossText words the codes
+  local detail = 'server-changed' -- contract.DataLossText words the codes
   if m[2] == id then
     redis.call('HDEL', meta, 'reserved') -- the next claim writes both again
     detail = 'reservations-gone'
@@ -154,9 +158,4 @@ local function fleetLayout(key, layout)
   redis.call('SET', key, layout)
   emit('layout_restored', '', 'layout', layout, 'detail', 'fleet layout missing: restored by a node of the fleet')
   return layout
-end
-
--- tickOf converts Redis milliseconds to a tick of the layout.
-local function tickOf(ms, epochUs, unitUs)
-  return math.floor((ms * 1000 - epochUs) / unitUs)
 end

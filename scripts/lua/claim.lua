@@ -10,7 +10,7 @@ local localFloor, maxWait = tonumber(A.localFloor), tonumber(A.maxWait)
 local epochUs, unitUs = tonumber(A.epochUs), tonumber(A.tickUs)
 local host, pid, addr, mode = A.host, A.pid, A.addr, A.mode
 local nowText, _, nowUs = redisNow()
-local redisTick = math.floor((nowUs - epochUs) / unitUs)
+local redisTick = tickOf(nowUs, epochUs, unitUs)
 
 local gen, lossMs, how, lossID = guard(KEYS[2], KEYS[5], {'token', token, 'host', host, 'pid', pid, 'addr', addr}, redisTick)
 local stored = fleetLayout(KEYS[1], layout)
@@ -19,7 +19,7 @@ if stored ~= layout then
   return {'LAYOUT', stored}
 end
 local metaHorizon = fleetValue(KEYS[2], 'horizon', horizon)
-local lossFloor = tickOf(lossMs + redisSkewMs, epochUs, unitUs) + math.max(horizon, metaHorizon)
+local lossFloor = tickOf((lossMs + redisSkewMs) * 1000, epochUs, unitUs) + math.max(horizon, metaHorizon)
 
 local function floorOf(id)
   local r = redis.call('HGET', KEYS[4], id)

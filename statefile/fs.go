@@ -1,4 +1,4 @@
-package coord
+package statefile
 
 import (
 	"fmt"
@@ -10,12 +10,12 @@ import (
 	"syscall"
 )
 
-// StateFS is where state files live: the operating system's file system
+// FS is where state files live: the operating system's file system
 // (OSFS), or a simulator's memory (package sim), where copying a node's
 // disk or restoring an old backup is a map assignment.
-type StateFS interface {
+type FS interface {
 	// Lock takes the exclusive lock of the state file at path, held until
-	// the returned Closer is closed; an error wrapping ErrStateLocked when
+	// the returned Closer is closed; an error wrapping ErrLocked when
 	// another process holds it.
 	Lock(path string) (io.Closer, error)
 	// ReadFile returns the file's content; an error wrapping
@@ -29,13 +29,13 @@ type StateFS interface {
 // OSFS is the operating system's file system: a flock on path.lock (which
 // survives the renames that replace the file), and writes to a temporary
 // file, fsynced, renamed over the old one, with the directory fsynced.
-var OSFS StateFS = osFS{}
+var OSFS FS = osFS{}
 
 type osFS struct{}
 
 func (osFS) Lock(path string) (io.Closer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrStateIO, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrIO, path, err)
 	}
 	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
@@ -44,13 +44,13 @@ func (osFS) Lock(path string) (io.Closer, error) {
 		// saves fail (reported). Standalone refuses at the first save.
 		var rerr error
 		if lock, rerr = os.Open(path + ".lock"); rerr != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrStateIO, path, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrIO, path, err)
 		}
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("%w: %s (lock %s.lock: %v%s); each node needs its own --state-file",
-			ErrStateLocked, path, path, err, lockHolder(path+".lock"))
+			ErrLocked, path, path, err, lockHolder(path+".lock"))
 	}
 	// The holder's PID, for the error of the next process that tries; a
 	// lock file that cannot be written (read-only) just names nobody.

@@ -1,8 +1,12 @@
-package coord
+// Package statefile is a node's state file: what it keeps on local disk so
+// a restart reuses its machine IDs and never issues below its reservation,
+// written atomically, checksummed, and locked to one process at a time.
+package statefile
 
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,16 +18,16 @@ import (
 
 // Errors of the state file.
 var (
-	ErrStateCorrupt  = errors.New("state file is corrupt")
-	ErrStateMismatch = errors.New("state file belongs to another fleet")
-	ErrStateLocked   = errors.New("state file is in use by another process")
-	// ErrStateIO wraps a failure to write the state file (disk full,
+	ErrCorrupt  = errors.New("state file is corrupt")
+	ErrMismatch = errors.New("state file belongs to another fleet")
+	ErrLocked   = errors.New("state file is in use by another process")
+	// ErrIO wraps a failure to write the state file (disk full,
 	// read-only file system): a fault of the host, not of the input.
-	ErrStateIO = errors.New("state file cannot be written")
+	ErrIO = errors.New("state file cannot be written")
 )
 
-// stateVersion is the format of the state file.
-const stateVersion = 1
+// version is the format of the state file.
+const version = 1
 
 // State is what a node keeps on local disk so a restart reuses its machine
 // IDs and never goes below its reservation.
@@ -48,24 +52,24 @@ type State struct {
 	Checksum   string    `json:"checksum"` // CRC-32C of the file with this field empty
 }
 
-// StateFile is an open, locked state file. The lock is held until Close.
-type StateFile struct {
-	fs   StateFS
+// File is an open, locked state file. The lock is held until Close.
+type File struct {
+	fs   FS
 	path string
 	node string
 	lock io.Closer
 }
 
-// OpenState locks and reads the state file at path on the operating
-// system's file system: OpenStateFS(OSFS, path, nil).
-func OpenState(path string) (*StateFile, *State, error) { return OpenStateFS(OSFS, path, nil) }
+// Open locks and reads the state file at path on the operating system's
+// file system: OpenFS(OSFS, path, nil).
+func Open(path string) (*File, *State, error) { return OpenFS(OSFS, path, nil) }
 
-// OpenStateFS locks and reads the state file at path on fs. It returns a
+// OpenFS locks and reads the state file at path on fs. It returns a
 // nil *State when the file does not exist yet; a new file gets a node ID
 // from rnd (nil: crypto/rand). A nil fs is OSFS. A file that cannot be read, fails its
-// checksum, or is not valid is an error wrapping ErrStateCorrupt: it is
-// never reused or overwritten silently.
-func OpenStateFS(fs StateFS, path string, rnd io.Reader) (*StateFile, *State, error) {
+// checksum, or is not valid is an error wrapping ErrCorrupt: it is never
+// reused or overwritten silently.
+func OpenFS(fs FS, path string, rnd io.Reader) (*File, *State, error) {
 	if fs == nil {
 		fs = OSFS
 	}
@@ -76,8 +80,8 @@ func OpenStateFS(fs StateFS, path string, rnd io.Reader) (*StateFile, *State, er
 	if err != nil {
 		return nil, nil, err
 	}
-	f := &StateFile{fs: fs, path: path, lock: lock, node: newToken(rnd)[:16]}
-	st, err := readState(fs, path)
+	f := &File{fs: fs, path: path, lock: lock, node: newNodeID(rnd)}
+	st, err := read(fs, path)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
@@ -88,28 +92,37 @@ func OpenStateFS(fs StateFS, path string, rnd io.Reader) (*StateFile, *State, er
 	return f, st, nil
 }
 
-func readState(fs StateFS, path string) (*State, error) {
+// newNodeID is 16 hex digits from rnd. It reads 16 bytes, as coord's
+// owner tokens do, so a seeded source (the simulator's) draws what it
+// always drew for a state file's node ID.
+func newNodeID(rnd io.Reader) string {
+	b := make([]byte, 16)
+	_, _ = io.ReadFull(rnd, b)
+	return hex.EncodeToString(b[:8])
+}
+
+func read(fs FS, path string) (*State, error) {
 	data, err := fs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrStateCorrupt, path, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
 	var st State
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v (move it away only if this node's machine IDs are known to be unused)", ErrStateCorrupt, path, err)
+		return nil, fmt.Errorf("%w: %s: %v (move it away only if this node's machine IDs are known to be unused)", ErrCorrupt, path, err)
 	}
 	want := st.Checksum
 	st.Checksum = ""
 	if got := checksum(&st); got != want {
-		return nil, fmt.Errorf("%w: %s: checksum %q, content says %q", ErrStateCorrupt, path, want, got)
+		return nil, fmt.Errorf("%w: %s: checksum %q, content says %q", ErrCorrupt, path, want, got)
 	}
 	st.Checksum = want
-	if st.Version != stateVersion || st.Namespace == "" || st.Layout == "" || len(st.MachineIDs) == 0 || st.Token == "" {
-		return nil, fmt.Errorf("%w: %s: missing fields or unknown version %d", ErrStateCorrupt, path, st.Version)
+	if st.Version != version || st.Namespace == "" || st.Layout == "" || len(st.MachineIDs) == 0 || st.Token == "" {
+		return nil, fmt.Errorf("%w: %s: missing fields or unknown version %d", ErrCorrupt, path, st.Version)
 	}
 	return &st, nil
 }
@@ -120,23 +133,23 @@ func checksum(st *State) string {
 }
 
 // Path returns the file's path.
-func (f *StateFile) Path() string { return f.path }
+func (f *File) Path() string { return f.path }
 
 // Node returns the file's node ID (new when the file is).
-func (f *StateFile) Node() string { return f.node }
+func (f *File) Node() string { return f.node }
 
 // Save writes st atomically: a temporary file, fsync, rename over the old
 // one, fsync of the directory. When Save returns nil the state survives a
 // crash or power loss.
-func (f *StateFile) Save(st State) error {
+func (f *File) Save(st State) error {
 	if err := f.save(st); err != nil {
-		return fmt.Errorf("%w: %w", ErrStateIO, err)
+		return fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	return nil
 }
 
-func (f *StateFile) save(st State) error {
-	st.Version = stateVersion
+func (f *File) save(st State) error {
+	st.Version = version
 	st.Node = f.node
 	st.Checksum = ""
 	st.Updated = st.Updated.UTC().Truncate(time.Millisecond)
@@ -150,7 +163,7 @@ func (f *StateFile) save(st State) error {
 }
 
 // Close releases the lock.
-func (f *StateFile) Close() error {
+func (f *File) Close() error {
 	if f == nil || f.lock == nil {
 		return nil
 	}
@@ -159,13 +172,15 @@ func (f *StateFile) Close() error {
 	return err
 }
 
-// checkState verifies a state file belongs to this namespace and layout.
-func checkState(st *State, path, ns, layout string) error {
+// Check verifies that st, read from the file at path, belongs to the
+// namespace ns and the layout (its canonical text); an error wrapping
+// ErrMismatch otherwise.
+func (st *State) Check(path, ns, layout string) error {
 	if st.Namespace != ns {
-		return fmt.Errorf("%w: %s is for namespace %q, this node runs %q", ErrStateMismatch, path, st.Namespace, ns)
+		return fmt.Errorf("%w: %s is for namespace %q, this node runs %q", ErrMismatch, path, st.Namespace, ns)
 	}
 	if st.Layout != layout {
-		return fmt.Errorf("%w: %s was written with layout %s, this node runs %s", ErrStateMismatch, path, st.Layout, layout)
+		return fmt.Errorf("%w: %s was written with layout %s, this node runs %s", ErrMismatch, path, st.Layout, layout)
 	}
 	return nil
 }

@@ -1,4 +1,9 @@
-package coord
+// Package redisurl makes a go-redis client from one URL, the form every
+// flaked command and the library's examples take Redis in: standalone,
+// Sentinel or Cluster, with or without TLS, and timeouts short enough for
+// a node to notice a Redis that does not answer while it still has
+// reserved ticks.
+package redisurl
 
 import (
 	"errors"
@@ -92,6 +97,22 @@ func timeoutDefaults(q url.Values, dial, read, write *time.Duration) {
 			*d.v = DefaultTimeout
 		}
 	}
+}
+
+// SentinelOptions returns go-redis's failover options for a
+// redis-sentinel:// or rediss-sentinel:// URL (the Sentinels' addresses,
+// the master's name, the Sentinels' credentials and TLS), or nil and no
+// error for any other URL.
+func SentinelOptions(rawURL string) (*redis.FailoverOptions, error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok || !strings.HasSuffix(scheme, "-sentinel") {
+		return nil, nil
+	}
+	opt, err := failoverOptions(scheme, rest)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
+	}
+	return opt, nil
 }
 
 // failoverOptions parses the part of a redis-sentinel:// URL after its

@@ -1,6 +1,6 @@
 -- replicas.lua: how many replicas must hold a grant before its node uses
 -- it (the Go side sends WAIT <that many> on the same connection; a grant
--- WAIT does not confirm is not used). lua.go puts it after guard.lua in
+-- WAIT does not confirm is not used). contract's lua.go puts it after guard.lua in
 -- front of the granting scripts. The count is {ns}:meta's high-water mark
 -- of replicas listed, which scripts only raise (docs/design.md, Why the
 -- scripts are safe). Returns it and the replicas listed now ("ip:port

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/doctor"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
 )
 
@@ -29,13 +29,13 @@ const DefaultRedisWatchInterval = 10 * time.Second
 // INFO field redis_unsafe.
 type redisWatch struct {
 	t        doctor.Target
-	clock    flake.Clock
+	clock    clock.Clock
 	interval time.Duration
 	log      zerolog.Logger
 
 	mu      sync.Mutex
 	unsafe  map[string]doctor.Result // by check
-	timer   flake.Timer
+	timer   clock.Timer
 	stopped bool
 	runs    int
 }
@@ -44,8 +44,8 @@ type redisWatch struct {
 // guard.lua's refusals name.
 var unsafeGauged = []string{contract.UnsafeIdentity, contract.UnsafeEviction}
 
-func newRedisWatch(t doctor.Target, clock flake.Clock, interval time.Duration, log zerolog.Logger) *redisWatch {
-	return &redisWatch{t: t, clock: clock, interval: interval, log: log, unsafe: map[string]doctor.Result{}}
+func newRedisWatch(t doctor.Target, clk clock.Clock, interval time.Duration, log zerolog.Logger) *redisWatch {
+	return &redisWatch{t: t, clock: clk, interval: interval, log: log, unsafe: map[string]doctor.Result{}}
 }
 
 // start schedules the first run an interval from now.
@@ -65,7 +65,7 @@ func (w *redisWatch) stop() {
 }
 
 func (w *redisWatch) tick() {
-	ctx, cancel := context.WithTimeout(context.Background(), min(w.interval, doctorTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), min(w.interval, doctor.CheckTimeout))
 	defer cancel()
 	w.update(doctor.RunLive(ctx, w.t))
 	w.mu.Lock()

@@ -17,9 +17,9 @@ local P = 2 ^ bits
 local MASK = P - 1
 
 local _, _, nowUs = redisNow()
-local T = math.floor((nowUs - epochUs) / unitUs)
+local T = tickOf(nowUs, epochUs, unitUs)
 local _, lossMs = guard(KEYS[4], KEYS[3], {'host', A.host, 'pid', A.pid}, T)
-local lossTick = tickOf(lossMs + redisSkewMs, epochUs, unitUs)
+local lossTick = tickOf((lossMs + redisSkewMs) * 1000, epochUs, unitUs)
 
 local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
 local function maxOf(a, b) if less(a, b) then return b end return a end
@@ -40,7 +40,7 @@ local cur
 if stored[1] then
   cur = {tonumber(stored[1]), tonumber(stored[2])}
   if not cur[1] or not cur[2] or cur[2] > MASK then
-    return redis.error_reply('ERR ' .. KEYS[1] .. ' holds tick ' .. stored[1] .. ' seq ' .. tostring(stored[2]) .. ': not a counter value')
+    fail('INVALID', KEYS[1] .. ' holds tick ' .. stored[1] .. ' seq ' .. tostring(stored[2]) .. ': not a counter value')
   end
   cur = maxOf(maxOf(cur, {T - 1, MASK}), {lossTick + lossLead, MASK})
 else
@@ -49,7 +49,7 @@ else
 end
 local minValue = {tonumber(A.minTick), tonumber(A.minSeq)}
 if not minValue[1] or not minValue[2] then
-  return redis.error_reply('ERR counter.lua: min value ' .. tostring(A.minTick) .. ' ' .. tostring(A.minSeq) .. ' is not a counter value')
+  fail('INVALID', 'counter.lua: min value ' .. tostring(A.minTick) .. ' ' .. tostring(A.minSeq) .. ' is not a counter value')
 end
 cur = maxOf(cur, pred(minValue))
 cur = maxOf(cur, {-1, MASK})

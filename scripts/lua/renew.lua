@@ -18,7 +18,7 @@ local layout, node, knownLoss = A.layout, A.node, A.lossID
 local epochUs, unitUs = tonumber(A.epochUs), tonumber(A.tickUs)
 local ids = list(A.ids)
 local nowText, _, nowUs = redisNow()
-local tick = math.floor((nowUs - epochUs) / unitUs)
+local tick = tickOf(nowUs, epochUs, unitUs)
 
 local _, lossMs, how, lossID = guard(KEYS[4], KEYS[2], {'token', token, 'host', host, 'pid', pid, 'addr', addr}, tick)
 if how == 'created' then

@@ -1,6 +1,6 @@
 -- init.lua: make the registry of a fleet (flaked init): {ns}:meta and
--- {ns}:layout, which no node's call makes (guard.lua). lua.go puts
--- guard.lua in front.
+-- {ns}:layout, which no node's call makes (guard.lua). contract's lua.go
+-- puts guard.lua in front.
 --
 -- KEYS[1] {ns}:meta KEYS[2] {ns}:layout KEYS[3] {ns}:events
 -- ARGV and reply: InitArgs (init.go).
@@ -20,7 +20,7 @@ if stored then
 end
 local _, _, nowUs = redisNow()
 local _, lossMs, _, lossID = guard(KEYS[1], KEYS[3], {'host', A.host, 'pid', A.pid},
-  math.floor((nowUs - tonumber(A.epochUs)) / tonumber(A.tickUs)))
+  tickOf(nowUs, tonumber(A.epochUs), tonumber(A.tickUs)))
 fleetValue(KEYS[1], 'horizon', A.horizon)
 redis.call('SET', KEYS[2], A.layout)
 emit('init', '', 'layout', A.layout, 'generation', A.generation, 'loss_id', lossID, 'detail', 'registry made by flaked init')

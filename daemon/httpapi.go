@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -18,15 +18,16 @@ import (
 	"github.com/flaked/flaked/node"
 )
 
-// startHTTPAPI serves the HTTP API and the status page on --http-listen:
-// TLS with the Redis side's certificate when --tls-cert is set, and
-// --requirepass as the bearer token (one secret for both listeners). Its
+// startHTTPAPI serves the HTTP API and the status page on HTTPListen:
+// TLS with the Redis side's certificate when it has one (--tls-cert), and
+// its password (--requirepass) as the bearer token (one secret for both
+// listeners). Its
 // request counters go into reg, the registry /metrics serves.
-func startHTTPAPI(o serveOptions, n *node.Node, reg prometheus.Registerer) (*http.Server, error) {
-	ns := o.node.Registry.Namespace
+func startHTTPAPI(o Options, n *node.Node, reg prometheus.Registerer) (*http.Server, error) {
+	ns := o.Node.Registry.Namespace
 	ho := httpapi.Options{
-		Generator: n, Token: o.server.RequirePass, MaxBatch: o.server.MaxBatch, Registerer: reg, Logger: o.server.Logger,
-		Host: o.node.Registry.Owner.Host, PID: o.node.Registry.Owner.PID,
+		Generator: n, Token: o.Server.RequirePass, MaxBatch: o.Server.MaxBatch, Registerer: reg, Logger: o.Server.Logger,
+		Host: o.Node.Registry.Owner.Host, PID: o.Node.Registry.Owner.PID,
 	}
 	// A standalone node has no fleet to show: its embedded store answers
 	// TIME at once even inside MULTI, where the audit reads it.
@@ -37,19 +38,19 @@ func startHTTPAPI(o serveOptions, n *node.Node, reg prometheus.Registerer) (*htt
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", o.httpListen)
+	ln, err := net.Listen("tcp", o.HTTPListen)
 	if err != nil {
-		return nil, fmt.Errorf("--http-listen %s: %w", o.httpListen, err)
+		return nil, fmt.Errorf("--http-listen %s: %w", o.HTTPListen, err)
 	}
-	if o.server.TLSConfig != nil {
-		ln = tls.NewListener(ln, o.server.TLSConfig.Clone())
+	if o.Server.TLSConfig != nil {
+		ln = tls.NewListener(ln, o.Server.TLSConfig.Clone())
 	}
 	// net/http's own messages (TLS handshake errors of scanners and of
 	// plain-HTTP clients) are client noise: debug level.
-	errLog := log.New(debugWriter{o.server.Logger}, "", 0)
+	errLog := log.New(debugWriter{o.Server.Logger}, "", 0)
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 	go func() { _ = hs.Serve(ln) }()
-	o.server.Logger.Info().Str("addr", ln.Addr().String()).Bool("tls", o.server.TLSConfig != nil).Msg("serving the HTTP API and status page")
+	o.Server.Logger.Info().Str("addr", ln.Addr().String()).Bool("tls", o.Server.TLSConfig != nil).Msg("serving the HTTP API and status page")
 	return hs, nil
 }
 
