@@ -343,12 +343,15 @@ func (c *Counter) await(ctx context.Context, s *segment) error {
 
 // installLocked makes seg the current segment. The old one is spent.
 // The prefetch starts when half of seg is left, or earlier when, at the
-// rate the old one was used, less would not outlast 4 round trips.
+// rate the old one was used, less would not last the hold (or 4 round
+// trips): a segment Redis cut short at its TIME + the lead (the counter
+// runs that far ahead when segments are large or the rate high) would
+// otherwise hold less than the hold when its prefetch fails.
 func (c *Counter) installLocked(seg *segment) {
 	now := c.opts.Clock.Now()
-	if prev := c.cur.Load(); prev.n > 0 && c.latency > 0 {
+	if prev := c.cur.Load(); prev.n > 0 {
 		if el := now.Sub(prev.installed); el > 0 {
-			need := int64(float64(prev.n) * float64(4*c.latency) / float64(el))
+			need := int64(float64(prev.n) * float64(max(c.opts.Hold, 4*c.latency)) / float64(el))
 			if need > seg.n/2 {
 				seg.fetchAt.Store(max(seg.n-min(need, seg.n), seg.next.Load()))
 			}

@@ -110,15 +110,17 @@ func (n *Node) startFlakeLocked(ctx context.Context) error {
 			return err
 		}
 	}
+	// The floor's next tick granted when Redis can, so nobody waits for
+	// the clock. A floor further ahead than max wait is refused only when
+	// callers would wait for it: one Redis grants past already (the last
+	// counter value a node in auto mode issued, its counter running up to
+	// its lead ahead of Redis TIME) starts at once.
 	floor := n.floorLocked()
-	if gap := floor - n.clockTick(); gap > n.maxW {
+	if gap := floor - n.clockTick(); !n.startsNowLocked(ctx) && gap > n.maxW {
 		return fmt.Errorf("%w: machine IDs %v start at tick %d (%s), %v ahead of this clock, max wait %v; fix the clock or run in auto mode",
 			ErrClockBehind, n.lease.MachineIDs(), floor+1, n.reg.Layout().TickTime(floor+1).Format(time.RFC3339Nano),
 			time.Duration(gap)*n.reg.Layout().TimeUnit, n.reg.Options().MaxWait)
 	}
-	// The floor's next tick granted when Redis can, so nobody waits for
-	// the clock.
-	n.startsNowLocked(ctx)
 	s := n.reg.Layout().Settings() // the whole layout: width and region too
 	s.MachineIDs, s.MaxLead = n.lease.MachineIDs(), n.opts.MaxLead
 	s.Floor, s.Reserved, s.Reserve, s.ReserveAhead = floor, n.lease.Granted(), n.lease.Reserve, n.opts.ReserveAhead
