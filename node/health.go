@@ -86,7 +86,7 @@ func (n *Node) checkAutoFlakeLocked(ctx context.Context, now time.Duration) {
 		if !n.drainingLocked() {
 			return
 		}
-		reason = "the ticks granted before a possible data loss are spent"
+		reason = "the ticks granted under the lost lease are spent"
 	}
 	if err := n.restartFlakeLocked(ctx, true); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
 		return // a fresh lease fixed it (e.g. a lost lease reclaimed)

@@ -170,9 +170,9 @@ func (n *Node) stopFlakeLocked() {
 }
 
 // restartFlakeLocked replaces a lost (or missing) lease and its generator,
-// staying in flake mode. A lease lost to a possible data loss keeps its
-// generator issuing under what it had granted while a new lease is
-// claimed, until the new one's generator can take over (drain.go). With
+// staying in flake mode. A lost lease keeps its generator issuing under
+// what it had granted while a new lease is claimed, until the new one's
+// generator can take over (drain.go). With
 // noWait a new lease whose generator would not issue at once (claimed
 // again within a second of a Redis restart or failover: at the loss floor,
 // which Redis does not grant past yet) gets no generator, so no caller
@@ -180,13 +180,17 @@ func (n *Node) stopFlakeLocked() {
 // callers wait (up to MaxWait, which startFlakeLocked checks).
 func (n *Node) restartFlakeLocked(ctx context.Context, noWait bool) error {
 	if n.lease != nil && n.lease.Err() != nil {
-		if n.drainsLocked() {
+		switch {
+		case n.drainsLocked():
 			// Everything the generator may still issue is at most this.
 			n.bound = max(n.bound, n.lease.Granted())
 			n.log.Warn().Err(n.lease.Err()).Ints("machine_ids", n.lease.MachineIDs()).Int64("granted", n.lease.Granted()).
 				Msg("issuing on under the ticks already granted while claiming again")
-		} else {
+		case n.genLease == n.lease || errors.Is(n.lease.Err(), coord.ErrLayoutMismatch):
 			n.stopFlakeLocked()
+		default:
+			// A replacement lost while the generator drains an older
+			// lease: that grant is as safe to issue from as before.
 		}
 		n.dropLeaseLocked(ctx)
 	}
