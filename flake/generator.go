@@ -412,8 +412,15 @@ func (g *Generator) slow(ctx context.Context) error {
 			g.updateLimit()
 			return nil
 		}
+		// Wait for the clock: to let need be issued, or, when the clock
+		// lets it already and the grant does not, to bring it within max
+		// lead, where it is reserved (the branch above).
+		until := need - g.leadTicks
+		if need > g.runLimit(now) {
+			until = g.clockFor(need)
+		}
 		g.waits.Add(1)
-		if err := g.waitTick(ctx, ch, g.clockFor(need)); err != nil {
+		if err := g.waitTick(ctx, ch, until); err != nil {
 			return fmt.Errorf("%w: next tick %d is %v ahead of the clock, max lead is %v: %w",
 				ErrMaxLead, need, time.Duration(need-now)*g.layout.TimeUnit,
 				time.Duration(g.leadTicks)*g.layout.TimeUnit, err)
