@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -433,4 +434,29 @@ func (p *probe) lastError() string {
 		}
 	}
 	return ""
+}
+
+// listensOrExits waits until d listens (true) or its process exits
+// (false: it may be launched again), giving up after within (true: the
+// caller goes on with what it has).
+func (d *Daemon) listensOrExits(within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		d.mu.Lock()
+		select {
+		case <-d.exit:
+			d.cmd = nil
+			d.mu.Unlock()
+			return false
+		default:
+		}
+		d.mu.Unlock()
+		if c, err := net.DialTimeout("tcp", d.Addr(), 100*time.Millisecond); err == nil {
+			c.Close()
+			d.down.Store(false)
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }
