@@ -162,6 +162,18 @@ func (l *Lease) OnLost(f func()) {
 // fsyncs it to the state file, then returns it: the flake.Settings.Reserve
 // hook. It fails, granting nothing new, when the lease is lost or Redis or
 // the disk fail; the generator then keeps issuing only what it holds.
+//
+// A renewal the replicas did not acknowledge (ErrNotReplicated) fails the
+// same way, and is no reason to stop issuing below what was granted and
+// acknowledged before: renew.lua ran on the master, so it only raised the
+// reservation stored there, and every claim of these IDs starts above the
+// stored reservation, by whoever makes it; where the master lost that
+// renewal (a replica promoted without it), the promoted replica holds
+// every acknowledged grant and its loss floor (its promotion + the
+// Redis clocks' skew + the horizon, guard.lua) is above every grant made
+// before the promotion, acknowledged or not. So what the generator holds
+// stays its own to issue for the whole reach, whatever the replicas do;
+// only what it was not granted yet waits for them.
 func (l *Lease) Reserve(ctx context.Context, upTo int64) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -139,6 +139,10 @@ type ClaimOptions struct {
 	// StartNow takes only IDs whose reservation is below our clock, so the
 	// caller needs no floor (the sonyflake adapters: sonyflake cannot wait).
 	StartNow bool
+	// Prefer are machine IDs to take when free, when Previous names none
+	// (a node claiming again after its lease was lost prefers the IDs it
+	// held: their floor is its own reservation).
+	Prefer []int
 }
 
 // Claim leases machine IDs. It checks the clock against Redis TIME first,
@@ -175,6 +179,9 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		if bugs.StateFileToken {
 			lease.token = p.Token
 		}
+	}
+	if len(prefer) == 0 {
+		prefer = co.Prefer
 	}
 	if err := r.checkClock(ctx); err != nil {
 		return nil, err

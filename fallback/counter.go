@@ -277,12 +277,15 @@ func (c *Counter) await(ctx context.Context, s *segment.Segment[span]) error {
 
 // installLocked is called as seg becomes the current segment; the old one
 // is spent. The prefetch starts when half of seg is left, or earlier when,
-// at the rate the old one was used, less would not outlast 4 round trips.
+// at the rate the old one was used, less would not last the hold (or 4
+// round trips): a segment Redis cut short at its TIME + the lead (the
+// counter runs that far ahead when segments are large or the rate high)
+// would otherwise hold less than the hold when its prefetch fails.
 func (c *Counter) installLocked(seg *segment.Segment[span]) {
 	now := c.opts.Clock.Now()
-	if prev := c.buf.Current(); prev.N() > 0 && c.latency > 0 {
+	if prev := c.buf.Current(); prev.N() > 0 {
 		if el := now.Sub(prev.Meta.installed); el > 0 {
-			need := int64(float64(prev.N()) * float64(4*c.latency) / float64(el))
+			need := int64(float64(prev.N()) * float64(max(c.opts.Hold, 4*c.latency)) / float64(el))
 			if need > seg.N()/2 {
 				seg.SetFetchAt(max(seg.N()-min(need, seg.N()), seg.Taken()))
 			}

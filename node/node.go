@@ -56,6 +56,7 @@ type Node struct {
 	reg   *coord.Registry
 	state *statefile.File
 	prev  *statefile.State // the state file as opened
+	lost  []int            // the machine IDs of the last lease lost, preferred by the next claim
 	maxW  int64            // MaxWait in ticks
 
 	// mu serializes mode switches and lease changes; NextID takes it only

@@ -237,5 +237,24 @@ func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
 		// counter mode too.
 		co.Hold = max(fallback.DefaultHold, o.ReserveAhead)
 	}
+	if co.MaxLead == 0 {
+		// What a counter node holds are values ahead of Redis TIME: a
+		// segment runs from the tick of its fetch on, 2^seq bits values a
+		// tick, and Redis hands out none past TIME + the lead. A lead of
+		// a second held at most a second of the counter machine ID's rate
+		// (25,600 IDs/s at the default layout: 2,560 IDs/s held for 10 s);
+		// the reach of a flake reservation (max lead + reserve ahead) holds
+		// the hold at any rate the counter machine ID sustains. After a
+		// possible loss the counter restarts as far ahead (loss + skew +
+		// lead), as claims start at loss + skew + horizon.
+		co.MaxLead = max(fallback.DefaultMaxLead, o.MaxLead+o.ReserveAhead)
+	}
+	if co.MaxSegment == 0 {
+		// A segment sized for twice the hold at the rate (nextSizeLocked)
+		// is cut short by nothing but the lead: up to what the counter
+		// machine ID issues in twice the hold.
+		perSecond := int64(time.Second/co.Layout.TimeUnit) << co.Layout.BitsSequence
+		co.MaxSegment = int(min(max(fallback.DefaultMaxSegment, int64(co.MinSegment), 2*int64(co.Hold/time.Second)*perSecond), fallback.SegmentLimit))
+	}
 	return co
 }
