@@ -78,7 +78,7 @@ func NewRegistry(rdb redis.UniversalClient, opts Options) (*Registry, error) {
 		return nil, err
 	}
 	keys := contract.NewKeys(o.Namespace)
-	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Monotonic: o.Clock.Monotonic}}, nil
+	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Clock: o.Clock}}, nil
 }
 
 // Options returns the registry's options with defaults filled in.

@@ -140,7 +140,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Sequences, error) {
 		return nil, err
 	}
 	s := &Sequences{rdb: rdb, opts: o, keys: contract.NewKeys(o.Namespace)}
-	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Monotonic: o.Clock.Monotonic}
+	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Clock: o.Clock}
 	s.tags.Store(&map[string]*tag{})
 	s.known.Store(o.Known)
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -179,26 +179,6 @@ func fullSyncs(t testing.TB, m *redistest.Server) int {
 	return 0
 }
 
-// refusals is how many grants the fleet's daemons saw refused or failed
-// so far (INFO reserve_errors, lease_renewal_failures and
-// counter_fetch_errors, summed): a fault test that means the replicas to
-// refuse grants checks that they did.
-func (f *modeFleet) refusals(t testing.TB) int {
-	t.Helper()
-	n := 0
-	for _, m := range f.members {
-		info, err := m.d.Info(ctxT(t))
-		if err != nil {
-			continue
-		}
-		for _, k := range []string{"reserve_errors", "lease_renewal_failures", "counter_fetch_errors"} {
-			v, _ := strconv.Atoi(info[k])
-			n += v
-		}
-	}
-	return n
-}
-
 // partition cuts the master off from its replicas and the Sentinels (and
 // the nodes that reach it through them), leaving the nodes that reach it
 // directly; heal undoes it.

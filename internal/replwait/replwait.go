@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/bugs"
 	"github.com/flaked/flaked/internal/redisinfo"
@@ -83,9 +84,9 @@ type Waiter struct {
 	// Sentinels, when set, are the Sentinels watching the master: a grant
 	// they vouch for (sentinel.go) is used without waiting for replicas.
 	Sentinels Sentinels
-	// Monotonic reads the clock the Sentinel rule measures with; nil
-	// means the process's monotonic clock.
-	Monotonic func() time.Duration
+	// Clock is what the Sentinel rule measures with and waits on; nil
+	// means the process's clock.
+	Clock clock.Clock
 
 	last atomic.Pointer[Status]
 }
@@ -99,13 +100,50 @@ type Status struct {
 // Last returns the outcome of the last grant Run made (nil before any).
 func (w *Waiter) Last() *Status { return w.last.Load() }
 
-var processStart = time.Now()
+var systemClock = clock.System()
 
-func (w *Waiter) now() time.Duration {
-	if w.Monotonic != nil {
-		return w.Monotonic()
+func (w *Waiter) clock() clock.Clock {
+	if w.Clock != nil {
+		return w.Clock
 	}
-	return time.Since(processStart)
+	return systemClock
+}
+
+func (w *Waiter) now() time.Duration { return w.clock().Monotonic() }
+
+// checkTries and checkRetry: how often check asks the Sentinels again
+// while their answers leave too little time for a grant, and how long
+// apart (a Sentinel PINGs a master every down-after, up to once a
+// second).
+const (
+	checkTries = 4
+	checkRetry = 150 * time.Millisecond
+)
+
+// check asks the Sentinels before a grant until their answers leave it
+// time to come back in: a Sentinel whose PING to the master is pending, or
+// whose last reply is nearly down-after old, vouches for nothing until its
+// next PING, a fraction of a second later, which is cheaper to wait for
+// than a grant that then waits for the replicas (--replica-wait). Any
+// other refusal is final at once. It returns the answers and when the
+// check that got them was sent.
+func (w *Waiter) check(ctx context.Context) ([]SentinelView, time.Duration) {
+	for i := 1; ; i++ {
+		sent := w.now()
+		vs := w.Sentinels.Views(ctx)
+		runID := ""
+		for _, v := range vs {
+			if v.Err == nil {
+				runID = v.RunID
+				break
+			}
+		}
+		win := WindowOf(sent, vs, runID)
+		short := win.Soon || win.Until > 0 && win.Until-w.now() < MaxCheckAge/2
+		if !short || i == checkTries || clock.Sleep(ctx, w.clock(), checkRetry) != nil {
+			return vs, sent
+		}
+	}
 }
 
 // Run runs s on rdb (the master of keys[0]'s slot on a Cluster) and
@@ -147,11 +185,11 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	conn := c.Conn()
 	defer conn.Close()
 
-	var views chan []SentinelView
-	sent := w.now()
-	if w.Sentinels != nil && w.Meta != "" {
-		views = make(chan []SentinelView, 1)
-		go func() { views <- w.Sentinels.Views(ctx) }()
+	var vs []SentinelView
+	var sent time.Duration
+	sentinels := w.Sentinels != nil && w.Meta != ""
+	if sentinels {
+		vs, sent = w.check(ctx)
 	}
 	v, server, err := script(ctx, conn, s, keys, argv, w.Meta)
 	replied := w.now()
@@ -169,12 +207,7 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		res.Acked, res.Via = res.Need, "replicas"
 		return v, res, nil
 	}
-	if views != nil {
-		var vs []SentinelView
-		select {
-		case vs = <-views:
-		case <-ctx.Done():
-		}
+	if sentinels {
 		runID, _, _ := strings.Cut(server, ":")
 		win := WindowOf(sent, vs, runID)
 		if win.Until > 0 && replied < win.Until {
@@ -197,9 +230,9 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		res.Via = "replicas"
 		return v, res, nil
 	}
-	sentinels := ""
+	why := ""
 	if res.Sentinels != "" {
-		sentinels = "; the Sentinels do not vouch for it: " + res.Sentinels
+		why = "; the Sentinels do not vouch for it: " + res.Sentinels
 	}
 	if w.Floor > toInt(v[needAt]) {
 		// The floor, not the mark, asks for more: say so, naming the
@@ -207,13 +240,13 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s)%s; "+
 			"--min-replicas is %d (1 by default through Sentinel): bring a replica back, or start the nodes with "+
 			"--min-replicas 0 to use grants no replica holds (a split brain may then repeat IDs: docs/model.md)",
-			ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), sentinels, w.Floor)
+			ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), why, w.Floor)
 	}
 	return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s)%s; "+
 		"the fleet's high-water mark of replicas is %d: bring the missing replicas back, "+
 		"or, for a replica away for a while (a planned restart), lower the mark with flaked audit replicas --set %d "+
 		"(it rises again by itself when the replica is listed again)",
-		ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), sentinels, res.Need, max(res.Need-1, 0))
+		ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), why, res.Need, max(res.Need-1, 0))
 }
 
 // script runs s on conn, then reads meta's server field (the identity

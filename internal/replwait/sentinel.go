@@ -87,6 +87,9 @@ type Sentinels interface {
 type Window struct {
 	Until time.Duration
 	Why   string
+	// Soon: every Sentinel answered and vouches, but one of them has
+	// too little of its down-after left; its next PING gives more.
+	Soon bool
 }
 
 // rateMargin is the share of down-after kept back for the Sentinels' and
@@ -137,7 +140,7 @@ func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
 		return Window{Why: fmt.Sprintf("%d of the %d Sentinels answered", n, max(len(required), known))}
 	}
 	if until <= sent {
-		return Window{Why: "a Sentinel's PING to the master is pending for nearly its down-after-milliseconds"}
+		return Window{Why: "a Sentinel's PING to the master is pending for nearly its down-after-milliseconds", Soon: true}
 	}
 	return Window{Until: until}
 }
