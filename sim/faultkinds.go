@@ -156,12 +156,7 @@ func (f Fault) deploymentString() string {
 	case FaultEvictVolatile, FaultEvictAllKeys:
 		return fmt.Sprintf(" for %v, a key every %v", f.For, f.Delay)
 	case FaultSplitBrain:
-		var nodes []int
-		for i := range 8 {
-			if f.Reach&(1<<i) != 0 {
-				nodes = append(nodes, i)
-			}
-		}
+		nodes := reachNodes(f.Reach)
 		return fmt.Sprintf(": nodes %v stay on the old master for %v", nodes, f.For)
 	case FaultInfoNoPerm, FaultInfoRenamed:
 		return fmt.Sprintf(" from the start, for %v", f.For)
@@ -203,7 +198,7 @@ func (r *run) injectDeployment(f Fault) {
 		for i := range r.slots {
 			reach[i] = f.Reach&(1<<i) != 0
 		}
-		d.splitBrain(reach, f.For)
+		d.splitBrain(f, reach)
 	case FaultInfoNoPerm, FaultInfoRenamed:
 		fault := simredis.InfoNoPerm
 		if f.Kind == FaultInfoRenamed {
@@ -211,9 +206,11 @@ func (r *run) injectDeployment(f Fault) {
 		}
 		srv := d.srv
 		srv.SetInfoFault(fault)
+		d.infoFault, d.infoUntil = fault, now+f.For // and every master promoted meanwhile
 		r.w.at(now+f.For, nil, func() { srv.SetInfoFault(simredis.InfoOK) })
 	case FaultRedisSkew:
-		d.failover(f.Delay)
+		d.skewNext = f.Delay
+		d.failover(f)
 	case FaultRewrite:
 		var from *simredis.Data // the newest backup that holds the fleet
 		for i := len(d.backups) - 1; i >= 0 && from == nil; i-- {

@@ -59,7 +59,9 @@ func (r *run) initRegistry() error {
 	if err := rdb.HSet(ctx, keys[0], contract.MetaLossMs, 0).Err(); err != nil {
 		return fmt.Errorf("init registry: %w", err)
 	}
-	d.replicate()
+	for _, h := range d.replicas() {
+		d.sync(h)
+	}
 	d.save()
 	return nil
 }
