@@ -31,6 +31,7 @@ var initScript = redis.NewScript(contract.Init)
 func (r *run) initRegistry() error {
 	d := r.redis
 	srv := d.srv
+	d.list(srv) // the master lists its replicas: init.lua's mark starts from them
 	rdb := simredis.NewClient(func(_ context.Context, args []string) (any, error) {
 		return srv.Do(r.mutate(args))
 	})

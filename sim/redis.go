@@ -66,6 +66,11 @@ type host struct {
 	// brain's partition); sentinelCut: no Sentinel can.
 	nodeCut     map[int]time.Duration
 	sentinelCut time.Duration
+	// replCut: as a master, cut off from its replicas until then, but for
+	// those on its side (sideOf, until sideUntil).
+	replCut   time.Duration
+	sideOf    *host
+	sideUntil time.Duration
 
 	// As a replica: what it has received, the history it holds (the
 	// master_replid it synced with), the server it follows (nil: none),
@@ -210,8 +215,20 @@ func (d *deployment) route(i int) (*simredis.Server, *host) {
 // holds: online at once with srv's data) or a full one (listed, not
 // acknowledging, until the sync is done; its data is then srv's).
 func (d *deployment) attach(h *host, srv *simredis.Server, full bool) {
+	if until := d.cutOff(h, d.hostOf(srv)); until > d.w.now {
+		// A partition keeps it from that master: it connects once it heals.
+		d.detach(h, false)
+		gen := h.gen
+		d.w.atMid(until, func() {
+			if h.gen == gen && d.live(srv) && h != d.m {
+				d.attach(h, srv, full)
+			}
+		})
+		return
+	}
 	h.gen++
 	h.follows, h.cutUntil, h.lagUntil, h.linkDown, h.confAt = srv, 0, 0, -1, d.w.now
+	d.log("%s follows %s (%s sync)", h.addr, d.hostOf(srv).addr, map[bool]string{true: "full", false: "partial"}[full])
 	if !full {
 		d.sync(h)
 		return
@@ -223,6 +240,15 @@ func (d *deployment) attach(h *host, srv *simredis.Server, full bool) {
 			d.sync(h)
 		}
 	})
+}
+
+// cutOff is until when a partition keeps replica h from master m (0:
+// none).
+func (d *deployment) cutOff(h, m *host) time.Duration {
+	if m.replCut > d.w.now && !(h.sideOf == m && h.sideUntil > d.w.now) {
+		return m.replCut
+	}
+	return 0
 }
 
 // syncTime is how long a full sync takes: the master's fork and RDB, the
@@ -377,11 +403,14 @@ func (d *deployment) wait(srv *simredis.Server, args []string) (time.Duration, f
 	}
 	snap := srv.Snapshot()
 	return took, func() {
+		var by []string
 		for _, a := range acks {
 			if a.at <= took && a.h.follows == srv && d.linked(a.h) {
 				a.h.data, a.h.acked, a.h.replID = snap, snap.Offset(), srv.ReplID()
+				by = append(by, a.h.addr)
 			}
 		}
+		d.log("WAIT %d on %s: acknowledged by %v after %v", n, d.hostOf(srv).addr, by, took)
 	}
 }
 
@@ -431,10 +460,7 @@ func (d *deployment) promote(h *host, p promotion) {
 	if d.skewNext > 0 {
 		h.clock.skew, d.skewNext = oldHost.clock.skew-d.skewNext, 0
 	}
-	replID2 := ""
-	if h.follows == old || h.replID == old.ReplID() {
-		replID2 = h.replID
-	}
+	replID2 := h.replID // PSYNC2: the history it followed
 	d.detach(h, h.cutUntil > d.w.now)
 	srv := simredis.New(h.clock.now, d.rng)
 	data := h.data
@@ -507,6 +533,8 @@ func (d *deployment) endOld() {
 	if d.up(o.h) {
 		o.h.data, o.h.replID = o.srv.Snapshot(), o.srv.ReplID()
 		d.attach(o.h, d.srv, true)
+	} else {
+		d.crashed(o.h, o.srv, o.h.downUntil)
 	}
 	for _, h := range d.hosts {
 		if h.follows == o.srv && h != d.m {
@@ -582,6 +610,15 @@ func (d *deployment) splitBrain(f Fault, reach map[int]bool) {
 		}
 	}
 	h.cutAt, h.cutUntil = d.w.now, end
+	old := d.m
+	old.replCut = max(old.replCut, end)
+	if f.Stay {
+		for _, o := range d.replicas() {
+			if o != h {
+				o.sideOf, o.sideUntil = old, end
+			}
+		}
+	}
 	d.promote(h, promotion{keep: true, until: until, end: end, follow: f.Follow && !f.Stay, stay: f.Stay})
 }
 

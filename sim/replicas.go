@@ -55,8 +55,13 @@ func (s *Schedule) drawReplicas(seed uint64) {
 	}
 	sentinel := x.IntN(2) == 0
 	if sentinel {
+		// down-after from 300 ms to 30 s (Redis's default): half of them
+		// up to 5 s, a common setting.
 		s.Sentinel = &SentinelConfig{Count: 3, Quorum: 2, DownAfter: x.dur(300*time.Millisecond, 5*time.Second),
 			FailoverTimeout: x.dur(5*time.Second, 60*time.Second)}
+		if x.IntN(2) == 0 {
+			s.Sentinel.DownAfter = x.dur(5*time.Second, 30*time.Second)
+		}
 		if x.IntN(4) == 0 {
 			s.Sentinel.Quorum = 1
 		}
@@ -83,27 +88,26 @@ func (s *Schedule) drawReplicas(seed uint64) {
 		}
 		s.Faults = append(s.Faults, f)
 	}
-	if !sentinel {
-		return
-	}
-	for range x.IntN(4) {
-		f := Fault{At: at(), Sentinel: x.IntN(s.Sentinel.Count), Node: x.IntN(n)}
-		switch x.IntN(5) {
-		case 0:
-			f.Kind, f.For = FaultSentinelAway, x.dur(time.Second, 60*time.Second)
-		case 1:
-			f.Kind, f.For = FaultSentinelDisagree, x.dur(time.Second, 30*time.Second)
-		case 2:
-			f.Kind, f.For = FaultSentinelNodeCut, x.dur(time.Second, 30*time.Second)
-		case 3:
-			f.Kind, f.Replica, f.Follow = FaultSentinelFailover, x.IntN(2), x.IntN(3) != 0
-		default:
-			f.Kind, f.For, f.Stay = FaultSentinelMasterCut, x.dur(300*time.Millisecond, 2*s.LeaseTTL), x.IntN(3) == 0
-			f.Reach = uint(x.IntN(1 << n))
+	if sentinel {
+		for range x.IntN(4) {
+			f := Fault{At: at(), Sentinel: x.IntN(s.Sentinel.Count), Node: x.IntN(n)}
+			switch x.IntN(5) {
+			case 0:
+				f.Kind, f.For = FaultSentinelAway, x.dur(time.Second, 60*time.Second)
+			case 1:
+				f.Kind, f.For = FaultSentinelDisagree, x.dur(time.Second, 30*time.Second)
+			case 2:
+				f.Kind, f.For = FaultSentinelNodeCut, x.dur(time.Second, 30*time.Second)
+			case 3:
+				f.Kind, f.Replica, f.Follow = FaultSentinelFailover, x.IntN(2), x.IntN(3) != 0
+			default:
+				f.Kind, f.For, f.Stay = FaultSentinelMasterCut, x.dur(300*time.Millisecond, 2*s.LeaseTTL), x.IntN(3) == 0
+				f.Reach = uint(x.IntN(1 << n))
+			}
+			s.Faults = append(s.Faults, f)
 		}
-		s.Faults = append(s.Faults, f)
 	}
-	s.drawSentinelPatterns(x)
+	s.drawReplicaPatterns(x)
 }
 
 // replicaString describes a fault of the kinds above.
@@ -227,7 +231,7 @@ func (r *run) masterCut(f Fault, reach uint) {
 	d, now := r.redis, r.w.now
 	end := now + f.For
 	m := d.m
-	m.sentinelCut = max(m.sentinelCut, end)
+	m.sentinelCut, m.replCut = max(m.sentinelCut, end), max(m.replCut, end)
 	for i := range r.slots {
 		if reach&(1<<i) == 0 {
 			m.nodeCut[i] = max(m.nodeCut[i], end)
@@ -237,6 +241,7 @@ func (r *run) masterCut(f Fault, reach uint) {
 	for k, h := range reps {
 		if f.Stay && k == f.Replica%len(reps) {
 			h.sentinelCut = max(h.sentinelCut, end) // on the master's side
+			h.sideOf, h.sideUntil = m, end
 			continue
 		}
 		if h.follows == d.srv && h.cutUntil <= now {
@@ -280,6 +285,23 @@ func (r *run) injectSentinelRedis(f Fault) bool {
 	return false
 }
 
-// drawSentinelPatterns adds the Sentinel patterns a schedule with
-// Sentinels draws.
-func (s *Schedule) drawSentinelPatterns(x drawer) {}
+// PatternFailoverInFlight, a pattern of Sentinel schedules: a forced
+// failover while Redis is slow or a node's requests are delayed, so grants
+// in flight when it lands run on the old master after the promotion, their
+// Sentinel check sent before it.
+const PatternFailoverInFlight = "failover-in-flight"
+
+// drawReplicaPatterns adds the patterns a schedule with Sentinels draws,
+// with probability 1 in 6 each.
+func (s *Schedule) drawReplicaPatterns(x drawer) {
+	n := len(s.Nodes)
+	if s.Sentinel == nil || x.IntN(6) != 0 {
+		return
+	}
+	at := x.dur(2*time.Second, s.Duration-10*time.Second)
+	slow := Fault{At: at, Kind: FaultRedisSlow, For: x.dur(2*time.Second, 10*time.Second), Delay: x.dur(200*time.Millisecond, 4*time.Second)}
+	if x.IntN(2) == 0 {
+		slow.Kind, slow.Node = FaultDelay, x.IntN(n)
+	}
+	s.Faults = append(s.Faults, slow, Fault{At: at + x.dur(0, slow.For), Kind: FaultSentinelFailover, Sentinel: x.IntN(s.Sentinel.Count)})
+}

@@ -72,6 +72,9 @@ func markOf(srv *simredis.Server) markState {
 func (r *run) ruleMark(p *proc, srv *simredis.Server, before markState) {
 	after := markOf(srv)
 	p.lastMark = after.mark
+	if after.mark != before.mark || after.server != before.server {
+		r.redis.log("mark on %s: %d -> %d (server %.8s -> %.8s)", r.redis.hostOf(srv).addr, before.mark, after.mark, before.server, after.server)
+	}
 	switch {
 	case !after.ok:
 	case !before.ok:

@@ -158,6 +158,11 @@ type proc struct {
 	sentinels *procSentinels
 	check     *sentinelCheck
 	lastMark  int
+	// With Sentinels, on is the server its connection goes to (nil: it
+	// dials, asking a Sentinel for the master first) and sub the Sentinel
+	// it asked, whose +switch-master it follows.
+	on  *simredis.Server
+	sub int
 }
 
 // conn is the process's connection to srv (WAIT waits for its writes).
@@ -252,6 +257,7 @@ func newRun(s Schedule, opts Options) *run {
 			sl := r.slots[i]
 			return sl.netUntil[FaultPartition] <= w.now && sl.sentinelCut[k] <= w.now
 		}
+		ss.onSwitch = r.switched
 		r.redis.sentinels = ss
 	}
 	r.seqOn = opts.Sequences
@@ -576,7 +582,10 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 		r.w.pass(p, leg)
 	}
 	answer()
-	srv, h := d.route(sl.i)
+	srv, h := r.route(p)
+	if srv == nil {
+		return nil, errors.New("redis: all sentinels specified in configuration are unreachable")
+	}
 	switch {
 	case pl != nil:
 		if pinned, ok := pl.Server.(*simredis.Server); ok {
@@ -591,10 +600,12 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 		srv, h = p.pinned, d.hostOf(p.pinned)
 	}
 	if !d.live(srv) || h.nodeCut[sl.i] > r.w.now {
+		p.on = nil // go-redis closes the connection; the next call dials again
 		return nil, errors.New("dial tcp 10.0.0.1:6379: connect: connection refused")
 	}
 	lossy := sl.netUntil[FaultLossy] > now
 	if lossy && r.net.IntN(6) == 0 {
+		p.on = nil
 		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
 	}
 	slow := time.Duration(0)
@@ -609,6 +620,7 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 		acked()
 	}
 	if !d.live(srv) {
+		p.on = nil
 		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: read: connection reset by peer")
 	}
 	d.list(srv)
@@ -630,6 +642,7 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 		r.w.pass(p, leg)
 	}
 	if lossy && r.net.IntN(6) == 0 {
+		p.on = nil
 		err = errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
 		v = nil
 	}
@@ -637,6 +650,60 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 		r.ruleCheck(p, v, err)
 	}
 	return v, err
+}
+
+// route is the server p's next command goes to: without Sentinels, the
+// one its node reaches (deployment.route); with Sentinels, the one its
+// connection goes to, dialled when it has none: go-redis's Sentinel client
+// asks the first Sentinel it reaches (starting from the node's own) for
+// the master's address and subscribes to that one's +switch-master. nil
+// when no Sentinel answers.
+func (r *run) route(p *proc) (*simredis.Server, *host) {
+	d := r.redis
+	ss := d.sentinels
+	if ss == nil {
+		return d.route(p.slot.i)
+	}
+	if o := d.old; o != nil && r.w.now >= o.end {
+		d.endOld()
+	}
+	if p.on == nil || !d.live(p.on) {
+		p.on = nil
+		i := p.slot.i
+		for k := range ss.all {
+			s := ss.all[(i+k)%len(ss.all)]
+			if !ss.nodeReaches(i, s) {
+				continue
+			}
+			p.sub = s.i
+			h := ss.masterAddr(s)
+			switch {
+			case h == d.m:
+				p.on = d.srv
+			case d.old != nil && h == d.old.h:
+				p.on = d.old.srv
+			default:
+				return nil, nil // the address a Sentinel gave is not a master: refused, or READONLY
+			}
+			break
+		}
+		if p.on == nil {
+			return nil, nil
+		}
+	}
+	return p.on, d.hostOf(p.on)
+}
+
+// switched is a Sentinel's +switch-master: the nodes whose client
+// subscribed to it, and reach it, close their connections to any other
+// master.
+func (r *run) switched(s int) {
+	d := r.redis
+	for _, sl := range r.slots {
+		if p := sl.cur; p != nil && p.sub == s && p.on != nil && p.on != d.srv && d.sentinels.nodeReaches(sl.i, d.sentinels.all[s]) {
+			p.on = nil
+		}
+	}
 }
 
 // isScript reports whether args run a script.

@@ -55,8 +55,9 @@ type sentinels struct {
 	cfg SentinelConfig
 	all []*sentinel
 	// nodeOK reports whether node i's network reaches Sentinel s (the
-	// run's partitions).
-	nodeOK func(i, s int) bool
+	// run's partitions); onSwitch is told of Sentinel s's +switch-master.
+	nodeOK   func(i, s int) bool
+	onSwitch func(s int)
 }
 
 // sentinel is one Sentinel and its view of the master.
@@ -105,6 +106,8 @@ type failover struct {
 	since   time.Duration // when the state began
 	forced  bool
 	promote *host
+	reconf  []*host       // the replicas told to follow the promoted one
+	end     time.Duration // when it sees them in sync
 }
 
 const (
@@ -396,19 +399,35 @@ func (ss *sentinels) step(s *sentinel) {
 		}
 		f.state, f.since = foReconf, now
 	case foReconf:
-		for _, o := range d.replicas() {
-			if o.follows == d.srv || !ss.reaches(s, o) || d.old != nil && o == d.old.h {
-				continue
+		if f.reconf == nil {
+			f.reconf = []*host{}
+			for _, o := range d.replicas() {
+				if o.follows == d.srv || !ss.reaches(s, o) || d.old != nil && o == d.old.h {
+					continue
+				}
+				if d.rng.IntN(4) == 0 {
+					d.log("sentinel %s: %s does not follow the promoted replica", s.addr, o.addr)
+					o.confAt = now
+					continue
+				}
+				partial := o.replID == f.promote.replID && o.data != nil && o.data.Offset() <= d.srv.Offset()
+				d.attach(o, d.srv, !partial)
+				f.reconf = append(f.reconf, o)
 			}
-			if d.rng.IntN(4) == 0 {
-				d.log("sentinel %s: %s does not follow the promoted replica", s.addr, o.addr)
-				o.confAt = now
-				continue
-			}
-			partial := o.replID == f.promote.replID && o.data.Offset() <= d.srv.Offset()
-			d.attach(o, d.srv, !partial)
 		}
-		ss.switchTo(s, f.promote, f.epoch)
+		// The failover ends once the replicas told to follow are in sync
+		// (their INFO says so, within a second) or failover-timeout passed.
+		for _, o := range f.reconf {
+			if o.follows == d.srv && now < o.online && ss.reaches(s, o) && now-f.since < ss.cfg.FailoverTimeout {
+				return
+			}
+		}
+		if f.end == 0 {
+			f.end = now + time.Duration(d.rng.Int64N(int64(time.Second)))
+		}
+		if now >= f.end {
+			ss.switchTo(s, f.promote, f.epoch)
+		}
 	}
 }
 
@@ -441,13 +460,8 @@ func (ss *sentinels) promote(s *sentinel, h *host) {
 	d := ss.d
 	old := d.m
 	p := promotion{stay: true}
-	if d.up(old) {
-		p.keep, p.end, p.until = true, d.w.limit, map[int]time.Duration{}
-		for i := range d.s.Nodes {
-			if old.nodeCut[i] <= d.w.now {
-				p.until[i] = d.w.limit
-			}
-		}
+	if d.up(old) { // the nodes connected to it go on writing to it (run.route)
+		p.keep, p.end = true, d.w.limit
 	} else {
 		p.back = old.downUntil
 	}
@@ -467,14 +481,19 @@ func (ss *sentinels) switchTo(s *sentinel, h *host, epoch int) {
 	if epoch > s.currentEpoch {
 		s.currentEpoch = epoch
 	}
-	if h != d.m || d.old == nil {
-		return
+	if ss.onSwitch != nil {
+		ss.onSwitch(s.i)
 	}
-	for i := range d.s.Nodes {
-		if i%len(ss.all) == s.i && d.old.until[i] > d.w.now && ss.nodeReaches(i, s) {
-			d.old.until[i] = d.w.now
-		}
+}
+
+// masterAddr is what s answers to SENTINEL GET-MASTER-ADDR-BY-NAME: the
+// replica it promoted once its failover reconfigures the others, else
+// the master of its configuration.
+func (ss *sentinels) masterAddr(s *sentinel) *host {
+	if f := s.failover; f != nil && f.state >= foReconf {
+		return f.promote
 	}
+	return s.master
 }
 
 // hello spreads s's configuration to the Sentinels that share an instance

@@ -57,8 +57,14 @@ func (s *Server) Offset() int64 {
 }
 
 // Offset is the server's replication offset when the snapshot was taken:
-// a replica holding this data has acknowledged up to it.
-func (d *Data) Offset() int64 { return d.offset }
+// a replica holding this data has acknowledged up to it (0 for nil, no
+// data).
+func (d *Data) Offset() int64 {
+	if d == nil {
+		return 0
+	}
+	return d.offset
+}
 
 // SetReplicas sets the replicas attached to the server, by the offsets
 // each has acknowledged, all online, at addresses 10.0.0.10, .11, ...;
