@@ -285,23 +285,46 @@ func (r *run) injectSentinelRedis(f Fault) bool {
 	return false
 }
 
-// PatternFailoverInFlight, a pattern of Sentinel schedules: a forced
-// failover while Redis is slow or a node's requests are delayed, so grants
-// in flight when it lands run on the old master after the promotion, their
-// Sentinel check sent before it.
-const PatternFailoverInFlight = "failover-in-flight"
+// Patterns of Sentinel schedules, each drawn with probability 1 in 6.
+const (
+	// A forced failover while Redis is slow or a node's requests are
+	// delayed, so grants in flight when it lands run on the old master
+	// after the promotion, their Sentinel check sent before it; and a node
+	// restarting just after it, which dials the promoted replica (its
+	// first script records the loss) while the others still write to the
+	// old master.
+	PatternFailoverInFlight = "failover-in-flight"
+	// A Sentinel cut off from the master for down-after and a few seconds
+	// (with quorum 1 it fails over alone while the others see the master
+	// up), and a node restarting once it may have.
+	PatternLoneFailover = "lone-failover"
+)
 
-// drawReplicaPatterns adds the patterns a schedule with Sentinels draws,
-// with probability 1 in 6 each.
+// drawReplicaPatterns adds the patterns a schedule with Sentinels draws.
 func (s *Schedule) drawReplicaPatterns(x drawer) {
 	n := len(s.Nodes)
-	if s.Sentinel == nil || x.IntN(6) != 0 {
+	if s.Sentinel == nil {
 		return
 	}
-	at := x.dur(2*time.Second, s.Duration-10*time.Second)
-	slow := Fault{At: at, Kind: FaultRedisSlow, For: x.dur(2*time.Second, 10*time.Second), Delay: x.dur(200*time.Millisecond, 4*time.Second)}
-	if x.IntN(2) == 0 {
-		slow.Kind, slow.Node = FaultDelay, x.IntN(n)
+	restart := func(at time.Duration) Fault {
+		return Fault{At: at, Kind: FaultCrash, Node: x.IntN(n), For: x.dur(0, 100*time.Millisecond), State: StateKept}
 	}
-	s.Faults = append(s.Faults, slow, Fault{At: at + x.dur(0, slow.For), Kind: FaultSentinelFailover, Sentinel: x.IntN(s.Sentinel.Count)})
+	for _, p := range []string{PatternFailoverInFlight, PatternLoneFailover} {
+		if x.IntN(6) != 0 {
+			continue
+		}
+		at := x.dur(2*time.Second, s.Duration-10*time.Second)
+		switch p {
+		case PatternFailoverInFlight:
+			slow := Fault{At: at, Kind: FaultRedisSlow, For: x.dur(2*time.Second, 10*time.Second), Delay: x.dur(200*time.Millisecond, 4*time.Second)}
+			if x.IntN(2) == 0 {
+				slow.Kind, slow.Node = FaultDelay, x.IntN(n)
+			}
+			failover := Fault{At: at + x.dur(0, slow.For), Kind: FaultSentinelFailover, Sentinel: x.IntN(s.Sentinel.Count)}
+			s.Faults = append(s.Faults, slow, failover, restart(failover.At+x.dur(300*time.Millisecond, 2*time.Second)))
+		case PatternLoneFailover:
+			cut := Fault{At: at, Kind: FaultSentinelDisagree, Sentinel: x.IntN(s.Sentinel.Count), For: s.Sentinel.DownAfter + x.dur(2*time.Second, 10*time.Second)}
+			s.Faults = append(s.Faults, cut, restart(at+s.Sentinel.DownAfter+x.dur(time.Second, 3*time.Second)))
+		}
+	}
 }

@@ -35,14 +35,17 @@ import (
 //     down), the one with the highest offset, and sends it REPLICAOF NO
 //     ONE: the promotion. It sees the promotion at the replica's next INFO
 //     (within a second), tells the other replicas it reaches to follow
-//     the promoted one, and switches its configuration to the new master
-//     (failover_in_progress ends; the run ID is unknown until its first
-//     INFO). Not the leader within min(10 s, failover-timeout): it gives
-//     up and may start again after twice failover-timeout.
+//     the promoted one (and from then answers GET-MASTER-ADDR-BY-NAME
+//     with it), and once they are in sync (or failover-timeout passed)
+//     switches its configuration to the new master (failover_in_progress
+//     ends; the run ID is unknown until its first INFO). Not the leader
+//     within min(10 s, failover-timeout): it gives up and may start again
+//     after twice failover-timeout.
 //   - The others learn the new master from its hello messages (every 2 s,
 //     through an instance both reach) and switch too. A node's Sentinel
-//     client follows the Sentinel it subscribed to: it reconnects to the
-//     new master once that Sentinel switched.
+//     client dials the master the first Sentinel it reaches names, and
+//     reconnects when that Sentinel switches (+switch-master) or its
+//     connection fails.
 //   - SENTINEL FAILOVER (a forced failover) starts one at once, with no
 //     down-after wait and no votes: the old master keeps running and
 //     takes writes until a Sentinel that switched has seen it for 8 s
