@@ -20,6 +20,7 @@ import (
 type Coverage struct {
 	Branches    []uint64
 	Transitions map[string]int
+	Rules       map[string]int // the replica rules' outcomes (Rules)
 }
 
 func (c *Coverage) add(o Coverage) {
@@ -34,6 +35,12 @@ func (c *Coverage) add(o Coverage) {
 	}
 	for k, v := range o.Transitions {
 		c.Transitions[k] += v
+	}
+	if c.Rules == nil {
+		c.Rules = map[string]int{}
+	}
+	for k, v := range o.Rules {
+		c.Rules[k] += v
 	}
 }
 
@@ -254,6 +261,9 @@ func (c Coverage) Rows() []CoverageRow {
 	for _, t := range Transitions {
 		rows = append(rows, CoverageRow{ID: "mode " + t, Count: uint64(c.Transitions[t]), Guard: true})
 	}
+	for _, t := range Rules {
+		rows = append(rows, CoverageRow{ID: "rule " + t, Count: uint64(c.Rules[t]), Guard: true})
+	}
 	return rows
 }
 
@@ -297,8 +307,13 @@ func PrintCoverage(w io.Writer, c Coverage) {
 	var files []string
 	for _, r := range rows {
 		f, _, _ := strings.Cut(r.ID, ":")
-		if strings.HasPrefix(r.ID, "mode ") {
+		switch {
+		case strings.HasPrefix(r.ID, "mode "):
 			f = "mode machine"
+		case strings.HasPrefix(r.ID, "rule mark"):
+			f = "mark rule"
+		case strings.HasPrefix(r.ID, "rule sentinel"):
+			f = "Sentinel rule"
 		}
 		if per[f] == nil {
 			per[f] = &tally{}

@@ -29,6 +29,7 @@ const namespace = "sim"
 func (r *run) initRegistry() error {
 	d := r.redis
 	srv := d.srv
+	d.list(srv) // the master lists its replicas: init.lua's mark starts from them
 	rdb := simredis.NewClient(func(_ context.Context, args []string) (any, error) {
 		return srv.Do(r.mutate(args))
 	})
@@ -54,7 +55,9 @@ func (r *run) initRegistry() error {
 	if err := rdb.HSet(ctx, contract.NewKeys(namespace).Meta, contract.MetaLossMs, 0).Err(); err != nil {
 		return fmt.Errorf("init registry: %w", err)
 	}
-	d.replicate()
+	for _, h := range d.replicas() {
+		d.sync(h)
+	}
 	d.save()
 	return nil
 }

@@ -110,6 +110,48 @@ var Mutations = []Mutation{
 		Bug:   "a segment granted before a restore passes its check after it and is handed out again above the operator's records"},
 }
 
+// The replicas high-water mark (replicas.lua, guard.lua's
+// replicasAfterChange) and what a grant waits for: each branch wrong.
+// They matter where a promoted replica lacks grants its old master kept
+// making: a split brain with a replica on the old master's side, a
+// promotion of a replica that did not follow the one promoted before.
+var markMutations = []Mutation{
+	{Name: "mark-not-raised", Scripts: granting,
+		Edits: []Edit{{"local want = math.max(mark, listedReplicas())", "local want = mark"}},
+		Bug:   "the mark is not raised to the replicas a master lists: a replica that joins later is never waited for"},
+	{Name: "mark-reset-on-restart", Scripts: guarded,
+		Edits: []Edit{{"    mark = mark - 1\n  end", "    mark = mark - 1\n  else\n    mark = 0\n  end"}},
+		Bug:   "a change of server other than a promotion (a restart) resets the mark to the replicas listed, often none while they reconnect"},
+	{Name: "mark-lowered-twice", Scripts: guarded,
+		Edits: []Edit{{"    mark = mark - 1\n", "    mark = mark - 2\n"}},
+		Bug:   "a promotion lowers the mark by two: a replica the promoted one left behind is not waited for"},
+	{Name: "wait-one-fewer", Scripts: granting,
+		Edits: []Edit{{"return want, table.concat(names, ',')", "return math.max(want - 1, 0), table.concat(names, ',')"}},
+		Bug:   "a grant waits for one replica fewer than the mark"},
+	{Name: "min-replicas-ignored", Switch: "MinReplicasIgnored",
+		Bug: "a grant waits for the mark alone, not for --min-replicas above it (a mark started from no replica listed)"},
+}
+
+// The Sentinel rule (internal/replwait, sentinel.go), each condition
+// weakened.
+var sentinelMutations = []Mutation{
+	{Name: "sentinel-quorum", Switch: "SentinelQuorum",
+		Bug: "a majority of the Sentinels vouching is enough: one that sees the master down, or does not answer, is outvoted"},
+	{Name: "sentinel-no-down-after", Switch: "SentinelNoDownAfter",
+		Bug: "a check vouches for MaxCheckAge whatever a Sentinel's PING to the master is pending for"},
+	{Name: "sentinel-no-max-check-age", Switch: "SentinelNoMaxCheckAge",
+		Bug: "a check vouches up to the down-after bound however late the grant comes: a forced failover lands in between"},
+	{Name: "sentinel-run-id-unchecked", Switch: "SentinelRunIDUnchecked",
+		Bug: "the master the Sentinels name is not compared with the server that granted: an old master's grant passes once they switched"},
+	{Name: "sentinel-failover-ignored", Switch: "SentinelFailoverIgnored",
+		Bug: "failover_in_progress does not refuse: a grant on the old master during a forced failover passes"},
+}
+
+func init() { Mutations = append(append(Mutations, markMutations...), sentinelMutations...) }
+
+// granting are the scripts that grant: guard.lua, then replicas.lua.
+var granting = []*string{&contract.Claim, &contract.Renew, &contract.Counter, &contract.Seq}
+
 // guarded are the scripts that start with guard.lua.
 var guarded = []*string{&contract.Claim, &contract.Renew, &contract.Release, &contract.Counter, &contract.Probe, &contract.Init, &contract.Seq}
 

@@ -202,7 +202,11 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	if len(v) == 0 || v[0] != "OK" || len(v) <= needAt+1 {
 		return v, Result{}, nil
 	}
-	res := Result{Need: max(toInt(v[needAt]), w.Floor), Listed: fmt.Sprint(v[needAt+1])}
+	floor := w.Floor
+	if bugs.MinReplicasIgnored {
+		floor = 0
+	}
+	res := Result{Need: max(toInt(v[needAt]), floor), Listed: fmt.Sprint(v[needAt+1])}
 	if off.Load() || bugs.ReplicaWaitOff || res.Need <= 0 {
 		res.Acked, res.Via = res.Need, "replicas"
 		return v, res, nil

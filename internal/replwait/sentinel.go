@@ -3,8 +3,11 @@ package replwait
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
+
+	"github.com/flaked/flaked/internal/bugs"
 )
 
 // The Sentinel rule: a grant is used, whatever the replicas acknowledged,
@@ -108,6 +111,9 @@ func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
 	known := 0
 	answered, required := map[string]bool{}, map[string]bool{}
 	until := sent + MaxCheckAge
+	if bugs.SentinelNoMaxCheckAge {
+		until = math.MaxInt64
+	}
 	var bad []string
 	for _, v := range views {
 		known = max(known, v.Known)
@@ -118,20 +124,27 @@ func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
 				required[o] = true
 			}
 		}
+		flags := v.Flags
+		if bugs.SentinelFailoverIgnored {
+			flags = strings.Replace(flags, ",failover_in_progress", "", 1)
+		}
 		switch {
 		case v.Err == nil && v.ID == "":
 			bad = append(bad, fmt.Sprintf("%s gave no Sentinel ID", v.Sentinel))
 		case v.Err != nil:
 			bad = append(bad, fmt.Sprintf("%s: %v", v.Sentinel, v.Err))
-		case v.RunID != runID:
+		case v.RunID != runID && !bugs.SentinelRunIDUnchecked:
 			bad = append(bad, fmt.Sprintf("%s names master %s (run ID %.8s), not the one that granted (%.8s)", v.Sentinel, v.MasterAddr, v.RunID, runID))
-		case v.Flags != "master":
+		case flags != "master":
 			bad = append(bad, fmt.Sprintf("%s sees %s as %s", v.Sentinel, v.MasterAddr, v.Flags))
 		case v.DownAfter <= 0:
 			bad = append(bad, fmt.Sprintf("%s gave no down-after-milliseconds", v.Sentinel))
-		default:
+		case !bugs.SentinelNoDownAfter:
 			until = min(until, sent+v.DownAfter-v.DownAfter/rateMargin-v.Age)
 		}
+	}
+	if bugs.SentinelQuorum && len(views)-len(bad) > known/2 {
+		bad, known, required = nil, 0, answered
 	}
 	if len(bad) > 0 {
 		return Window{Why: strings.Join(bad, "; ")}
