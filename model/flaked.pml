@@ -116,6 +116,14 @@ byte mst;            /* the master Sentinel knows */
 byte role[NS];       /* 0 down, 1 master, 2 replica */
 byte rof[NS];        /* the master a replica follows */
 byte proms;          /* promotions so far (at most MAXP, within MAXF) */
+#ifdef REPL_LATE
+bit joined;          /* the last replica, away at flaked init, has attached */
+#endif
+#if defined(REPL_LATE) && !defined(REPL_TURNS)
+#define JOINED joined
+#else
+#define JOINED 1
+#endif
 bit rlnk[NS];        /* a replica's link to it is up (it streams and acknowledges) */
 #else
 bit lnk;             /* the replica's link to its master is up */
@@ -268,6 +276,19 @@ inline havoc(S_) {
 #define PREFIX(D_, S_) copydata(D_, S_); havoc(D_)
 #endif
 
+/* replids: a promoted replica takes a new one and shows the one it had
+ * (its master's) as master_replid2; a replica takes its master's when it
+ * syncs; a restart takes a new one, with no master_replid2 */
+#ifdef WAITSW
+#define RIDPROMOTE(S_) rid2[S_] = rid[S_]; nrid++; rid[S_] = nrid
+#define RIDFOLLOW(D_, S_) rid[D_] = rid[S_]
+#define RIDRESTART(S_) nrid++; rid[S_] = nrid; rid2[S_] = 0
+#else
+#define RIDPROMOTE(S_) skip
+#define RIDFOLLOW(D_, S_) skip
+#define RIDRESTART(S_) skip
+#endif
+
 /* {ns}:reserved gone while {ns}:meta says a claim wrote it (evicted or
  * deleted): guard.lua reads it as a loss at this moment */
 #if M > 2
@@ -368,7 +389,11 @@ inline needed(S_) {
 #ifndef BUG_mark_unraised
   mhw[S_] = MAX(mhw[S_], LISTED(S_));
 #endif
+#ifdef BUG_wait_listed
+  xn = LISTED(S_);        /* the bug: the replicas listed now, not the mark */
+#else
   xn = MAX(mhw[S_], LISTED(S_));
+#endif
 #ifdef WAIT_MIN
 #ifndef BUG_floor_ignored
   xn = MAX(xn, WAIT_MIN);
@@ -376,6 +401,15 @@ inline needed(S_) {
 #endif
   skip
 }
+#endif
+
+/* COUNTED (an assumption of the rule, docs/model.md): a granting script
+ * runs on a master right after a replica attached to it (its grant not
+ * used), so the mark counts the replica before anything else happens */
+#ifdef COUNTED
+#define COUNT(S_) guard(S_, mgen[S_], 1); if :: !xnoreg -> needed(S_) :: else -> skip fi; printf("EV COUNTED %d\n", S_)
+#else
+#define COUNT(S_) skip
 #endif
 
 /* ---- guard.lua: fleetLayout, after the guard ----
@@ -845,16 +879,16 @@ init {
 #ifdef CFG_REPL
     /* the replicas hold the registry */
     for (p : 1 .. NS-1) { copydata(p, 0) }; p = 0;
-#endif
     skip
   }
-#ifdef CFG_REPL
+#ifdef REPL_LATE
   /* flaked init ran with both replicas streaming, or while the last one
    * was away (it attaches later: the mark counts it from the next grant) */
   if
-  :: skip
+  :: joined = 1
   :: d_step { rlnk[NS-1] = 0; mhw[0] = LISTED(0); copydata(1, 0); cleardata(NS-1) }
   fi;
+#endif
   d_step {
 #endif
 #ifdef WAIT_NOFIRST
@@ -870,6 +904,7 @@ init {
   :: skip
   :: mhw[0] = 0
   fi;
+  atomic { COUNT(0) };
 #endif
   printf("EV INIT 0\n");
 #ifdef CFG_REPL
@@ -934,7 +969,7 @@ end:
 #ifdef CFG_FAILOVER
   /* failover: the master dies, the replica (holding a prefix) is promoted */
   :: atomic { faults < MAXF && lnk -> faults++;
-       ws = REP; acc[repof] = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws;
+       ws = REP; acc[repof] = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws; RIDPROMOTE(ws);
        lnk = 0; listed[0] = 0; listed[1] = 0;
        printf("EV PROMOTE %d\n", ws); PREFIX(ws, repof);
 #ifndef WAITSW
@@ -942,7 +977,7 @@ end:
 #endif
        skip }
   /* the old master comes back as a replica of the new one (full sync) */
-  :: atomic { !lnk -> repof = mst; lnk = 1; listed[mst] = 1;
+  :: atomic { !lnk -> repof = mst; lnk = 1; listed[mst] = 1; RIDFOLLOW(REP, repof);
 #ifdef WAITSW
        copydata(REP, repof);
 #endif
@@ -959,7 +994,7 @@ end:
   /* split brain: the master is cut off from its replica and from Sentinel
    * (not from every node); the replica is promoted at once */
   :: atomic { faults < MAXF && !split && lnk -> faults++;
-       ws = REP; lnk = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws;
+       ws = REP; lnk = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws; RIDPROMOTE(ws);
        split = 1; cutT = now; listed[ws] = 0;
        printf("EV PROMOTE %d\n", ws); PREFIX(ws, repof) }
   /* the old master drops its replica from its list after repl-timeout */
@@ -971,8 +1006,8 @@ end:
 #endif
   /* the partition heals: Sentinel turns the old master into a replica */
   :: atomic { split -> split = 0; ws = 1 - mst; acc[ws] = 0;
-       repof = mst; lnk = 1; listed[mst] = 1; copydata(ws, mst);
-       printf("EV SYNC %d %d\n", mst, ws) }
+       repof = mst; lnk = 1; listed[mst] = 1; copydata(ws, mst); RIDFOLLOW(ws, mst);
+       printf("EV SYNC %d %d\n", mst, ws); COUNT(mst) }
 #ifdef SPLIT_RESTART
   /* the old master restarts while cut off (keeping its data, or empty),
    * still a master for the nodes that reach it */
@@ -980,7 +1015,7 @@ end:
        if
        :: printf("EV RESTART %d\n", ws); havoc(ws)
        fi;
-       nid++; ident[ws] = nid; listed[ws] = 0 }
+       nid++; ident[ws] = nid; RIDRESTART(ws); listed[ws] = 0 }
 #endif
   /* a node reaches the other master */
   :: atomic { split && acc[1 - pconn[0]] -> pconn[0] = 1 - pconn[0] }
@@ -1008,7 +1043,7 @@ end:
        copydata(xo, rof[xo]); printf("EV SYNC %d %d\n", rof[xo], xo); xo = 0 }
   /* its link breaks (a reboot, a network blip, a partition); its master
    * stops listing it (LISTED) */
-  :: atomic { ANY3(LINKED) -> PICK3(LINKED);
+  :: atomic { JOINED && ANY3(LINKED) -> PICK3(LINKED);
        rlnk[xo] = 0; printf("EV DETACH %d\n", xo); xo = 0 }
   /* a server attaches to a master (a resync after a blip, a replica
    * Sentinel re-points to a promoted one, an old master turned replica,
@@ -1022,27 +1057,26 @@ end:
           for (xi : 0 .. NS-1) { if :: rof[xi] == xo -> rlnk[xi] = 0 :: else -> skip fi }; xi = 0
        :: else -> skip
        fi;
-       role[xo] = 2; rof[xo] = ws; rlnk[xo] = 1; rid[xo] = rid[ws];
-#ifdef REPL_COUNTED
-       /* (an assumption: a granting script runs on the master before the
-        * next fault, so the mark counts the replica) */
-       if :: meta[ws] -> mhw[ws] = MAX(mhw[ws], LISTED(ws)) :: else -> skip fi;
-#endif
+       role[xo] = 2; rof[xo] = ws; rlnk[xo] = 1; RIDFOLLOW(xo, ws);
        copydata(xo, ws);
-       printf("EV ATTACH %d %d\n", xo, ws); xo = 0 }
+       printf("EV ATTACH %d %d\n", xo, ws); COUNT(ws);
+#ifdef REPL_LATE
+       if :: xo == NS-1 -> joined = 1 :: else -> skip fi;
+#endif
+       xo = 0 }
   /* a replica is promoted (REPLICAOF NO ONE: by Sentinel or by hand),
    * whether its master is down, cut off or still reached by some nodes,
    * with the data it holds: a new replid, the one it had (its master's)
    * as master_replid2 */
-  :: atomic { faults < MAXF && proms < MAXP && ANY3(PROMOTABLE) -> PICK3(PROMOTABLE); faults++; proms++;
+  :: atomic { JOINED && faults < MAXF && proms < MAXP && ANY3(PROMOTABLE) -> PICK3(PROMOTABLE); faults++; proms++;
        role[xo] = 1; acc[xo] = 1; rlnk[xo] = 0;
-       rid2[xo] = rid[xo]; nrid++; rid[xo] = nrid; nid++; ident[xo] = nid; mst = xo;
+       RIDPROMOTE(xo); nid++; ident[xo] = nid; mst = xo;
        printf("EV PROMOTED %d\n", xo); xo = 0 }
 #ifdef REPL_RESTART
   /* a master restarts with its data (a new run_id and replid, no
    * master_replid2); its replicas lose their stream */
-  :: atomic { faults < MAXF && ANY3(ISMASTER) -> PICK3(ISMASTER); faults++;
-       nrid++; rid[xo] = nrid; rid2[xo] = 0; nid++; ident[xo] = nid;
+  :: atomic { JOINED && faults < MAXF && ANY3(ISMASTER) -> PICK3(ISMASTER); faults++;
+       RIDRESTART(xo); nid++; ident[xo] = nid;
        for (xi : 0 .. NS-1) { if :: rof[xi] == xo -> rlnk[xi] = 0 :: else -> skip fi }; xi = 0;
        printf("EV RESTART %d\n", xo); xo = 0 }
 #endif
