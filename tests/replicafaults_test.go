@@ -62,6 +62,18 @@ func gapsOnceSentinelRule(t *testing.T, what string, g map[string]time.Duration)
 	}
 }
 
+// checkGapsOf checks the gaps of a fault that lasted d: one within the
+// reach less a second (what a node holds, acknowledged before the fault)
+// with checkGaps, a longer one with gapsOnceSentinelRule.
+func checkGapsOf(t *testing.T, what string, d time.Duration, g map[string]time.Duration) {
+	t.Helper()
+	if d < 11*time.Second {
+		checkGaps(t, what, g)
+	} else {
+		gapsOnceSentinelRule(t, what+" past the reach", g)
+	}
+}
+
 // replicaFleet is a replica set with one daemon per mode on it, under
 // load, after a warm-up.
 func replicaFleet(t *testing.T) (*replicaSet, *modeFleet) {
@@ -70,6 +82,7 @@ func replicaFleet(t *testing.T) (*replicaSet, *modeFleet) {
 	rs.initRegistry(t)
 	f := startModeFleet(t, rs.url(), fleetModes)
 	time.Sleep(3 * time.Second)
+	rs.checkLinks(t)
 	return rs, f
 }
 
@@ -98,13 +111,9 @@ func TestReplicaFault_OneAway(t *testing.T) {
 	rs.waitReplicas(t, rs.master, 2)
 	time.Sleep(3 * time.Second)
 	to := time.Now()
+	rs.checkLinks(t)
 	f.stop(t)
-	g := f.report(t, "one replica away "+away.String(), from, to)
-	if away < 11*time.Second { // the reach less a second
-		checkGaps(t, "one replica away", g)
-	} else {
-		gapsOnceSentinelRule(t, "one replica away past the reach", g)
-	}
+	checkGapsOf(t, "one replica away", away, f.report(t, "one replica away "+away.String(), from, to))
 }
 
 // Fault: one replica syncs from scratch (restarted without its data): the
@@ -144,13 +153,9 @@ func TestReplicaFault_Lagging(t *testing.T) {
 	rs.links[0].SetDelay(0)
 	time.Sleep(3 * time.Second)
 	to := time.Now()
+	rs.checkLinks(t)
 	f.stop(t)
-	g := f.report(t, "one replica 300 ms behind for "+lag.String(), from, to)
-	if lag < 11*time.Second {
-		checkGaps(t, "one replica lagging", g)
-	} else {
-		gapsOnceSentinelRule(t, "one replica lagging past the reach", g)
-	}
+	checkGapsOf(t, "one replica lagging", lag, f.report(t, "one replica 300 ms behind for "+lag.String(), from, to))
 }
 
 // Fault: the master cut off from its replicas and the Sentinels but still
@@ -218,11 +223,7 @@ func TestReplicaFault_NewNodeWhileReplicaAway(t *testing.T) {
 			t.Logf("%s did not start: %s", m.d.Name, lastLine(m.d.Log()))
 		}
 	}
-	if away < 11*time.Second {
-		checkGaps(t, "running nodes", g)
-	} else {
-		gapsOnceSentinelRule(t, "running nodes", g)
-	}
+	checkGapsOf(t, "running nodes", away, g)
 	gapsOnceSentinelRule(t, "nodes started while a replica is away", fresh)
 }
 
