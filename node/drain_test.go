@@ -107,13 +107,7 @@ func drainAcrossRestart(t *testing.T, aof bool) {
 	}
 	is.halt()
 	is.checkIDs(t, lay, "A")
-	drained := 0
-	for _, id := range is.ids[lost:] {
-		if d := lay.Decompose(id); d.MachineID == 0 && d.Tick <= granted {
-			drained++
-		}
-	}
-	if drained == 0 {
+	if drained := drainedIDs(lay, is.ids[lost:], granted); drained == 0 {
 		t.Errorf("A issued nothing under its grant (tick <= %d) after its lease was lost", granted)
 	}
 	idtest.Unique(t, lay, slices.Concat(is.ids, fromB))
@@ -158,13 +152,7 @@ func TestFlake_LeaseEvicted_DrainsGrantWhileOtherTakesItOver(t *testing.T) {
 	poll.Until(t, 5*time.Second, "A issuing after its lease was lost", func() bool { return is.count() > lost+1000 })
 	is.halt()
 	is.checkIDs(t, lay, "A")
-	drained := 0
-	for _, id := range is.ids[lost:] {
-		if d := lay.Decompose(id); d.MachineID == 0 && d.Tick <= granted {
-			drained++
-		}
-	}
-	if drained < 1000 {
+	if drained := drainedIDs(lay, is.ids[lost:], granted); drained < 1000 {
 		t.Errorf("A issued %d IDs under its grant (tick <= %d) after its lease was lost; want it to issue on", drained, granted)
 	}
 	idtest.Unique(t, lay, slices.Concat(is.ids, fromB))
@@ -212,4 +200,16 @@ func evict(t *testing.T, srv *redistest.Server, l *coord.Lease) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// drainedIDs counts the IDs of machine ID 0 at or below granted: those
+// issued under a grant made before the lease was lost.
+func drainedIDs(lay flake.Layout, ids []uint64, granted int64) int {
+	n := 0
+	for _, id := range ids {
+		if d := lay.Decompose(id); d.MachineID == 0 && d.Tick <= granted {
+			n++
+		}
+	}
+	return n
 }

@@ -229,6 +229,7 @@ var availCases = []availCase{
 	// down-after 500 ms), the daemon on the Sentinels' URL.
 	{name: "replica-away", title: "one of two replicas away 30 s (its link held)", replicated: true,
 		fault: func(t *testing.T, f *availFixture) {
+			f.rs.checkLinks(t)
 			f.rs.links[0].Blackhole()
 			time.Sleep(30 * time.Second)
 			f.rs.links[0].Heal()
@@ -240,9 +241,11 @@ var availCases = []availCase{
 		}},
 	{name: "replica-lag", title: "one replica's link 0.3 s behind for 15 s", replicated: true,
 		fault: func(t *testing.T, f *availFixture) {
+			f.rs.checkLinks(t)
 			f.rs.links[0].SetDelay(300 * time.Millisecond)
 			time.Sleep(15 * time.Second)
 			f.rs.links[0].SetDelay(0)
+			f.rs.checkLinks(t)
 		}},
 	// A daemon of the same mode keeps writing to the old master through a
 	// proxy of its own (as through a VIP that has not moved) while the
@@ -274,20 +277,20 @@ var availCases = []availCase{
 			p.Redirect(next)
 		}},
 	// The node is started 1 s into the outage, and started again a
-	// second after it exits (as systemd's Restart=always does): measured
-	// from its first start.
+	// second after it exits (as systemd's Restart=always does), for a
+	// minute at most: measured from its first start.
 	{name: "replica-away-new-node", title: "a node started while one of two replicas is away 30 s", replicated: true, start: true,
 		fault: func(t *testing.T, f *availFixture) {
+			f.rs.checkLinks(t)
 			f.rs.links[0].Blackhole()
 			heal := time.AfterFunc(30*time.Second, f.rs.links[0].Heal)
 			t.Cleanup(func() { heal.Stop() })
 			time.Sleep(time.Second)
-			for {
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
 				mustLaunch(t, f.d)
-				if f.d.listensOrExits(60 * time.Second) {
+				if f.d.listensOrExits(60*time.Second) || time.Now().After(deadline) {
 					return
 				}
-				time.Sleep(time.Second)
 			}
 		}},
 }

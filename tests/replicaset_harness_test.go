@@ -60,8 +60,31 @@ func startReplicaSet(t testing.TB, n int) *replicaSet {
 		rs.replicas = append(rs.replicas, r)
 	}
 	rs.waitReplicas(t, rs.master, n)
-	rs.sentinels = redistest.StartSentinels(t, rs.front.Addr(), n, redistest.SentinelsOptions{})
+	// A long failover timeout: a Sentinel makes a replica that follows
+	// another address than the master's it knows (here: its own link
+	// rather than front) follow that address once a failover timeout has
+	// passed, which would route every replica through front and take
+	// their links out of the tests' reach. A failover itself does not
+	// wait for it.
+	rs.sentinels = redistest.StartSentinels(t, rs.front.Addr(), n, redistest.SentinelsOptions{FailoverTimeout: 10 * time.Minute})
 	return rs
+}
+
+// checkLinks fails unless every replica still follows the master through
+// its own link (the faults on links[i] reach replica i).
+func (rs *replicaSet) checkLinks(t testing.TB) {
+	t.Helper()
+	for i, r := range rs.replicas {
+		c := redis.NewClient(&redis.Options{Addr: r.Addr(), DialTimeout: time.Second})
+		info, err := c.Info(ctxT(t), "replication").Result()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "master_port:" + strconv.Itoa(rs.links[i].Port()); !strings.Contains(info, want) {
+			t.Fatalf("replica %d does not follow the master through its link (%s): %s", i, want, info)
+		}
+	}
 }
 
 // url is how nodes reach the fleet's Redis: through the Sentinels.
