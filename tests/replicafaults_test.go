@@ -31,7 +31,7 @@ const gapTarget = time.Second
 
 // startTarget is the longest from a daemon's launch to its first ID:
 // process start, connections, flaked doctor's checks at start, the claim.
-const startTarget = 3 * time.Second
+const startTarget = 5 * time.Second
 
 // checkGaps fails for every daemon that went longer than gapTarget
 // without an ID.

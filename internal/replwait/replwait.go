@@ -111,41 +111,6 @@ func (w *Waiter) clock() clock.Clock {
 
 func (w *Waiter) now() time.Duration { return w.clock().Monotonic() }
 
-// checkTries and checkRetry: how often check asks the Sentinels again
-// while their answers leave too little time for a grant, and how long
-// apart (a Sentinel PINGs a master every down-after, up to once a
-// second).
-const (
-	checkTries = 4
-	checkRetry = 150 * time.Millisecond
-)
-
-// check asks the Sentinels before a grant until their answers leave it
-// time to come back in: a Sentinel whose PING to the master is pending, or
-// whose last reply is nearly down-after old, vouches for nothing until its
-// next PING, a fraction of a second later, which is cheaper to wait for
-// than a grant that then waits for the replicas (--replica-wait). Any
-// other refusal is final at once. It returns the answers and when the
-// check that got them was sent.
-func (w *Waiter) check(ctx context.Context) ([]SentinelView, time.Duration) {
-	for i := 1; ; i++ {
-		sent := w.now()
-		vs := w.Sentinels.Views(ctx)
-		runID := ""
-		for _, v := range vs {
-			if v.Err == nil {
-				runID = v.RunID
-				break
-			}
-		}
-		win := WindowOf(sent, vs, runID)
-		short := win.Soon || win.Until > 0 && win.Until-w.now() < MaxCheckAge/2
-		if !short || i == checkTries || clock.Sleep(ctx, w.clock(), checkRetry) != nil {
-			return vs, sent
-		}
-	}
-}
-
 // Run runs s on rdb (the master of keys[0]'s slot on a Cluster) and
 // returns the reply. When the reply is a grant ({"OK", ...}), the element
 // at needAt is how many replicas must acknowledge it and the next the
@@ -185,11 +150,14 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	conn := c.Conn()
 	defer conn.Close()
 
-	var vs []SentinelView
-	var sent time.Duration
+	// The Sentinels are asked while the script runs: a check sent before
+	// the grant's reply bounds a promotion from its send on.
+	var views chan []SentinelView
+	sent := w.now()
 	sentinels := w.Sentinels != nil && w.Meta != ""
 	if sentinels {
-		vs, sent = w.check(ctx)
+		views = make(chan []SentinelView, 1)
+		go func() { views <- w.Sentinels.Views(ctx) }()
 	}
 	v, server, err := script(ctx, conn, s, keys, argv, w.Meta)
 	replied := w.now()
@@ -212,6 +180,11 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		return v, res, nil
 	}
 	if sentinels {
+		var vs []SentinelView
+		select {
+		case vs = <-views:
+		case <-ctx.Done():
+		}
 		runID, _, _ := strings.Cut(server, ":")
 		win := WindowOf(sent, vs, runID)
 		if win.Until > 0 && replied < win.Until {

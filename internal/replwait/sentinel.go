@@ -90,9 +90,6 @@ type Sentinels interface {
 type Window struct {
 	Until time.Duration
 	Why   string
-	// Soon: every Sentinel answered and vouches, but one of them has
-	// too little of its down-after left; its next PING gives more.
-	Soon bool
 }
 
 // rateMargin is the share of down-after kept back for the Sentinels' and
@@ -153,7 +150,7 @@ func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
 		return Window{Why: fmt.Sprintf("%d of the %d Sentinels answered", n, max(len(required), known))}
 	}
 	if until <= sent {
-		return Window{Why: "a Sentinel's PING to the master is pending for nearly its down-after-milliseconds", Soon: true}
+		return Window{Why: "a Sentinel's PING to the master is pending for nearly its down-after-milliseconds"}
 	}
 	return Window{Until: until}
 }
