@@ -312,10 +312,10 @@ func settled(ctx context.Context, c *redis.Client) error {
 	v, _ := settledClients.LoadOrStore(c, &settleOnce{})
 	s := v.(*settleOnce)
 	s.once.Do(func() {
-		// An error reply (PING refused by an ACL) comes on a connection
-		// made: settled all the same.
+		// TIME, which the node's ACL user may run (PING it may not); an
+		// error reply comes on a connection made all the same.
 		var reply redis.Error
-		if err := c.Ping(ctx).Err(); err != nil && !errors.As(err, &reply) {
+		if err := c.Time(ctx).Err(); err != nil && !errors.As(err, &reply) {
 			s.err = err
 		}
 	})

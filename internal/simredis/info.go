@@ -12,8 +12,6 @@ const Version = "7.0.15"
 var serverCommands = []*command{
 	{name: "time", arity: 1, run: cmdTime},
 	{name: "info", arity: -1, run: cmdInfo},
-	// PING: replwait's first round trip on a client (its settled).
-	{name: "ping", arity: -1, run: func(*Server, []string) any { return status("PONG") }},
 }
 
 // cmdTime is TIME: seconds and microseconds of the server clock, as bulk
