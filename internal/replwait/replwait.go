@@ -88,7 +88,8 @@ type Waiter struct {
 	// means the process's clock.
 	Clock clock.Clock
 
-	last atomic.Pointer[Status]
+	last    atomic.Pointer[Status]
+	settles sync.Map // *redis.Client -> *settleOnce: see settled
 }
 
 // Status is the last grant's outcome, for the node's INFO and metrics.
@@ -144,7 +145,7 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	}
 	// WAIT counts the replicas that acknowledged this connection's last
 	// write, so the script and its WAIT go on one connection.
-	if err := settled(ctx, c); err != nil {
+	if err := w.settled(ctx, c); err != nil {
 		return nil, Result{}, err
 	}
 	conn := c.Conn()
@@ -292,10 +293,6 @@ func toInt(v any) int64 {
 	return 0
 }
 
-// settledClients holds, per client, a sync.Once run before its first
-// Conn: see settled.
-var settledClients sync.Map // *redis.Client -> *settleOnce
-
 type settleOnce struct {
 	once sync.Once
 	err  error
@@ -307,9 +304,11 @@ type settleOnce struct {
 // maintenance-notification handshake, refused by Redis 7, turns the mode
 // off): a first connection made through a Conn while the client makes
 // another is a data race. Once one connection is made, nothing writes
-// them again.
-func settled(ctx context.Context, c *redis.Client) error {
-	v, _ := settledClients.LoadOrStore(c, &settleOnce{})
+// them again. The record lives in the Waiter, whose clients live as long
+// as it does: a map of the process would keep every client (and all it
+// reaches) that ever made a grant.
+func (w *Waiter) settled(ctx context.Context, c *redis.Client) error {
+	v, _ := w.settles.LoadOrStore(c, &settleOnce{})
 	s := v.(*settleOnce)
 	s.once.Do(func() {
 		// TIME, which the node's ACL user may run (PING it may not); an
@@ -321,7 +320,7 @@ func settled(ctx context.Context, c *redis.Client) error {
 	})
 	if s.err != nil {
 		// Not settled: the next call tries again.
-		settledClients.CompareAndDelete(c, s)
+		w.settles.CompareAndDelete(c, s)
 	}
 	return s.err
 }
