@@ -135,6 +135,10 @@ type availCase struct {
 	// (startReplicaSet), the daemon reaching it through the Sentinels
 	// (f.rs; f.srv is the master), its counter in use (seedCounter).
 	replicated bool
+	// loaded: the daemon also serves NEXTIDS 16 every millisecond from
+	// two connections (about 20,000 IDs/s, most of a machine ID's 25,600)
+	// from its first ID on; every ID of it is checked.
+	loaded bool
 	// start: the gap is from the process start of the daemon (run by
 	// fault, which returns right after) to its first ID.
 	start bool
@@ -275,6 +279,18 @@ var availCases = []availCase{
 			time.Sleep(max(0, 5*time.Second-time.Since(start)))
 			f.rs.heal()
 			p.Redirect(next)
+		}},
+	// The issue's first measure: a fleet made with flaked init (its loss
+	// floor puts the first IDs a horizon ahead of the clock) under load,
+	// a replica gone 15 s after the start.
+	{name: "replica-away-loaded", title: "one of two replicas away 30 s, 15 s after `flaked init`, under load (about 20,000 IDs/s)",
+		replicated: true, loaded: true, init: initBefore,
+		fault: func(t *testing.T, f *availFixture) {
+			time.Sleep(13 * time.Second)
+			f.rs.checkLinks(t)
+			f.rs.links[0].Blackhole()
+			time.Sleep(30 * time.Second)
+			f.rs.links[0].Heal()
 		}},
 	// The node is started 1 s into the outage, and started again a
 	// second after it exits (as systemd's Restart=always does), for a
@@ -496,6 +512,14 @@ func runAvailability(t *testing.T, c availCase, mode, bin string) availResult {
 			t.Fatal(err)
 		}
 		load = startAvailLoad(f.d)
+		if c.loaded {
+			f.d.down.Store(false) // launched without Start, which sets it
+			heavy := startLoad([]*Daemon{f.d}, 2, 0, pacedNextIDs(16, time.Millisecond))
+			defer func() {
+				heavy.Stop()
+				heavy.Check(t, defaultLayout())
+			}()
+		}
 		time.Sleep(2 * time.Second)
 		t0 = time.Now()
 		c.fault(t, f)
