@@ -5,6 +5,7 @@
 package docs
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // root is the repository, one folder up from docs/.
@@ -116,7 +118,8 @@ func TestREADME_IsALandingPage(t *testing.T) {
 var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
 // TestDocs_LinksResolve checks every relative link of every Markdown file
-// names a file or folder that exists (anchors are not checked).
+// names a file or folder that exists, and an anchor a heading of the page
+// it names (a page's sections are where other pages send the reader).
 func TestDocs_LinksResolve(t *testing.T) {
 	for _, path := range files(t, ".md") {
 		b, err := os.ReadFile(path)
@@ -125,15 +128,71 @@ func TestDocs_LinksResolve(t *testing.T) {
 		}
 		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
 			target := m[1]
-			if strings.Contains(target, "://") || strings.HasPrefix(target, "#") || strings.HasPrefix(target, "mailto:") {
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
-			target, _, _ = strings.Cut(target, "#")
-			if _, err := os.Stat(filepath.Join(filepath.Dir(path), target)); err != nil {
-				t.Errorf("%s: link %q: %v", path, m[1], err)
+			page, anchor, _ := strings.Cut(target, "#")
+			file := path
+			if page != "" {
+				file = filepath.Join(filepath.Dir(path), page)
+				if _, err := os.Stat(file); err != nil {
+					t.Errorf("%s: link %q: %v", path, target, err)
+					continue
+				}
+			}
+			if anchor == "" || !strings.HasSuffix(file, ".md") {
+				continue
+			}
+			if !anchors(t, file)[anchor] {
+				t.Errorf("%s: link %q: %s has no heading with the anchor %q", path, target, file, anchor)
 			}
 		}
 	}
+}
+
+var heading = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *$`)
+
+// anchors returns the anchors GitHub makes for the headings of a Markdown
+// file: lower case, punctuation but hyphens and underscores dropped,
+// spaces made hyphens, a repeated one numbered from -1.
+func anchors(t *testing.T, path string) map[string]bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Headings inside code blocks (shell comments) are not headings.
+	var text strings.Builder
+	fenced := false
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			text.WriteString(l + "\n")
+		}
+	}
+	seen := map[string]int{}
+	out := map[string]bool{}
+	for _, m := range heading.FindAllStringSubmatch(text.String(), -1) {
+		var slug strings.Builder
+		for _, r := range strings.ToLower(m[1]) {
+			switch {
+			case r == ' ':
+				slug.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				slug.WriteRune(r)
+			}
+		}
+		a := slug.String()
+		if n := seen[a]; n > 0 {
+			out[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			out[a] = true
+		}
+		seen[a]++
+	}
+	return out
 }
 
 var testName = regexp.MustCompile(`\b(?:Test|Benchmark|Example)[A-Z][A-Za-z0-9_]*`)
