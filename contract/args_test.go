@@ -107,7 +107,7 @@ func TestRenewArgs_Order(t *testing.T) {
 	wantKeys := []string{"{f}:reserved", "{f}:events", "{f}:machines", "{f}:meta", "{f}:layout"}
 	wantArgv := []any{"prefix", "{f}:", "token", "tok", "want", int64(30), "held", int64(20), "ttl", int64(10000),
 		"maxlen", int64(500), "mode", "flake", "host", "h", "pid", 7, "addr", "a:1", "version", "v1",
-		"layout", "8/16/10ms/2025-01-01T00:00:00Z", "generation", "gen", "horizon", int64(401),
+		"layout", "8/16/10ms/2025-01-01T00:00:00Z", "generation", "gen", "mark", int64(0), "horizon", int64(401),
 		"epochUs", int64(1735689600000000), "tickUs", float64(10000), "node", "node", "lossID", "loss",
 		"fleetHorizon", int64(402), "identity", IdentityInfo, "ids", "4,9"}
 	if !slices.Equal(keys, wantKeys) || !reflect.DeepEqual(argv, wantArgv) {

@@ -26,6 +26,8 @@ import (
 //   - Generation: the registry generation the caller ran under, with which
 //     it restores a missing {ns}:meta; "" when it never ran under one,
 //     and a missing registry is refused (guard.lua);
+//   - Mark: the replicas high-water mark of the caller's last grant
+//     (replwait.Waiter.Mark), which a restored {ns}:meta starts from;
 //   - Identity: IdentityInfo ("" sends it) or IdentityNone (identity.go).
 
 // argField is one tagged field of an Args type: its index and name.

@@ -18,6 +18,7 @@ type ClaimArgs struct {
 	// Layout is the claimer's canonical layout; another fleet's is refused.
 	Layout     string `arg:"layout"`
 	Generation string `arg:"generation"`
+	Mark       int64  `arg:"mark"`
 	// Horizon is how far ahead of Redis TIME a grant of this claimer may
 	// reach, in ticks; a claim after a possible loss floors above it.
 	Horizon      int64 `arg:"horizon"`

@@ -29,6 +29,7 @@ type CounterArgs struct {
 	Host         string `arg:"host"`
 	PID          int    `arg:"pid"`
 	Generation   string `arg:"generation"`
+	Mark         int64  `arg:"mark"`
 	Identity     string `arg:"identity"`
 }
 

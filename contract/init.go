@@ -7,6 +7,7 @@ package contract
 type InitArgs struct {
 	Keys       Keys    // KEYS 1-3
 	Generation string  `arg:"generation"` // the new registry's
+	Mark       int64   `arg:"mark"`       // 0: a new registry starts from the replicas listed
 	Layout     string  `arg:"layout"`
 	EpochUs    int64   `arg:"epochUs"`
 	TickUs     float64 `arg:"tickUs"`

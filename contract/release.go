@@ -11,6 +11,7 @@ type ReleaseArgs struct {
 	PID          int     `arg:"pid"`
 	Addr         string  `arg:"addr"`
 	Generation   string  `arg:"generation"`
+	Mark         int64   `arg:"mark"`
 	EpochUs      int64   `arg:"epochUs"`
 	TickUs       float64 `arg:"tickUs"`
 	Identity     string  `arg:"identity"`

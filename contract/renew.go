@@ -27,6 +27,7 @@ type RenewArgs struct {
 	Layout       string `arg:"layout"`
 	// Generation is the registry generation the lease was claimed in.
 	Generation string  `arg:"generation"`
+	Mark       int64   `arg:"mark"`
 	Horizon    int64   `arg:"horizon"` // this owner's, in ticks
 	EpochUs    int64   `arg:"epochUs"`
 	TickUs     float64 `arg:"tickUs"`

@@ -125,6 +125,7 @@ type SeqArgs struct {
 	Host         string `arg:"host"`
 	PID          int    `arg:"pid"`
 	Generation   string `arg:"generation"`
+	Mark         int64  `arg:"mark"`
 	Identity     string `arg:"identity"`
 }
 

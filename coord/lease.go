@@ -215,7 +215,7 @@ func (l *Lease) renewLocked(ctx context.Context, want int64) (int64, error) {
 	keys, argv := contract.RenewArgs{
 		Keys: r.keys, Token: l.token, Want: want, Held: l.granted.Load(), LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(),
 		EventsMaxLen: r.opts.EventsMaxLen, Mode: l.mode, Host: o.Host, PID: o.PID, Addr: o.Addr, Version: o.Version,
-		Layout: lay.String(), Generation: l.generation, Horizon: r.opts.horizonTicks(),
+		Layout: lay.String(), Generation: l.generation, Mark: r.wait.Mark(), Horizon: r.opts.horizonTicks(),
 		EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay), Node: l.nodeID, LossID: l.lossID,
 		FleetHorizon: l.horizon, Identity: r.opts.RedisIdentity, MachineIDs: l.ids,
 	}.KeysArgv()
@@ -328,7 +328,7 @@ func (l *Lease) release(ctx context.Context, lastTick int64) error {
 	o, lay := r.opts.Owner, r.opts.Layout
 	keys, argv := contract.ReleaseArgs{
 		Keys: r.keys, Token: l.token, LastTick: lastTick, EventsMaxLen: r.opts.EventsMaxLen, Host: o.Host, PID: o.PID, Addr: o.Addr,
-		Generation: cmp.Or(l.generation, newToken(r.opts.Rand)), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
+		Generation: cmp.Or(l.generation, newToken(r.opts.Rand)), Mark: r.wait.Mark(), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
 		Identity: r.opts.RedisIdentity, MachineIDs: l.ids,
 	}.KeysArgv()
 	err := contract.Explain(releaseScript.Run(ctx, r.rdb, keys, argv...).Err())

@@ -267,7 +267,7 @@ func (r *Registry) claimArgs(token, gen, preferred string, now, maxWait int64, r
 		gen = ""
 	}
 	return contract.ClaimArgs{
-		Keys: r.keys, Token: token, Layout: l.String(), Generation: gen,
+		Keys: r.keys, Token: token, Layout: l.String(), Generation: gen, Mark: r.wait.Mark(),
 		Horizon: max(r.opts.horizonTicks(), r.fleetHorizon.Load()), Now: now, LeaseTTLMs: r.opts.LeaseTTL.Milliseconds(), EventsMaxLen: r.opts.EventsMaxLen,
 		Preferred: preferred, LocalFloor: req.localFloor, MaxWait: maxWait,
 		EpochUs: l.StartTime.UnixMicro(), TickUs: tickMicros(l), CounterID: l.CounterMachineID(),

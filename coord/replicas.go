@@ -82,7 +82,7 @@ func (r *Registry) releaseUnused(ctx context.Context, token string, v []any) {
 	o, lay := r.opts.Owner, r.opts.Layout
 	keys, argv := contract.ReleaseArgs{
 		Keys: r.keys, Token: token, LastTick: toInt64(v[2]), EventsMaxLen: r.opts.EventsMaxLen, Host: o.Host, PID: o.PID,
-		Addr: o.Addr, Generation: fmt.Sprint(v[3]), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
+		Addr: o.Addr, Generation: fmt.Sprint(v[3]), Mark: r.wait.Mark(), EpochUs: lay.StartTime.UnixMicro(), TickUs: tickMicros(lay),
 		MachineIDs: []int{id},
 	}.KeysArgv()
 	_ = releaseScript.Run(context.WithoutCancel(ctx), r.rdb, keys, argv...).Err()

@@ -252,6 +252,47 @@ func TestReplicaWait_MasterRestartedCutOff_StillRefuses(t *testing.T) {
 	claimWithin(t, reg, 10*time.Second, "once the replica is back")
 }
 
+// Fault covered: the master restarts empty (its disk lost) while cut off
+// from its replica, which may be promoted meanwhile. A node that ran
+// under the registry restores {ns}:meta with the mark its last grant
+// used, not the replicas the empty master lists (none): so the master
+// grants nothing no replica holds. With the mark started from the
+// replicas listed, a master with two replicas that kept one and lost the
+// other to a promotion granted on the one's acknowledgement while the
+// promoted one granted the same ticks (the simulator's seed 7423: a
+// duplicate).
+func TestReplicaWait_MasterRestartedEmptyCutOff_MarkRestored(t *testing.T) {
+	redistest.Require(t)
+	master := redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0"}})
+	link := faultproxy.Start(t, master.Addr())
+	redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
+	rdb := master.Client(t)
+	waitOnline(t, rdb, 1)
+	reg := newRegKeepLoss(t, rdb, coord.Options{ReplicaWait: 100 * time.Millisecond, MaxWait: 30 * time.Second})
+	if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	link.Cut()
+	master.Kill()
+	master.Restart(t) // no AOF: it starts empty
+	if err := lease.Renew(ctxT(t)); !errors.Is(err, coord.ErrLeaseLost) {
+		t.Fatalf("renewal on the master restarted empty: %v; want ErrLeaseLost", err)
+	}
+	if m, err := coord.SplitBrainCheck(ctxT(t), rdb, ""); err != nil || m.Mark != 1 || m.Listed != 0 {
+		t.Fatalf("the registry the renewal restored: %+v, %v; want mark 1 with none listed", m, err)
+	}
+	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrNotReplicated) {
+		t.Fatalf("claim on the master restarted empty, cut off from its replica: %v; want ErrNotReplicated", err)
+	}
+	link.Heal()
+	waitOnline(t, rdb, 1)
+	claimWithin(t, reg, 10*time.Second, "once the replica is back")
+}
+
 // A promotion: the promoted replica leaves the mark, the other replica of
 // the old master stays in it. The new master grants once that replica
 // follows it (Sentinel re-points it), not before; with the old master's

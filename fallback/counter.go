@@ -370,6 +370,7 @@ func (c *Counter) fetchSegment(size int64) (*segment.Segment[span], error) {
 		if c.known.Load() {
 			a.Generation = segment.NewGeneration(c.opts.Rand)
 		}
+		a.Mark = c.wait.Mark()
 		a.MinTick, a.MinSeq = int64(minValue>>c.seqBits), int64(minValue&(1<<c.seqBits-1))
 		keys, argv := a.KeysArgv()
 		res, _, err := c.wait.Run(c.ctx, c.rdb, counterScript, keys, argv, counterNeedAt, c.opts.ReplicaWait)

@@ -153,7 +153,7 @@ func (s *Sequences) args(op, tagName string) contract.SeqArgs {
 		gen = segment.NewGeneration(s.opts.Rand)
 	}
 	return contract.SeqArgs{Keys: s.keys, Op: op, Tag: tagName, EventsMaxLen: s.opts.EventsMaxLen,
-		Host: s.opts.Host, PID: s.opts.PID, Generation: gen, Identity: s.opts.RedisIdentity}
+		Host: s.opts.Host, PID: s.opts.PID, Generation: gen, Mark: s.wait.Mark(), Identity: s.opts.RedisIdentity}
 }
 
 // lookup returns the tag's buffer, nil when none was made yet. The

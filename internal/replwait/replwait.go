@@ -89,6 +89,7 @@ type Waiter struct {
 	Clock clock.Clock
 
 	last    atomic.Pointer[Status]
+	mark    atomic.Int64
 	settles sync.Map // *redis.Client -> *settleOnce: see settled
 }
 
@@ -100,6 +101,15 @@ type Status struct {
 
 // Last returns the outcome of the last grant Run made (nil before any).
 func (w *Waiter) Last() *Status { return w.last.Load() }
+
+// Mark is the replicas high-water mark of the last grant used: what a
+// caller sends with its calls (contract's Mark argument), so that a node
+// restoring a {ns}:meta that Redis lost restores the mark with it. A
+// master restarted empty lists only the replicas that reconnected; with
+// the mark started from those, a replica cut off from it and promoted
+// meanwhile would leave it granting with the other one's acknowledgement
+// alone (the simulator's seed 7423).
+func (w *Waiter) Mark() int64 { return w.mark.Load() }
 
 var systemClock = clock.System()
 
@@ -124,6 +134,9 @@ func (w *Waiter) now() time.Duration { return w.clock().Monotonic() }
 func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys []string, argv []any,
 	needAt int, timeout time.Duration) ([]any, Result, error) {
 	v, res, err := w.run(ctx, rdb, s, keys, argv, needAt, timeout)
+	if res.Via != "" {
+		w.mark.Store(toInt(v[needAt]))
+	}
 	if res.Via != "" || err != nil && errors.Is(err, ErrNotReplicated) {
 		st := &Status{Result: res}
 		if err != nil {

@@ -101,7 +101,7 @@ end
 -- recorded when it makes {ns}:meta (nil: not recorded).
 -- Only flaked init (init.lua) makes a registry: a missing {ns}:meta is
 -- restored by a caller that has run under it (A.generation ~= ''), with a
--- loss recorded now, and refused (NOREGISTRY) to anyone else, who cannot
+-- loss recorded now and the replicas mark it last used (A.mark), and refused (NOREGISTRY) to anyone else, who cannot
 -- tell a new fleet from a Redis that lost everything.
 -- Returns generation, loss_ms, how ('' | 'created' | 'server'), loss_id
 -- (this server and the time of the last possible loss). {ns}:reserved
@@ -114,8 +114,12 @@ local function guard(meta, events, who, tick)
   local m = redis.call('HMGET', meta, 'generation', 'server', 'loss_ms', 'loss_id', 'reserved')
   if not m[1] then
     if A.generation == '' then noRegistry(meta) end
+    -- The mark as the caller last used it, or the replicas listed now if
+    -- more: a server that lost everything lists only the replicas that
+    -- came back to it, and a grant acknowledged by fewer than the fleet's
+    -- mark may miss the one promoted meanwhile.
     redis.call('HSET', meta, 'generation', A.generation, 'created_ms', nowText, 'server', id,
-      'loss_ms', nowText, 'loss_id', lossID, 'replicas', listedReplicas())
+      'loss_ms', nowText, 'loss_id', lossID, 'replicas', math.max(listedReplicas(), tonumber(A.mark or '0') or 0))
     if tick then redis.call('HSET', meta, 'created_tick', tick) end
     return A.generation, nowMs, 'created', lossID
   end
