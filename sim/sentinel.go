@@ -601,9 +601,16 @@ func (ss *sentinels) views(i int) []replwait.SentinelView {
 	return out
 }
 
-// forceFailover is SENTINEL FAILOVER on Sentinel s.
+// forceFailover is SENTINEL FAILOVER on Sentinel s, which the operator
+// runs on one Sentinel at a time: not while another's failover is in
+// progress (the model's FIPOK; two forced failovers at once promote two
+// replicas in one epoch, and docs/guarantees.md names it).
 func (ss *sentinels) forceFailover(s *sentinel) {
-	if s.awayUntil > ss.d.w.now || s.failover != nil || s.master != ss.d.m || ss.selectReplica(s) == nil {
+	inProgress := false
+	for _, o := range ss.all {
+		inProgress = inProgress || o.failover != nil
+	}
+	if s.awayUntil > ss.d.w.now || inProgress || s.master != ss.d.m || ss.selectReplica(s) == nil {
 		ss.d.log("sentinel %s: SENTINEL FAILOVER refused", s.addr)
 		return
 	}
