@@ -262,12 +262,8 @@ func TestReplicaWait_MasterRestartedCutOff_StillRefuses(t *testing.T) {
 // promoted one granted the same ticks (the simulator's seed 7423: a
 // duplicate).
 func TestReplicaWait_MasterRestartedEmptyCutOff_MarkRestored(t *testing.T) {
-	redistest.Require(t)
-	master := redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0"}})
-	link := faultproxy.Start(t, master.Addr())
-	redistest.Start(t, redistest.Options{Args: []string{"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
+	master, _, link := masterWithReplica(t)
 	rdb := master.Client(t)
-	waitOnline(t, rdb, 1)
 	reg := newRegKeepLoss(t, rdb, coord.Options{ReplicaWait: 100 * time.Millisecond, MaxWait: 30 * time.Second})
 	if err := redistest.InitRegistry(ctxT(t), rdb, coord.DefaultNamespace, flake.DefaultLayout().String()); err != nil {
 		t.Fatal(err)
