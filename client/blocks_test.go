@@ -18,6 +18,7 @@ import (
 	"github.com/flaked/flaked/client"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
 	"github.com/flaked/flaked/server"
 )
@@ -130,6 +131,40 @@ func TestBlocks_MaxAge(t *testing.T) {
 	}
 	if st := c.Stats(); st.Prefetched != 200 {
 		t.Fatalf("%d IDs prefetched, want two blocks of 100", st.Prefetched)
+	}
+}
+
+// A block fetched ahead that passes MaxAge while it waits is not used:
+// the NextID that would make it current gets an ID of a new block, above
+// the old ones, and the expired block's IDs are counted. Fault: IDs older
+// than MaxAge handed out from the block fetched ahead.
+func TestBlocks_MaxAge_BlockFetchedAheadExpires(t *testing.T) {
+	f := newFleet(t)
+	d := f.start(t, server.Options{})
+	clock := newFakeClock()
+	c := newClient(t, client.Options{Addrs: []string{d.addr}, Prefetch: 100, MaxAge: time.Second, Now: clock.Now})
+	ctx := idtest.Context(t, 10*time.Second)
+	var ids []uint64
+	next := func() {
+		t.Helper()
+		id, err := c.NextID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	// The 51st ID asks for the next block, of 200 (the first lasted no
+	// time on this clock); it waits as the next one while the first lasts.
+	for range 99 {
+		next()
+	}
+	poll.Until(t, 10*time.Second, "the block fetched ahead", func() bool { return c.Stats().Prefetched == 300 })
+	next() // the first block's last ID
+	clock.Advance(time.Second + time.Nanosecond)
+	next()
+	idtest.Increasing(t, testLayout, "NextID past a block fetched ahead that expired", ids)
+	if st := c.Stats(); st.Expired != 200 || st.Prefetched <= 300 {
+		t.Fatalf("%d IDs expired, %d prefetched: want the 200 of the block fetched ahead, and a third block", st.Expired, st.Prefetched)
 	}
 }
 

@@ -1,7 +1,8 @@
-// Package segment is the prefetching buffer of values granted by Redis in
-// segments, shared by counter mode (fallback) and named sequences (seq):
-// the segment values are taken from, and at most one more, fetched in the
-// background once the current one is used down to a point the owner sets.
+// Package segment is the prefetching buffer of values granted in
+// segments, shared by counter mode (fallback), named sequences (seq) and
+// the Go client's blocks (client): the segment values are taken from, and
+// at most one more, fetched in the background once the current one is
+// used down to a point the owner sets.
 //
 // Invariants, which keep every value handed out once:
 //   - a value is an index of a segment, taken with one atomic add (or one
@@ -100,13 +101,18 @@ func (s *Segment[M]) Left() int64 { return max(0, s.n-s.next.Load()) }
 // Spent reports whether no value is left.
 func (s *Segment[M]) Spent() bool { return s.next.Load() >= s.n }
 
-// SkipTo makes sure no index below i is handed out from now on.
-func (s *Segment[M]) SkipTo(i int64) {
+// SkipTo makes sure no index below i is handed out from now on, and
+// returns how many indices it took from the takers (values dropped
+// unused): 0 when they had passed i.
+func (s *Segment[M]) SkipTo(i int64) int64 {
 	i = min(i, s.n)
 	for {
 		old := s.next.Load()
-		if old >= i || s.next.CompareAndSwap(old, i) {
-			return
+		if old >= i {
+			return 0
+		}
+		if s.next.CompareAndSwap(old, i) {
+			return i - old
 		}
 	}
 }
