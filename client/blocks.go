@@ -142,18 +142,25 @@ func newBlocker(c *Client) *blocker {
 // nextID hands out the next ID of the current block: one atomic add in
 // the common case.
 func (p *blocker) nextID(ctx context.Context) (uint64, error) {
+	b := p.buf.Current()
+	if i, ok, triggers := b.TakeOne(); ok {
+		if triggers {
+			p.buf.Prefetch(b)
+		}
+		return b.Meta.id(i), nil
+	}
+	// The slow path. It waits as long as ctx allows, not Options.Wait:
+	// while refills succeed the caller gets an ID, however many blocks
+	// other callers spend first; a refill that fails (bounded by Wait)
+	// ends the wait with its error.
 	for {
 		b := p.buf.Current()
-		if i, got := b.Take(1); got > 0 {
-			if b.Triggers(i, got) {
+		if i, ok, triggers := b.TakeOne(); ok {
+			if triggers {
 				p.buf.Prefetch(b)
 			}
 			return b.Meta.id(i), nil
 		}
-		// The slow path. It waits as long as ctx allows, not Options.Wait:
-		// while refills succeed the caller gets an ID, however many blocks
-		// other callers spend first; a refill that fails (bounded by Wait)
-		// ends the wait with its error.
 		if pf := p.fallback.Load(); pf != nil {
 			return pf.next(ctx) // bounds its own wait by Options.Wait
 		}

@@ -39,8 +39,15 @@ import (
 type Segment[M any] struct {
 	Meta    M
 	n       int64
-	next    atomic.Int64 // index of the next value to hand out
 	fetchAt atomic.Int64 // taking this index starts the prefetch
+
+	// next is the index of the next value to hand out. It sits alone on
+	// its cache line: it is the only word every taker writes, so the
+	// words they read (n, fetchAt, Meta) stay in every core's cache while
+	// next's line moves between the cores.
+	_    [64]byte
+	next atomic.Int64
+	_    [56]byte
 }
 
 // New returns a segment of n values whose taking of index fetchAt starts
@@ -63,6 +70,14 @@ func (s *Segment[M]) Take(want int64) (i, got int64) {
 		return i, 0
 	}
 	return i, min(want, s.n-i)
+}
+
+// TakeOne takes one value: its index, whether the segment had one and,
+// when it had, whether taking it starts the prefetch. It is Take(1) and
+// Triggers in one, for the hot path of a caller that wants one value.
+func (s *Segment[M]) TakeOne() (i int64, ok, triggers bool) {
+	i = s.next.Add(1) - 1
+	return i, i < s.n, i == s.fetchAt.Load()
 }
 
 // TryTake takes exactly want values or none.

@@ -316,6 +316,13 @@ func TestSegment_TakeTryTakeSeal(t *testing.T) {
 	if _, got := s.Take(1); got != 0 {
 		t.Fatalf("Take after Seal got %d", got)
 	}
+	o := segment.New[int64](3, 1)
+	for want := range int64(4) {
+		i, ok, triggers := o.TakeOne()
+		if i != want || ok != (want < 3) || (ok && triggers != (want == 1)) {
+			t.Fatalf("TakeOne #%d = %d, %v, %v", want, i, ok, triggers)
+		}
+	}
 	// SkipTo says how many indices it took from the takers: the client
 	// counts them as IDs dropped unused.
 	k := segment.New[int64](10, -1)
