@@ -483,10 +483,11 @@ func InitRegistry(ctx context.Context, rdb redis.UniversalClient, ns, layout str
 // InitRegistryOptions makes the registry of o's namespace on rdb as
 // flaked init does (coord.MakeRegistry: init.lua), but as a fleet made
 // long before its nodes start: its loss floor cleared (ForgetLoss), so
-// no claim waits it out, and its horizon left to the first node's claim,
-// as after a restore of {ns}:meta, so test fleets of any reach are
-// neither capped nor lifted by init's. A registry that exists is kept,
-// with its loss floor cleared and the fleet layout stored if it has
+// no claim waits it out; its horizon left to the first node's claim, as
+// after a restore of {ns}:meta, so test fleets of any reach are neither
+// capped nor lifted by init's; and init's event trimmed away, so the
+// stream holds what the test's fleet wrote. A registry that exists is
+// kept, with its loss floor cleared and the fleet layout stored if it has
 // none. o's Redis identity is init.lua's ("none" for a Redis without
 // INFO).
 func InitRegistryOptions(ctx context.Context, rdb redis.UniversalClient, o coord.Options) error {
@@ -495,6 +496,9 @@ func InitRegistryOptions(ctx context.Context, rdb redis.UniversalClient, o coord
 	switch {
 	case err == nil:
 		if err := rdb.HDel(ctx, keys.Meta, contract.MetaHorizon).Err(); err != nil {
+			return err
+		}
+		if err := rdb.Del(ctx, keys.Events).Err(); err != nil {
 			return err
 		}
 	case errors.Is(err, coord.ErrRegistryExists):
