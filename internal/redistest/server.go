@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -489,9 +490,14 @@ func InitRegistry(ctx context.Context, rdb redis.UniversalClient, ns, layout str
 // stream holds what the test's fleet wrote. A registry that exists is
 // kept, with its loss floor cleared and the fleet layout stored if it has
 // none. o's Redis identity is init.lua's ("none" for a Redis without
-// INFO).
+// INFO). The generation is drawn from o.Rand, and is zeros without it:
+// the same for every test fleet, so two Redis servers given the same
+// commands hold the same keys (internal/simredis's differential tests).
 func InitRegistryOptions(ctx context.Context, rdb redis.UniversalClient, o coord.Options) error {
 	keys := contract.NewKeys(cmp.Or(o.Namespace, coord.DefaultNamespace))
+	if o.Rand == nil {
+		o.Rand = bytes.NewReader(make([]byte, 16))
+	}
 	_, _, err := coord.MakeRegistry(ctx, rdb, o)
 	switch {
 	case err == nil:
