@@ -459,7 +459,7 @@ func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error
 	// internal/simredis implements (it has no HSETNX): test set-up, nothing
 	// runs beside it.
 	if err := rdb.HGet(ctx, meta, contract.MetaGeneration).Err(); errors.Is(err, redis.Nil) {
-		err = rdb.HSet(ctx, meta, contract.MetaGeneration, "test").Err()
+		err = rdb.HSet(ctx, meta, contract.MetaGeneration, Generation).Err()
 		if err != nil {
 			return err
 		}
@@ -468,6 +468,11 @@ func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error
 	}
 	return rdb.HSet(ctx, meta, contract.MetaServer, id, contract.MetaLossMs, 0).Err()
 }
+
+// Generation is the generation of a test fleet's registry: what
+// InitRegistry draws from Options.Rand's zeros, and what ForgetLoss
+// writes where {ns}:meta has none.
+var Generation = strings.Repeat("0", 32)
 
 // InitRegistry makes the registry of namespace ns with the fleet layout
 // layout (flake.Layout's String) on rdb, as InitRegistryOptions does.
@@ -490,8 +495,8 @@ func InitRegistry(ctx context.Context, rdb redis.UniversalClient, ns, layout str
 // stream holds what the test's fleet wrote. A registry that exists is
 // kept, with its loss floor cleared and the fleet layout stored if it has
 // none. o's Redis identity is init.lua's ("none" for a Redis without
-// INFO). The generation is drawn from o.Rand, and is zeros without it:
-// the same for every test fleet, so two Redis servers given the same
+// INFO). The generation is drawn from o.Rand, and is Generation without
+// it: the same for every test fleet, so two Redis servers given the same
 // commands hold the same keys (internal/simredis's differential tests).
 func InitRegistryOptions(ctx context.Context, rdb redis.UniversalClient, o coord.Options) error {
 	keys := contract.NewKeys(cmp.Or(o.Namespace, coord.DefaultNamespace))
