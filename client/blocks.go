@@ -13,33 +13,33 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/segment"
 )
 
-// cblock is one block (NEXTBLOCK) being handed out: IDs are taken with
-// one atomic add on next, so NextID takes no lock while the block lasts.
-type cblock struct {
-	// next is the index of the next ID to hand out; >= n: spent. It sits
-	// alone on its cache line: it is the only word every NextID writes.
-	_    [64]byte
-	next atomic.Int64
-	_    [56]byte
-
-	n        int64
+// block is what a block (NEXTBLOCK) is in the segment buffer: the
+// segment's index i is the block's i-th ID. Its IDs are taken with one
+// atomic add on the segment, so NextID takes no lock while a block lasts.
+type block struct {
 	first    uint64 // ID of index 0
 	stride   uint64
 	base     uint64   // with several machine IDs: first's step, machine bits 0
 	machines []uint64 // nil under one machine ID
 	j0, k    uint64   // first's index in machines; len(machines)
-	refillAt int64    // taking this index asks for the next block
+	askedAt  time.Time
+	full     bool // it had all the IDs asked for
 	deadline time.Time
 	daemon   *daemon
 	dropped  bool // expired before it was used up; under mu
 }
 
+// cblock is one block being handed out.
+type cblock = segment.Segment[block]
+
 // id is the block's i-th ID (flake.Block.ID, with the machine index
 // looked up once).
-func (b *cblock) id(i int64) uint64 {
+func (b *block) id(i int64) uint64 {
 	if b.k == 0 {
 		return b.first + uint64(i)*b.stride
 	}
@@ -47,34 +47,27 @@ func (b *cblock) id(i int64) uint64 {
 	return b.base + j/b.k*b.stride + b.machines[j%b.k]
 }
 
-// skipTo makes sure no index below i is handed out from now on, and
-// returns how many indices it took (IDs dropped unused).
-func (b *cblock) skipTo(i int64) int64 {
-	i = min(i, b.n)
-	for {
-		old := b.next.Load()
-		if old >= i {
-			return 0
-		}
-		if b.next.CompareAndSwap(old, i) {
-			return i - old
-		}
-	}
-}
+var (
+	// errNoBlocks: the daemon predates NEXTBLOCK; NextID uses NEXTIDS.
+	errNoBlocks = errors.New("daemon has no NEXTBLOCK")
+	// errStopped is the buffer's closed error: the client is closed, or
+	// NextID uses NEXTIDS (fallback set).
+	errStopped = errors.New("blocks stopped")
+)
 
-func (b *cblock) spent() bool { return b.next.Load() >= b.n }
-
-// errNoBlocks: the daemon predates NEXTBLOCK; NextID uses NEXTIDS.
-var errNoBlocks = errors.New("daemon has no NEXTBLOCK")
-
-// blocker serves NextID from blocks that one background goroutine fetches
-// with NEXTBLOCK: double buffering, the next block is fetched when half
-// of the current one is used, so NextID rarely waits and never takes a
-// lock while a block lasts. Blocks from one daemon increase (its IDs do);
-// a block from another daemon, after a failover, is cut so that it starts
-// above the last block, so the IDs NextID returns increase in the order
-// it returns them. IDs expire MaxAge after the earlier of their block's
-// request and its first ID's tick: a timer spends the block then.
+// blocker serves NextID from blocks fetched in the background with
+// NEXTBLOCK, on the segment buffer counter mode and named sequences use
+// (internal/segment: the current block and one fetched ahead, one fetch
+// at a time, its error handed to the callers that wait): the next block
+// is fetched when half of the current one is used, so NextID rarely waits
+// and never takes a lock while a block lasts. What is the client's own
+// lives here, in the buffer's hooks: blocks from one daemon increase (its
+// IDs do); a block from another daemon, after a failover, is cut so that
+// it starts above the last block, so the IDs NextID returns increase in
+// the order it returns them (accept). IDs expire MaxAge after the earlier
+// of their block's request and its first ID's tick: a timer spends the
+// block then, and a block fetched ahead that has expired is spent as it
+// is installed (expireLocked, installLocked).
 //
 // The size of the blocks follows demand (blockSize): a refill asked for
 // at half a block arrives before the block is used up only while half a
@@ -86,7 +79,9 @@ var errNoBlocks = errors.New("daemon has no NEXTBLOCK")
 // A NextID that finds the blocks spent waits for the refill as long as
 // its context allows: each refill is bounded by Options.Wait, and one
 // that fails ends the wait of every caller with its error (what the
-// daemons answered, or why their blocks could not be used).
+// daemons answered, or why their blocks could not be used): Final says
+// so for every error, as a caller that joined a refill has no cheaper
+// way to the daemons than that refill's.
 //
 // When the daemon answers NEXTBLOCK with "unknown command", the client
 // switches to NEXTIDS batches (prefetcher) for good.
@@ -95,32 +90,27 @@ type blocker struct {
 	minSize int64 // Prefetch: the first blocks' size, and the smallest
 	maxAge  time.Duration
 
-	// size is the count the last NEXTBLOCK asked for (Stats.BlockSize);
-	// written by run only.
-	size atomic.Int64
-	// Of the last block received, for the next refill's size; run's own.
-	// askedAt is zero once used, so that retries after a failed refill
-	// do not count as blocks that lasted no time.
-	askedAt time.Time
-	full    bool // it had all the IDs asked for
+	// buf holds the block NextID takes from and the one fetched ahead;
+	// mu guards it and the fields below it.
+	buf segment.Buffer[block]
 
-	cur      atomic.Pointer[cblock]
+	// size is the count the last NEXTBLOCK asked for (Stats.BlockSize).
+	size     atomic.Int64
 	fallback atomic.Pointer[prefetcher] // set when the daemons predate NEXTBLOCK
 
-	kick chan struct{}
-	done chan struct{}
-
-	mu       sync.Mutex
-	next     *cblock // fetched, not current yet
-	last     uint64  // last ID of the latest block accepted
+	mu sync.Mutex
+	// Of the last block received, for the next refill's size. askedAt is
+	// zero once used, so that retries after a failed refill do not count
+	// as blocks that lasted no time.
+	askedAt  time.Time
+	full     bool   // it had all the IDs asked for
+	last     uint64 // last ID of the latest block accepted
 	hasLast  bool
 	unusable int // blocks in a row dropped on arrival (unusableError)
 	// outran: the last block received arrived after the one before it
 	// was used up (callers waited for it); cleared when a block expires,
 	// as demand has fallen since.
 	outran bool
-	err    error // the last refill's error, nil after a success
-	ready  chan struct{}
 	expiry *time.Timer
 
 	prefetched, expired, waits atomic.Uint64
@@ -131,204 +121,157 @@ func newBlocker(c *Client) *blocker {
 		c:       c,
 		minSize: int64(c.opts.Prefetch),
 		maxAge:  c.opts.MaxAge,
-		kick:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		ready:   make(chan struct{}),
 	}
 	p.size.Store(p.minSize)
-	p.cur.Store(&cblock{}) // spent: the first NextID asks for a block
+	b := &p.buf
+	b.Mu, b.Clock, b.ErrClosed = &p.mu, clock.System(), errStopped
+	b.Closed = func() bool { return c.closed.Load() || p.fallback.Load() != nil }
+	b.Begin, b.Landed, b.Install = p.beginLocked, p.landedLocked, p.installLocked
+	b.Final = func(error) bool { return true }
+	b.Waiting = func() { p.waits.Add(1) }
+	b.SetCurrent(segment.New[block](0, -1)) // spent: the first NextID asks for a block
 	p.expiry = time.AfterFunc(time.Hour, func() {
 		p.mu.Lock()
 		p.expireLocked()
 		p.mu.Unlock()
 	})
 	p.expiry.Stop()
-	go p.run()
 	return p
 }
 
 // nextID hands out the next ID of the current block: one atomic add in
 // the common case.
 func (p *blocker) nextID(ctx context.Context) (uint64, error) {
-	b := p.cur.Load()
-	if i := b.next.Add(1) - 1; i < b.n {
-		if i == b.refillAt {
-			p.wake()
+	b := p.buf.Current()
+	if i, ok, triggers := b.TakeOne(); ok {
+		if triggers {
+			p.buf.Prefetch(b)
 		}
-		return b.id(i), nil
+		return b.Meta.id(i), nil
 	}
 	// The slow path. It waits as long as ctx allows, not Options.Wait:
 	// while refills succeed the caller gets an ID, however many blocks
 	// other callers spend first; a refill that fails (bounded by Wait)
 	// ends the wait with its error.
 	for {
-		b := p.cur.Load()
-		i := b.next.Add(1) - 1
-		if i < b.n {
-			if i == b.refillAt {
-				p.wake()
+		b := p.buf.Current()
+		if i, ok, triggers := b.TakeOne(); ok {
+			if triggers {
+				p.buf.Prefetch(b)
 			}
-			return b.id(i), nil
+			return b.Meta.id(i), nil
 		}
 		if pf := p.fallback.Load(); pf != nil {
 			return pf.next(ctx) // bounds its own wait by Options.Wait
 		}
 		if err := p.await(ctx, b); err != nil {
-			if errors.Is(err, errNoBlocks) {
-				continue // the fallback is set
-			}
 			return 0, err
 		}
 	}
 }
 
 // await is the slow path, once b is spent: it makes the fetched block
-// current, or waits for a refill. nil means try again; an error is the
-// refill's that this caller waited for (the daemons' answers), or ctx's.
+// current, or waits for a refill. nil means try again (the fallback may
+// be set); an error is the refill's that this caller waited for (the
+// daemons' answers), or ctx's.
 func (p *blocker) await(ctx context.Context, b *cblock) error {
-	if p.c.closed.Load() {
-		return fmt.Errorf("flaked client: NEXTID: %w", ErrClosed)
-	}
-	p.mu.Lock()
-	for {
-		if p.cur.Load() != b {
-			p.mu.Unlock()
-			return nil
-		}
-		p.expireLocked()
-		if p.next != nil {
-			p.installLocked(p.next)
-			p.next = nil
-			p.mu.Unlock()
-			return nil
-		}
-		if p.fallback.Load() != nil {
-			p.mu.Unlock()
-			return errNoBlocks
-		}
-		p.wake()
-		p.waits.Add(1)
-		ready := p.ready
-		p.mu.Unlock()
-		select {
-		case <-ready:
-		case <-ctx.Done():
-			return fmt.Errorf("flaked client: NEXTID: waiting for a prefetch block: %w", ctx.Err())
-		case <-p.c.ctx.Done():
+	err := p.buf.Await(ctx, b)
+	var waited *segment.WaitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errStopped):
+		if p.c.closed.Load() {
 			return fmt.Errorf("flaked client: NEXTID: %w", ErrClosed)
 		}
-		p.mu.Lock()
-		if p.cur.Load() == b && p.next == nil && p.err != nil {
-			err := p.err
-			p.mu.Unlock()
-			return err
+		return nil // NEXTIDS from now on
+	case errors.As(err, &waited):
+		if waited.Last != nil {
+			return fmt.Errorf("flaked client: NEXTID: waiting for a prefetch block: %w (the last refill: %w)", waited.Err, waited.Last)
 		}
+		return fmt.Errorf("flaked client: NEXTID: waiting for a prefetch block: %w", waited.Err)
 	}
+	return err
 }
 
-// installLocked makes nb the current block; the old one is spent (or
-// expired). It arms the expiry timer for nb.
+// installLocked is called as nb becomes the current block; the old one is
+// spent (or expired). A block fetched ahead that expired while it waited
+// is spent now, so that the caller asks for another; else the expiry
+// timer is armed for nb.
 func (p *blocker) installLocked(nb *cblock) {
-	p.cur.Store(nb)
-	p.expiry.Reset(max(nb.deadline.Sub(p.c.opts.Now()), 0))
+	now := p.c.opts.Now()
+	if now.After(nb.Meta.deadline) {
+		nb.Meta.dropped = true
+		p.outran = false
+		p.expired.Add(uint64(nb.SkipTo(nb.N())))
+		return
+	}
+	p.expiry.Reset(nb.Meta.deadline.Sub(now))
 }
 
 // expireLocked spends the current block and drops the fetched one when
 // MaxAge has passed for them.
 func (p *blocker) expireLocked() {
 	now := p.c.opts.Now()
-	if b := p.cur.Load(); b.n > 0 && now.After(b.deadline) {
-		b.dropped = true
+	if b := p.buf.Current(); b.N() > 0 && now.After(b.Meta.deadline) {
+		b.Meta.dropped = true
 		p.outran = false
-		p.expired.Add(uint64(b.skipTo(b.n)))
+		p.expired.Add(uint64(b.SkipTo(b.N())))
 	}
-	if p.next != nil && now.After(p.next.deadline) {
-		p.expired.Add(uint64(p.next.n - p.next.next.Load()))
-		p.next = nil
-	}
-}
-
-// wake asks for a refill without waiting.
-func (p *blocker) wake() {
-	select {
-	case p.kick <- struct{}{}:
-	default:
+	if next := p.buf.NextLocked(); next != nil && now.After(next.Meta.deadline) {
+		p.expired.Add(uint64(next.Left()))
+		p.buf.DropNextLocked()
 	}
 }
 
-// needLocked reports whether a block should be fetched: none is waiting
-// and half of the current one is used (or it is spent).
-func (p *blocker) needLocked() bool {
-	b := p.cur.Load()
-	return p.next == nil && (b.spent() || b.next.Load() > b.refillAt)
+// beginLocked sizes the refill that starts, from how the last block
+// received went, and returns it.
+func (p *blocker) beginLocked() segment.Fetch[block] {
+	p.expireLocked()
+	size := p.size.Load()
+	if !p.askedAt.IsZero() {
+		size = blockSize(size, p.minSize, p.full, p.outran, p.c.opts.Now().Sub(p.askedAt), p.maxAge)
+		p.size.Store(size)
+		p.askedAt = time.Time{}
+	}
+	return func() (*cblock, error) { return p.refill(size) }
 }
 
-// run fetches one block per kick that finds one needed, until the client
-// is closed.
-func (p *blocker) run() {
-	defer close(p.done)
-	ctx := p.c.ctx
+// landedLocked records a refill's outcome; the buffer hands its block
+// over (current when the current one is spent, else fetched ahead)
+// unless it returns an error.
+func (p *blocker) landedLocked(nb *cblock, err error) error {
+	switch {
+	case p.c.closed.Load():
+		return errStopped
+	case errors.Is(err, errNoBlocks):
+		p.fallback.Store(newPrefetcher(p.c))
+		p.expiry.Stop()
+		return errStopped
+	case err != nil:
+		return err
+	}
+	cur := p.buf.Current()
+	p.askedAt, p.full = nb.Meta.askedAt, nb.Meta.full
+	p.outran = cur.N() > 0 && cur.Spent() && !cur.Meta.dropped
+	return nil
+}
+
+// refill asks for one block of up to size IDs until one can be used:
+// a block dropped on arrival (unusableError) is asked for again after its
+// wait while NextID callers keep waiting, as the next block may do. Past
+// maxUnusable blocks in a row they get the error, and the buffer asks
+// again only when one waits.
+func (p *blocker) refill(size int64) (*cblock, error) {
 	for {
-		select {
-		case <-p.kick:
-		case <-ctx.Done():
-			p.expiry.Stop()
-			return
-		}
-		p.mu.Lock()
-		p.expireLocked()
-		need, outran := p.needLocked(), p.outran
-		p.mu.Unlock()
-		if !need {
-			continue
-		}
-		size := p.size.Load()
-		if !p.askedAt.IsZero() {
-			size = blockSize(size, p.minSize, p.full, outran, p.c.opts.Now().Sub(p.askedAt), p.maxAge)
-			p.size.Store(size)
-			p.askedAt = time.Time{}
-		}
-		at := p.c.opts.Now()
-		nb, err := p.fetch(ctx, size)
-		if errors.Is(err, errNoBlocks) {
-			p.mu.Lock()
-			p.fallback.Store(newPrefetcher(p.c))
-			close(p.ready)
-			p.ready = make(chan struct{})
-			p.mu.Unlock()
-			p.expiry.Stop()
-			return
-		}
+		nb, err := p.fetch(p.c.ctx, size)
 		var unusable *unusableError
-		if errors.As(err, &unusable) && unusable.rounds <= maxUnusable {
-			// Ask again after its wait while NextID callers keep waiting:
-			// the next block may do. Past maxUnusable blocks in a row they
-			// get the error below, and the refill asks again only when one
-			// waits.
-			t := time.NewTimer(unusable.wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-			p.wake()
-			continue
+		if !errors.As(err, &unusable) || unusable.rounds > maxUnusable {
+			return nb, err
 		}
-		p.mu.Lock()
-		if err == nil {
-			cur := p.cur.Load()
-			p.askedAt, p.full = at, nb.n == size
-			p.outran = cur.n > 0 && cur.spent() && !cur.dropped
-			if cur.spent() {
-				p.installLocked(nb)
-			} else {
-				p.next = nb
-			}
+		if err := clock.Sleep(p.c.ctx, p.buf.Clock, unusable.wait); err != nil {
+			return nil, err
 		}
-		p.err = err
-		close(p.ready)
-		p.ready = make(chan struct{})
-		p.mu.Unlock()
 	}
 }
 
@@ -364,7 +307,7 @@ func (p *blocker) fetch(ctx context.Context, size int64) (*cblock, error) {
 		return err
 	}
 	at := p.c.opts.Now()
-	if prev := p.cur.Load().daemon; prev == nil || p.c.try(ctx, prev, fn) != nil {
+	if prev := p.buf.Current().Meta.daemon; prev == nil || p.c.try(ctx, prev, fn) != nil {
 		err = p.c.do(ctx, "NEXTBLOCK "+strconv.FormatInt(size, 10)+" (prefetch)", fn)
 	}
 	if err != nil {
@@ -373,49 +316,56 @@ func (p *blocker) fetch(ctx context.Context, size int64) (*cblock, error) {
 	if unsupported {
 		return nil, errNoBlocks
 	}
-	return p.accept(fb, from, at, layout)
+	nb, err := p.accept(fb, from, at, layout)
+	if err == nil {
+		nb.Meta.full = nb.N() == size
+	}
+	return nb, err
 }
 
 // accept turns a block received at request time at into a cblock: its
 // deadline, and its start above the last block's.
 func (p *blocker) accept(fb flake.Block, from *daemon, at time.Time, l flake.Layout) (*cblock, error) {
 	tickAt := l.TickTime(l.Decompose(fb.First).Tick)
-	nb := &cblock{
-		n: fb.Count, first: fb.First, stride: fb.Stride, machines: fb.MachineIDs,
-		deadline: minTime(at, tickAt).Add(p.maxAge), daemon: from,
+	m := block{
+		first: fb.First, stride: fb.Stride, machines: fb.MachineIDs,
+		askedAt: at, deadline: minTime(at, tickAt).Add(p.maxAge), daemon: from,
 	}
 	if k := len(fb.MachineIDs); k > 0 {
-		m := fb.First & (fb.Stride - 1)
-		nb.base, nb.k = fb.First-m, uint64(k)
-		nb.j0 = uint64(sort.Search(k, func(i int) bool { return fb.MachineIDs[i] >= m }))
+		mid := fb.First & (fb.Stride - 1)
+		m.base, m.k = fb.First-mid, uint64(k)
+		m.j0 = uint64(sort.Search(k, func(i int) bool { return fb.MachineIDs[i] >= mid }))
 	}
-	p.prefetched.Add(uint64(nb.n))
+	n := fb.Count
+	p.prefetched.Add(uint64(n))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Strictly above every ID handed out before: a block from another
 	// daemon may start lower; its IDs up to the last block's are dropped.
-	if p.hasLast && nb.first <= p.last {
-		skip := int64(sort.Search(int(nb.n), func(i int) bool { return nb.id(int64(i)) > p.last }))
-		nb.next.Store(skip)
+	var skip int64
+	if p.hasLast && m.first <= p.last {
+		skip = int64(sort.Search(int(n), func(i int) bool { return m.id(int64(i)) > p.last }))
 		p.expired.Add(uint64(skip))
-		if skip == nb.n {
+		if skip == n {
 			p.unusable++
 			wait := time.Until(l.TickTime(l.Decompose(p.last).Tick + 1))
 			return nil, &unusableError{rounds: p.unusable, wait: min(max(wait, time.Millisecond), time.Second), err: replyError(
 				"NEXTBLOCK from %s gave IDs up to %d, at or below the last block's %d (a daemon behind the one before it, by %v): dropped, %d blocks in a row",
-				from.addr, nb.id(nb.n-1), p.last, wait, p.unusable)}
+				from.addr, m.id(n-1), p.last, wait, p.unusable)}
 		}
 	}
-	if now := p.c.opts.Now(); now.After(nb.deadline) {
-		p.expired.Add(uint64(nb.n - nb.next.Load()))
+	if now := p.c.opts.Now(); now.After(m.deadline) {
+		p.expired.Add(uint64(n - skip))
 		p.unusable++
 		return nil, &unusableError{rounds: p.unusable, err: fmt.Errorf(
 			"flaked client: a block arrived %v after it was asked for, its first ID's tick %v old, more than MaxAge %v, so its IDs were dropped (%d blocks in a row): raise MaxAge",
 			now.Sub(at), now.Sub(tickAt), p.maxAge, p.unusable)}
 	}
 	p.unusable = 0
-	p.last, p.hasLast = nb.id(nb.n-1), true
-	nb.refillAt = nb.next.Load() + (nb.n-nb.next.Load())/2
+	p.last, p.hasLast = m.id(n-1), true
+	nb := segment.New[block](n, skip+(n-skip)/2) // the refill at half of what is left
+	nb.Meta = m
+	nb.SkipTo(skip)
 	return nb, nil
 }
 
@@ -523,16 +473,21 @@ func isUnknownCommand(err error) bool {
 func (p *blocker) stop() {
 	p.mu.Lock()
 	p.expiry.Stop()
-	b := p.cur.Load()
-	b.skipTo(b.n)
-	p.next = nil
+	b := p.buf.Current()
+	b.SkipTo(b.N())
+	p.buf.DropNextLocked()
 	p.mu.Unlock()
 }
 
-// wait returns when the refill goroutine, and the NEXTIDS fallback's if
-// any, have stopped (after Close).
+// wait returns when the refill in flight, if any, and the NEXTIDS
+// fallback's refills have stopped (after Close).
 func (p *blocker) wait() {
-	<-p.done
+	p.mu.Lock()
+	run := p.buf.RunLocked()
+	p.mu.Unlock()
+	if run != nil {
+		run.Stop()
+	}
 	if pf := p.fallback.Load(); pf != nil {
 		pf.wait()
 	}

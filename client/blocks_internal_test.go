@@ -30,8 +30,8 @@ func TestBlocker_Accept_SkipsBelowTheLastBlock(t *testing.T) {
 	stride := uint64(1) << l.BitsMachineID
 
 	first, err := p.accept(flake.Block{First: id(10, 5), Count: 20, Stride: stride}, d, now, l)
-	if err != nil || first.next.Load() != 0 || p.last != id(29, 5) {
-		t.Fatalf("first block: %v, next %d, last %d", err, first.next.Load(), p.last)
+	if err != nil || first.Taken() != 0 || p.last != id(29, 5) {
+		t.Fatalf("first block: %v, next %d, last %d", err, first.Taken(), p.last)
 	}
 	// Another daemon (machine ID 3) at sequences 25..44: 25..29 are below
 	// machine 5's 29 and are skipped; 30 is the first above.
@@ -39,8 +39,8 @@ func TestBlocker_Accept_SkipsBelowTheLastBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if skip := nb.next.Load(); skip != 5 || nb.id(skip) != id(30, 3) {
-		t.Fatalf("straddling block: starts at index %d (%d), want 5 (%d)", skip, nb.id(skip), id(30, 3))
+	if skip := nb.Taken(); skip != 5 || nb.Meta.id(skip) != id(30, 3) {
+		t.Fatalf("straddling block: starts at index %d (%d), want 5 (%d)", skip, nb.Meta.id(skip), id(30, 3))
 	}
 	if p.expired.Load() != 5 || p.last != id(44, 3) {
 		t.Fatalf("expired %d, last %d: want 5 and %d", p.expired.Load(), p.last, id(44, 3))
@@ -48,8 +48,8 @@ func TestBlocker_Accept_SkipsBelowTheLastBlock(t *testing.T) {
 	// Interleaved machine IDs 2 and 7, from sequence 44 on machine 7:
 	// (44, 7) is above (44, 3), the whole block is kept.
 	mb, err := p.accept(flake.Block{First: id(44, 7), Count: 5, Stride: stride, MachineIDs: []uint64{2, 7}}, d, now, l)
-	if err != nil || mb.next.Load() != 0 || mb.id(1) != id(45, 2) || p.last != id(46, 7) {
-		t.Fatalf("interleaved block: %v, next %d, id(1) %d, last %d", err, mb.next.Load(), mb.id(1), p.last)
+	if err != nil || mb.Taken() != 0 || mb.Meta.id(1) != id(45, 2) || p.last != id(46, 7) {
+		t.Fatalf("interleaved block: %v, next %d, id(1) %d, last %d", err, mb.Taken(), mb.Meta.id(1), p.last)
 	}
 	// Wholly below: refused, counted, with a wait of at most a second.
 	for round := 1; round <= 2; round++ {

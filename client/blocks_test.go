@@ -18,6 +18,7 @@ import (
 	"github.com/flaked/flaked/client"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/internal/idtest"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
 	"github.com/flaked/flaked/server"
 )
@@ -133,6 +134,27 @@ func TestBlocks_MaxAge(t *testing.T) {
 	}
 }
 
+// A block fetched ahead that passes MaxAge while it waits is not used:
+// the NextID that would make it current gets an ID of a new block, above
+// the old ones, and the expired block's IDs are counted. Fault: IDs older
+// than MaxAge handed out from the block fetched ahead.
+func TestBlocks_MaxAge_BlockFetchedAheadExpires(t *testing.T) {
+	c, clock, ids, next := blocksOnClock(t, 100, time.Second)
+	// The 51st ID asks for the next block, of 200 (the first lasted no
+	// time on this clock); it waits as the next one while the first lasts.
+	for range 99 {
+		next()
+	}
+	poll.Until(t, 10*time.Second, "the block fetched ahead", func() bool { return c.Stats().Prefetched == 300 })
+	next() // the first block's last ID
+	clock.Advance(time.Second + time.Nanosecond)
+	next()
+	idtest.Increasing(t, testLayout, "NextID past a block fetched ahead that expired", *ids)
+	if st := c.Stats(); st.Expired != 200 || st.Prefetched <= 300 {
+		t.Fatalf("%d IDs expired, %d prefetched: want the 200 of the block fetched ahead, and a third block", st.Expired, st.Prefetched)
+	}
+}
+
 // A block that arrives already older than MaxAge is not used. The client
 // asks again (the round trip or the process may have been slow once); a
 // caller gets an error that says what to change once MaxUnusable+1
@@ -234,6 +256,28 @@ func serveGenerator(t *testing.T, gen node.Generator) string {
 	return ln.Addr().String()
 }
 
+// blocksOnClock starts a daemon and a client of it with blocks of
+// prefetch IDs that expire after maxAge on a clock the test moves; next
+// takes an ID into ids, failing the test on an error.
+func blocksOnClock(t *testing.T, prefetch int, maxAge time.Duration) (c *client.Client, clock *fakeClock, ids *[]uint64, next func()) {
+	t.Helper()
+	f := newFleet(t)
+	d := f.start(t, server.Options{})
+	clock = newFakeClock()
+	c = newClient(t, client.Options{Addrs: []string{d.addr}, Prefetch: prefetch, MaxAge: maxAge, Now: clock.Now})
+	ctx := idtest.Context(t, 10*time.Second)
+	ids = new([]uint64)
+	next = func() {
+		t.Helper()
+		id, err := c.NextID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*ids = append(*ids, id)
+	}
+	return c, clock, ids, next
+}
+
 // A daemon in counter mode hands out blocks of its counter segments
 // (under the counter machine ID); the client serves them like any other.
 func TestBlocks_CounterMode(t *testing.T) {
@@ -264,20 +308,7 @@ func TestBlocks_CounterMode(t *testing.T) {
 // asks for half, down to Prefetch. Fault: a size that only grows (or only
 // resets) under changing demand.
 func TestBlocks_SizeFollowsDemand(t *testing.T) {
-	f := newFleet(t)
-	d := f.start(t, server.Options{})
-	clock := newFakeClock()
-	c := newClient(t, client.Options{Addrs: []string{d.addr}, Prefetch: 100, MaxAge: time.Minute, Now: clock.Now})
-	ctx := idtest.Context(t, 10*time.Second)
-	var ids []uint64
-	next := func() {
-		t.Helper()
-		id, err := c.NextID(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	c, clock, ids, next := blocksOnClock(t, 100, time.Minute)
 	// Blocks of 100, 200, 400, 800 hold the first 1,500 IDs; the next,
 	// of 1,600, was asked for at 1,100 and serves the 1,501st.
 	for range 1501 {
@@ -295,7 +326,7 @@ func TestBlocks_SizeFollowsDemand(t *testing.T) {
 			t.Fatalf("after a block expired unused: block size %d, want %d", st.BlockSize, want)
 		}
 	}
-	idtest.Increasing(t, testLayout, "NextID as the block size changes", ids)
+	idtest.Increasing(t, testLayout, "NextID as the block size changes", *ids)
 }
 
 // NextID from blocks waits for its block as long as its context allows,

@@ -83,7 +83,7 @@ func TestDoctor_Fleet_NoRegistry_NamesInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, _ = results(t, doctor.Target{Redis: rdb}, "fleet")
-	mustStatus(t, f, doctor.OK, "generation test")
+	mustStatus(t, f, doctor.OK, "generation "+redistest.Generation)
 	if err := rdb.Del(ctxT(t), contract.NewKeys(coord.DefaultNamespace).Layout).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,8 @@ func initRegistry(tb testing.TB, flags ...string) {
 	if ns == "" {
 		ns = coord.DefaultNamespace
 	}
-	if err := redistest.InitRegistry(ctxT(tb), rdb, ns, l.String()); err != nil {
+	o := coord.Options{Namespace: ns, Layout: l, RedisIdentity: f["redis-identity"]}
+	if err := redistest.InitRegistryOptions(ctxT(tb), rdb, o); err != nil {
 		tb.Fatalf("the registry of namespace %s on %s: %v", ns, f["redis"], err)
 	}
 }

@@ -1,6 +1,8 @@
 package redistest
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redisinfo"
 )
 
@@ -455,7 +459,7 @@ func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error
 	// internal/simredis implements (it has no HSETNX): test set-up, nothing
 	// runs beside it.
 	if err := rdb.HGet(ctx, meta, contract.MetaGeneration).Err(); errors.Is(err, redis.Nil) {
-		err = rdb.HSet(ctx, meta, contract.MetaGeneration, "test").Err()
+		err = rdb.HSet(ctx, meta, contract.MetaGeneration, Generation).Err()
 		if err != nil {
 			return err
 		}
@@ -465,19 +469,60 @@ func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error
 	return rdb.HSet(ctx, meta, contract.MetaServer, id, contract.MetaLossMs, 0).Err()
 }
 
-// InitRegistry makes the registry of namespace ns on rdb as flaked init
-// does (coord.Init), but as a fleet that has issued nothing yet, with no
-// loss floor to wait out: {ns}:meta as ForgetLoss leaves it, and the fleet
-// layout unless one is stored. Tests start their fleets with it; coord.Init's own tests run the
-// real thing.
+// Generation is the generation of a test fleet's registry: what
+// InitRegistry draws from Options.Rand's zeros, and what ForgetLoss
+// writes where {ns}:meta has none.
+var Generation = strings.Repeat("0", 32)
+
+// InitRegistry makes the registry of namespace ns with the fleet layout
+// layout (flake.Layout's String) on rdb, as InitRegistryOptions does.
+// Tests start their fleets with it; coord.Init's own tests run the real
+// thing.
 func InitRegistry(ctx context.Context, rdb redis.UniversalClient, ns, layout string) error {
-	if err := ForgetLoss(ctx, rdb, ns); err != nil {
+	l, err := flake.ParseLayout(layout)
+	if err != nil {
 		return err
 	}
-	key := contract.NewKeys(ns).Layout
-	// GET then SET, which internal/simredis implements: test set-up.
-	if err := rdb.Get(ctx, key).Err(); !errors.Is(err, redis.Nil) {
-		return err // a layout stored (nil), kept as it is, or a failure
+	return InitRegistryOptions(ctx, rdb, coord.Options{Namespace: ns, Layout: l})
+}
+
+// InitRegistryOptions makes the registry of o's namespace on rdb as
+// flaked init does (coord.MakeRegistry: init.lua), but as a fleet made
+// long before its nodes start: its loss floor cleared (ForgetLoss), so
+// no claim waits it out; its horizon left to the first node's claim, as
+// after a restore of {ns}:meta, so test fleets of any reach are neither
+// capped nor lifted by init's; and init's event trimmed away, so the
+// stream holds what the test's fleet wrote. A registry that exists is
+// kept, with its loss floor cleared and the fleet layout stored if it has
+// none. o's Redis identity is init.lua's ("none" for a Redis without
+// INFO). The generation is drawn from o.Rand, and is Generation without
+// it: the same for every test fleet, so two Redis servers given the same
+// commands hold the same keys (internal/simredis's differential tests).
+func InitRegistryOptions(ctx context.Context, rdb redis.UniversalClient, o coord.Options) error {
+	keys := contract.NewKeys(cmp.Or(o.Namespace, coord.DefaultNamespace))
+	if o.Rand == nil {
+		o.Rand = bytes.NewReader(make([]byte, 16))
 	}
-	return rdb.Set(ctx, key, layout, 0).Err()
+	_, _, err := coord.MakeRegistry(ctx, rdb, o)
+	switch {
+	case err == nil:
+		if err := rdb.HDel(ctx, keys.Meta, contract.MetaHorizon).Err(); err != nil {
+			return err
+		}
+		if err := rdb.Del(ctx, keys.Events).Err(); err != nil {
+			return err
+		}
+	case errors.Is(err, coord.ErrRegistryExists):
+		// GET then SET, which internal/simredis implements: test set-up.
+		if err := rdb.Get(ctx, keys.Layout).Err(); errors.Is(err, redis.Nil) {
+			if err := rdb.Set(ctx, keys.Layout, o.Layout.String(), 0).Err(); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	return ForgetLoss(ctx, rdb, keys.Namespace)
 }

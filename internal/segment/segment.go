@@ -1,7 +1,8 @@
-// Package segment is the prefetching buffer of values granted by Redis in
-// segments, shared by counter mode (fallback) and named sequences (seq):
-// the segment values are taken from, and at most one more, fetched in the
-// background once the current one is used down to a point the owner sets.
+// Package segment is the prefetching buffer of values granted in
+// segments, shared by counter mode (fallback), named sequences (seq) and
+// the Go client's blocks (client): the segment values are taken from, and
+// at most one more, fetched in the background once the current one is
+// used down to a point the owner sets.
 //
 // Invariants, which keep every value handed out once:
 //   - a value is an index of a segment, taken with one atomic add (or one
@@ -38,8 +39,15 @@ import (
 type Segment[M any] struct {
 	Meta    M
 	n       int64
-	next    atomic.Int64 // index of the next value to hand out
 	fetchAt atomic.Int64 // taking this index starts the prefetch
+
+	// next is the index of the next value to hand out. It sits alone on
+	// its cache line: it is the only word every taker writes, so the
+	// words they read (n, fetchAt, Meta) stay in every core's cache while
+	// next's line moves between the cores.
+	_    [64]byte
+	next atomic.Int64
+	_    [56]byte
 }
 
 // New returns a segment of n values whose taking of index fetchAt starts
@@ -62,6 +70,14 @@ func (s *Segment[M]) Take(want int64) (i, got int64) {
 		return i, 0
 	}
 	return i, min(want, s.n-i)
+}
+
+// TakeOne takes one value: its index, whether the segment had one and,
+// when it had, whether taking it starts the prefetch. It is Take(1) and
+// Triggers in one, for the hot path of a caller that wants one value.
+func (s *Segment[M]) TakeOne() (i int64, ok, triggers bool) {
+	i = s.next.Add(1) - 1
+	return i, i < s.n, i == s.fetchAt.Load()
 }
 
 // TryTake takes exactly want values or none.
@@ -100,13 +116,18 @@ func (s *Segment[M]) Left() int64 { return max(0, s.n-s.next.Load()) }
 // Spent reports whether no value is left.
 func (s *Segment[M]) Spent() bool { return s.next.Load() >= s.n }
 
-// SkipTo makes sure no index below i is handed out from now on.
-func (s *Segment[M]) SkipTo(i int64) {
+// SkipTo makes sure no index below i is handed out from now on, and
+// returns how many indices it took from the takers (values dropped
+// unused): 0 when they had passed i.
+func (s *Segment[M]) SkipTo(i int64) int64 {
 	i = min(i, s.n)
 	for {
 		old := s.next.Load()
-		if old >= i || s.next.CompareAndSwap(old, i) {
-			return
+		if old >= i {
+			return 0
+		}
+		if s.next.CompareAndSwap(old, i) {
+			return i - old
 		}
 	}
 }

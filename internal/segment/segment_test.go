@@ -316,6 +316,26 @@ func TestSegment_TakeTryTakeSeal(t *testing.T) {
 	if _, got := s.Take(1); got != 0 {
 		t.Fatalf("Take after Seal got %d", got)
 	}
+	o := segment.New[int64](3, 1)
+	for want := range int64(4) {
+		i, ok, triggers := o.TakeOne()
+		if i != want || ok != (want < 3) || (ok && triggers != (want == 1)) {
+			t.Fatalf("TakeOne #%d = %d, %v, %v", want, i, ok, triggers)
+		}
+	}
+	// SkipTo says how many indices it took from the takers: the client
+	// counts them as IDs dropped unused.
+	k := segment.New[int64](10, -1)
+	k.Take(3)
+	if took := k.SkipTo(7); took != 4 || k.Taken() != 7 {
+		t.Fatalf("SkipTo(7) after 3 taken = %d, taken %d; want 4, 7", took, k.Taken())
+	}
+	if took := k.SkipTo(5); took != 0 || k.Taken() != 7 {
+		t.Fatalf("SkipTo(5) below the next index = %d, taken %d; want 0, 7", took, k.Taken())
+	}
+	if took := k.SkipTo(20); took != 3 || !k.Spent() {
+		t.Fatalf("SkipTo past the end = %d, spent %v; want the 3 left, spent", took, k.Spent())
+	}
 	if g := segment.NewGeneration(strings.NewReader("0123456789abcdef")); g != "30313233343536373839616263646566" {
 		t.Fatalf("NewGeneration = %q", g)
 	}

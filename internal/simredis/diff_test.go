@@ -461,7 +461,7 @@ func (r *diffRun) noRegistry(h fleet) {
 	})
 	r.step("counter of another layout", func(rdb *redis.Client, _ map[string]*lease) (any, error) {
 		g := h
-		g.layout = "7/17/10ms/2025-01-01T00:00:00Z"
+		g.layout = "time=39,seq=7,machine=17,tick=10ms,epoch=2025-01-01T00:00:00Z"
 		return g.counter(r.ctx, rdb, 10, "0", "0")
 	})
 }

@@ -32,7 +32,7 @@ type fleet struct {
 func newFleet(ns string, now func() time.Time) fleet {
 	return fleet{
 		ns:      ns,
-		layout:  "8/16/10ms/2025-01-01T00:00:00Z",
+		layout:  "time=39,seq=8,machine=16,tick=10ms,epoch=2025-01-01T00:00:00Z",
 		epochUs: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro(),
 		unitUs:  10_000,
 		horizon: 500,
