@@ -7,8 +7,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
 )
 
 // ErrInvalidOptions is wrapped by option errors; the text names the valid
@@ -23,8 +24,8 @@ type Options struct {
 	// PrefetchAt is the fraction of a segment used when the next one is
 	// fetched: (0, 1], 0 means 0.1 (Leaf's 10%).
 	PrefetchAt float64
-	// Clock runs fetches and waits; nil means flake.SystemClock().
-	Clock flake.Clock
+	// Clock runs fetches and waits; nil means clock.System().
+	Clock clock.Clock
 	// Rand makes the generation a call restores {ns}:meta with when Redis
 	// lost it; nil means crypto/rand.
 	Rand io.Reader
@@ -40,6 +41,9 @@ type Options struct {
 	// MinReplicas is coord.Options.MinReplicas: the fewest replicas every
 	// segment must reach, whatever the fleet's mark says.
 	MinReplicas int
+	// Sentinels is coord.Options.Sentinels: segments the Sentinels vouch
+	// for are used without waiting for the replicas.
+	Sentinels replwait.Sentinels
 	// Known says the caller has run under the namespace's registry (a node
 	// that started): it then restores {ns}:meta if Redis lost it, as it
 	// does once seq.lua has answered it. Otherwise a namespace without a
@@ -64,7 +68,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: prefetch at %v: valid range is (0, 1]", ErrInvalidOptions, o.PrefetchAt)
 	}
 	if o.Clock == nil {
-		o.Clock = flake.SystemClock()
+		o.Clock = clock.System()
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Reader

@@ -29,10 +29,9 @@ var ErrNotAcknowledged = errors.New("segment not acknowledged by the replicas")
 const seqNeedAt = 5
 
 // runGrant runs seq.lua ("next") with its WAIT (internal/replwait). A
-// grant Run asked WAIT for too few is run again by it: the values of the
-// first are a gap.
+// grant that is not used leaves its values as a gap.
 func (s *Sequences) runGrant(keys []string, argv []any) ([]any, error) {
-	res, _, err := s.wait.Run(s.ctx, s.rdb, script, keys, argv, seqNeedAt, WaitTimeout, func([]any) { s.unacked.Add(1) })
+	res, _, err := s.wait.Run(s.ctx, s.rdb, script, keys, argv, seqNeedAt, WaitTimeout)
 	if errors.Is(err, replwait.ErrNotReplicated) {
 		s.unacked.Add(1)
 		return nil, fmt.Errorf("%w: %w", ErrNotAcknowledged, err)

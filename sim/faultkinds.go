@@ -42,6 +42,19 @@ const (
 	// in"): only flaked init makes a registry, and only a process that ran
 	// under it restores one.
 	FaultStrayAfterLoss = "stray-after-loss"
+	// Two windows the replicas high-water mark leaves open with two
+	// replicas (patterns of other faults, counted under these names): the
+	// master restarts (with nothing, or from its last snapshot, whose mark
+	// may be older) and, within 3 s, while its replicas reconnect, is cut
+	// off from the Sentinels (or without them a replica is promoted) with
+	// the other replica on its side; and two promotions 1-15 s apart
+	// (forced failovers, or a failover then a split brain), the second
+	// while the first's old master or left-behind replica follows the
+	// master being replaced. The mark counts replicas: one that
+	// acknowledges the old master's grants satisfies it while another is
+	// promoted.
+	FaultRestartSplit = "restart-then-split"
+	FaultSuccessive   = "successive-promotions"
 )
 
 // Uncovered are the fault kinds the guards do not cover yet: the normal
@@ -49,13 +62,15 @@ const (
 // cost. A kind whose guard lands moves into the normal seed set by being
 // removed from this list (and given a draw weight in coveredWeights).
 var Uncovered = []string{
-	FaultRedisSkew, // documented limit: keep Redis hosts on NTP (a restore on the skewed server)
-	FaultRewrite,   // documented limit: no identity change to see
+	FaultRedisSkew,    // documented limit: keep Redis hosts on NTP (a restore on the skewed server)
+	FaultRewrite,      // documented limit: no identity change to see
+	FaultRestartSplit, // the mark counts replicas: --min-replicas below the replicas kept leaves it open
+	FaultSuccessive,   // the same
 }
 
 // Exposable are the kinds `flaked-sim exposure` can force.
 var Exposable = []string{FaultSplitBrain, FaultInfoNoPerm, FaultInfoRenamed, FaultEvictAllKeys, FaultEvictVolatile,
-	FaultRedisSkew, FaultRewrite, FaultStrayAfterLoss}
+	FaultRedisSkew, FaultRewrite, FaultStrayAfterLoss, FaultRestartSplit, FaultSuccessive}
 
 // coveredWeights are how often a schedule of the normal seed set draws
 // one of the new kinds (in 1000), unless Uncovered lists it.
@@ -104,7 +119,7 @@ func (d drawer) deploymentFault(s Schedule, kind string) []Fault {
 		f.For, f.Delay = d.dur(5*time.Second, 30*time.Second), d.dur(100*time.Millisecond, 2*time.Second)
 	case FaultSplitBrain:
 		// Some nodes (not none, not all) stay on the old master, for up to
-		// two lease TTLs: longer than a lease, as in issue 26.
+		// two lease TTLs: longer than a lease, so both masters grant it.
 		f.Reach = 1 + uint(d.IntN(1<<n-2))
 		f.For = d.dur(300*time.Millisecond, 2*s.LeaseTTL)
 	case FaultInfoNoPerm, FaultInfoRenamed:
@@ -146,6 +161,22 @@ func (d drawer) deploymentFault(s Schedule, kind string) []Fault {
 		}
 		second := []string{FaultRestartEmpty, FaultRestoreOld}[d.IntN(2)]
 		return append(out, Fault{At: f.At + d.dur(200*time.Millisecond, away+3*time.Second), Kind: second})
+	case FaultRestartSplit:
+		restart := Fault{At: f.At, Kind: []string{FaultRestartEmpty, FaultRestartSaved}[d.IntN(2)]}
+		split := Fault{At: f.At + d.dur(0, 3*time.Second), Kind: FaultSplitBrain, For: d.dur(time.Second, 2*s.LeaseTTL),
+			Reach: 1 + uint(d.IntN(1<<n-2)), Replica: d.IntN(2), Stay: true}
+		return []Fault{f, restart, split}
+	case FaultSuccessive:
+		first := Fault{At: f.At, Kind: FaultFailover, Replica: d.IntN(2), Follow: d.IntN(2) == 0}
+		second := Fault{At: f.At + d.dur(time.Second, 15*time.Second), Kind: FaultSplitBrain, For: d.dur(time.Second, 2*s.LeaseTTL),
+			Reach: 1 + uint(d.IntN(1<<n-2)), Replica: d.IntN(2), Stay: true}
+		if s.Sentinel != nil {
+			first.Kind, first.Sentinel = FaultSentinelFailover, d.IntN(s.Sentinel.Count)
+			if d.IntN(2) == 0 {
+				second.Kind, second.Sentinel = FaultSentinelFailover, d.IntN(s.Sentinel.Count)
+			}
+		}
+		return []Fault{f, first, second}
 	}
 	return []Fault{f}
 }
@@ -156,12 +187,7 @@ func (f Fault) deploymentString() string {
 	case FaultEvictVolatile, FaultEvictAllKeys:
 		return fmt.Sprintf(" for %v, a key every %v", f.For, f.Delay)
 	case FaultSplitBrain:
-		var nodes []int
-		for i := range 8 {
-			if f.Reach&(1<<i) != 0 {
-				nodes = append(nodes, i)
-			}
-		}
+		nodes := reachNodes(f.Reach)
 		return fmt.Sprintf(": nodes %v stay on the old master for %v", nodes, f.For)
 	case FaultInfoNoPerm, FaultInfoRenamed:
 		return fmt.Sprintf(" from the start, for %v", f.For)
@@ -203,7 +229,7 @@ func (r *run) injectDeployment(f Fault) {
 		for i := range r.slots {
 			reach[i] = f.Reach&(1<<i) != 0
 		}
-		d.splitBrain(reach, f.For)
+		d.splitBrain(f, reach)
 	case FaultInfoNoPerm, FaultInfoRenamed:
 		fault := simredis.InfoNoPerm
 		if f.Kind == FaultInfoRenamed {
@@ -211,9 +237,11 @@ func (r *run) injectDeployment(f Fault) {
 		}
 		srv := d.srv
 		srv.SetInfoFault(fault)
+		d.infoFault, d.infoUntil = fault, now+f.For // and every master promoted meanwhile
 		r.w.at(now+f.For, nil, func() { srv.SetInfoFault(simredis.InfoOK) })
 	case FaultRedisSkew:
-		d.failover(f.Delay)
+		d.skewNext = f.Delay
+		d.failover(f)
 	case FaultRewrite:
 		var from *simredis.Data // the newest backup that holds the fleet
 		for i := len(d.backups) - 1; i >= 0 && from == nil; i-- {

@@ -41,7 +41,7 @@ var Mutations = []Mutation{
 	{Name: "state-file-token", Switch: "StateFileToken",
 		Bug: "fencing by state-file token only: two processes started from copies of one state file share the lease"},
 	{Name: "loss-floor-ignored", Script: &contract.Claim,
-		Edits: []Edit{{"local lossFloor = tickOf(lossMs + redisSkewMs, epochUs, unitUs) + math.max(horizon, metaHorizon)", "local lossFloor = -1"}},
+		Edits: []Edit{{"local lossFloor = tickOf((lossMs + redisSkewMs) * 1000, epochUs, unitUs) + math.max(horizon, metaHorizon)", "local lossFloor = -1"}},
 		Bug:   "a claim trusts a reservation that a failover or restart rolled back"},
 	{Name: "renew-across-loss", Script: &contract.Renew,
 		Edits: []Edit{renewAcrossLoss},
@@ -68,9 +68,9 @@ var Mutations = []Mutation{
 	// hold it.
 	{Name: "split-brain-no-wait", Switch: "ReplicaWaitOff",
 		Bug: "a grant is used without WAIT confirming it on the fleet's replicas: an old master cut off from them keeps granting while the replica promoted in its place grants too"},
-	// INFO refused (NOPERM) or renamed: guard.lua used to read the error
-	// as an empty identity, one that never changes, so a failover while
-	// INFO was unreadable went unseen.
+	// INFO refused (NOPERM) or renamed: read as an empty identity, one
+	// that never changes, the error would hide a failover while INFO is
+	// unreadable.
 	{Name: "identity-silent", Scripts: guarded,
 		Edits: []Edit{{infoCall, "(function(i) if type(i) == 'string' then return i end return " +
 			"'run_id:0 master_replid:0 maxmemory_policy:noeviction' end)(" + infoCall + ")"}},
@@ -109,6 +109,48 @@ var Mutations = []Mutation{
 		Edits: []Edit{{"local function token(t) return lossID .. '#' .. (t.epoch or '') end", "local function token(t) return lossID end"}},
 		Bug:   "a segment granted before a restore passes its check after it and is handed out again above the operator's records"},
 }
+
+// The replicas high-water mark (replicas.lua, guard.lua's
+// replicasAfterChange) and what a grant waits for: each branch wrong.
+// They matter where a promoted replica lacks grants its old master kept
+// making: a split brain with a replica on the old master's side, a
+// promotion of a replica that did not follow the one promoted before.
+var markMutations = []Mutation{
+	{Name: "mark-not-raised", Scripts: granting,
+		Edits: []Edit{{"local want = math.max(mark, listedReplicas())", "local want = mark"}},
+		Bug:   "the mark is not raised to the replicas a master lists: a replica that joins later is never waited for"},
+	{Name: "mark-reset-on-restart", Scripts: guarded,
+		Edits: []Edit{{"    mark = mark - 1\n  end", "    mark = mark - 1\n  else\n    mark = 0\n  end"}},
+		Bug:   "a change of server other than a promotion (a restart) resets the mark to the replicas listed, often none while they reconnect"},
+	{Name: "mark-lowered-twice", Scripts: guarded,
+		Edits: []Edit{{"    mark = mark - 1\n", "    mark = mark - 2\n"}},
+		Bug:   "a promotion lowers the mark by two: a replica the promoted one left behind is not waited for"},
+	{Name: "wait-one-fewer", Scripts: granting,
+		Edits: []Edit{{"return want, table.concat(names, ',')", "return math.max(want - 1, 0), table.concat(names, ',')"}},
+		Bug:   "a grant waits for one replica fewer than the mark"},
+	{Name: "min-replicas-ignored", Switch: "MinReplicasIgnored",
+		Bug: "a grant waits for the mark alone, not for --min-replicas above it (a mark started from no replica listed)"},
+}
+
+// The Sentinel rule (internal/replwait, sentinel.go), each condition
+// weakened.
+var sentinelMutations = []Mutation{
+	{Name: "sentinel-quorum", Switch: "SentinelQuorum",
+		Bug: "a majority of the Sentinels vouching is enough: one that sees the master down, or does not answer, is outvoted"},
+	{Name: "sentinel-no-down-after", Switch: "SentinelNoDownAfter",
+		Bug: "a check vouches for MaxCheckAge whatever a Sentinel's PING to the master is pending for"},
+	{Name: "sentinel-no-max-check-age", Switch: "SentinelNoMaxCheckAge",
+		Bug: "a check vouches up to the down-after bound however late the grant comes: a forced failover lands in between"},
+	{Name: "sentinel-run-id-unchecked", Switch: "SentinelRunIDUnchecked",
+		Bug: "the master the Sentinels name is not compared with the server that granted: an old master's grant passes once they switched"},
+	{Name: "sentinel-failover-ignored", Switch: "SentinelFailoverIgnored",
+		Bug: "failover_in_progress does not refuse: a grant on the old master during a forced failover passes"},
+}
+
+func init() { Mutations = append(append(Mutations, markMutations...), sentinelMutations...) }
+
+// granting are the scripts that grant: guard.lua, then replicas.lua.
+var granting = []*string{&contract.Claim, &contract.Renew, &contract.Counter, &contract.Seq}
 
 // guarded are the scripts that start with guard.lua.
 var guarded = []*string{&contract.Claim, &contract.Renew, &contract.Release, &contract.Counter, &contract.Probe, &contract.Init, &contract.Seq}

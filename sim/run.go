@@ -119,6 +119,7 @@ type run struct {
 	seq     *seqWork          // the sequence client (seq.go), nil without Options.Sequences
 	seqOn   bool
 	tap     *transitionTap // counts mode transitions from the log
+	rules   map[string]int // the replica rules' outcomes (rules.go)
 }
 
 // slot is one node across its processes: its disk, its machine's clock,
@@ -134,6 +135,8 @@ type slot struct {
 	netUntil map[string]time.Duration
 	delay    time.Duration
 	stray    bool // the next process runs with another layout
+	// sentinelCut: it cannot reach Sentinel s until sentinelCut[s].
+	sentinelCut map[int]time.Duration
 }
 
 // proc is one process of a node.
@@ -147,6 +150,19 @@ type proc struct {
 	last        uint64
 	stray       bool // runs with another layout
 	conns       map[*simredis.Server]*simredis.Conn
+	// pinned is the server its last script ran on: the WAIT after a
+	// script goes on the script's connection (internal/replwait).
+	pinned *simredis.Server
+	// sentinels is what its Waiters ask (nil without Sentinels), check
+	// the check in flight, lastMark the mark its last script left.
+	sentinels *procSentinels
+	check     *sentinelCheck
+	lastMark  int
+	// With Sentinels, on is the server its connection goes to (nil: it
+	// dials, asking a Sentinel for the master first) and sub the Sentinel
+	// it asked, whose +switch-master it follows.
+	on  *simredis.Server
+	sub int
 }
 
 // conn is the process's connection to srv (WAIT waits for its writes).
@@ -174,8 +190,8 @@ func Run(s Schedule, opts Options) (res Result) {
 	r.start()
 	r.w.runUntil(s.Duration)
 	r.res.Virtual = r.w.now
-	r.res.Scripts = r.redis.srv.Stats().ScriptCalls
-	r.res.Coverage = Coverage{Branches: r.redis.coverage(), Transitions: r.tap.seen}
+	r.res.Scripts = r.redis.scriptCalls()
+	r.res.Coverage = Coverage{Branches: r.redis.coverage(), Transitions: r.tap.seen, Rules: r.rules}
 	return r.res
 }
 
@@ -230,10 +246,24 @@ func newRun(s Schedule, opts Options) *run {
 		}
 		r.mutants = m.mutants() // a Go mutation's switch is the caller's (Mutation.Enable)
 	}
-	r.redis = newDeployment(w, rand.New(rand.NewPCG(s.Seed, 0x4ed15)))
+	r.rules = map[string]int{}
+	r.redis = newDeployment(w, rand.New(rand.NewPCG(s.Seed, 0x4ed15)), &r.s)
+	if opts.Log != nil {
+		r.redis.log = func(format string, args ...any) { r.log.Debug().Msgf("deployment: "+format, args...) }
+	}
+	if s.Sentinel != nil {
+		ss := newSentinels(r.redis, *s.Sentinel)
+		ss.nodeOK = func(i, k int) bool {
+			sl := r.slots[i]
+			return sl.netUntil[FaultPartition] <= w.now && sl.sentinelCut[k] <= w.now
+		}
+		ss.onSwitch = r.switched
+		r.redis.sentinels = ss
+	}
 	r.seqOn = opts.Sequences
 	for i, c := range s.Nodes {
-		r.slots = append(r.slots, &slot{i: i, cfg: c, path: fmt.Sprintf("/node%d/flaked.state", i), netUntil: map[string]time.Duration{}})
+		r.slots = append(r.slots, &slot{i: i, cfg: c, path: fmt.Sprintf("/node%d/flaked.state", i), netUntil: map[string]time.Duration{},
+			sentinelCut: map[int]time.Duration{}})
 	}
 	return r
 }
@@ -260,7 +290,23 @@ func (r *run) start() {
 			w.at(f.At, nil, func() { r.inject(f) })
 		}
 	}
-	r.every(r.s.ReplicaLag, func() { r.redis.replicate() })
+	d := r.redis
+	for _, h := range d.hosts {
+		r.everyMid(h.period, func() { d.catchUp(h) })
+	}
+	if d.sentinels != nil {
+		d.sentinels.start()
+	} else {
+		// Without Sentinels an operator points a replica left following
+		// no master (or an old one) at the master after a while.
+		r.everyMid(time.Second, func() {
+			for _, h := range d.replicas() {
+				if h.follows != d.srv && d.up(h) && r.w.now-h.confAt >= r.s.ReattachAfter && (d.old == nil || h != d.old.h) {
+					d.attach(h, d.srv, true)
+				}
+			}
+		})
+	}
 	r.every(r.s.SaveEvery, func() { r.redis.save() })
 	r.every(5*time.Second, func() {
 		r.redis.backup()
@@ -284,6 +330,16 @@ func (r *run) every(period time.Duration, f func()) {
 		r.w.at(r.w.now+period, nil, tick)
 	}
 	r.w.at(period, nil, tick)
+}
+
+// everyMid runs f every period as the deployment's own timer (world.atMid).
+func (r *run) everyMid(period time.Duration, f func()) {
+	var tick func()
+	tick = func() {
+		f()
+		r.w.atMid(r.w.now+period, tick)
+	}
+	r.w.atMid(period, tick)
 }
 
 // nextWork schedules the next batch of IDs: a node asks for 1-8 IDs every
@@ -417,7 +473,8 @@ func (r *run) startProc(sl *slot) {
 		Redis: simredis.NewClient(func(ctx context.Context, args []string) (any, error) { return r.call(ctx, p, args) }),
 		Registry: coord.Options{
 			Namespace: namespace, Layout: lay, LeaseTTL: r.s.LeaseTTL, MaxSkew: r.s.MaxSkew,
-			Owner: coord.Owner{Host: fmt.Sprintf("node%d", sl.i), PID: p.run},
+			Owner:       coord.Owner{Host: fmt.Sprintf("node%d", sl.i), PID: p.run},
+			MinReplicas: r.s.MinReplicas,
 		},
 		Counter:       fallback.Options{MinSegment: c.MinSegment, MaxSegment: c.MaxSegment, MaxLead: c.CounterLead},
 		StateFile:     sl.path,
@@ -432,6 +489,10 @@ func (r *run) startProc(sl *slot) {
 		Clock:         p.clock,
 		Rand:          rnd,
 		Logger:        r.log.With().Int("node", sl.i).Int("run", p.run).Logger(),
+	}
+	if r.redis.sentinels != nil {
+		p.sentinels = newProcSentinels()
+		opts.Registry.Sentinels = p.sentinels
 	}
 	n, err := node.New(context.Background(), opts)
 	switch {
@@ -478,60 +539,191 @@ func seed32(xs ...uint64) (s [32]byte) {
 	return s
 }
 
-// call is one Redis command of process p, through its network. The
+// call is one Redis command of process p, through its network: the
+// request leaves with the first command of a pipeline (a round trip and
+// the node's delay each way), the replies come back after the last. The
 // commands of one pipeline go on one connection, to the server its first
-// command reached: a delayed pipeline sent to the old master of a split
-// brain sends its WAIT there too, also once new commands go to the
-// promoted replica (seed 491 of the split-brain exposure, before: the
-// script ran on the old master, its WAIT on the new one, which held none
-// of its writes and answered 1, and the grant was used).
+// command reached, and so does the WAIT the Waiter sends after a script
+// (internal/replwait): a grant delayed across the end of a split brain
+// runs on the old master and waits there (seed 491 of the split-brain
+// exposure gave a duplicate while its WAIT went to the promoted replica).
+// A Waiter's Sentinel check goes out with its script's pipeline: the
+// Sentinels answer it as the request reaches the network, a round trip
+// before the grant's reply.
 func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
-	sl := p.slot
+	sl, d := p.slot, r.redis
+	pl := simredis.PipelineOf(ctx)
+	first, last := pl == nil || pl.Next == 0, pl == nil || pl.Next == len(pl.Cmds)-1
+	check := first && r.checkDue(p, pl, args)
+	if check {
+		p.check = &sentinelCheck{sent: r.w.now}
+	}
+	answer := func() {
+		if check {
+			check = false
+			p.check.views = d.sentinels.views(sl.i)
+			p.sentinels.answer(ctx, p.check.views)
+		}
+	}
 	now := r.w.now
 	switch {
 	case p.dead:
+		answer()
 		return nil, errors.New("redis: client is closed")
-	case sl.netUntil[FaultPartition] > now, r.redis.downUntil > now:
+	case sl.netUntil[FaultPartition] > now:
+		answer()
 		return nil, errors.New("dial tcp 10.0.0.1:6379: connect: connection refused")
 	}
-	srv := r.redis.master(sl.i)
-	if pl := simredis.PipelineOf(ctx); pl != nil {
+	leg := r.s.RTT / 2
+	if sl.netUntil[FaultDelay] > now {
+		leg += sl.delay
+	}
+	if first {
+		r.w.pass(p, leg)
+	}
+	answer()
+	srv, h := r.route(p)
+	if srv == nil {
+		return nil, errors.New("redis: all sentinels specified in configuration are unreachable")
+	}
+	switch {
+	case pl != nil:
 		if pinned, ok := pl.Server.(*simredis.Server); ok {
-			srv = pinned
+			srv, h = pinned, d.hostOf(pinned)
 		} else {
 			pl.Server = srv
+			if isScript(args) {
+				p.pinned = srv
+			}
 		}
+	case strings.EqualFold(args[0], "WAIT") && p.pinned != nil:
+		srv, h = p.pinned, d.hostOf(p.pinned)
 	}
-	delay := time.Duration(0)
-	if sl.netUntil[FaultDelay] > now {
-		delay += sl.delay
-	}
-	if r.redis.slowUntil > now {
-		delay += r.redis.slow
+	if !d.live(srv) || h.nodeCut[sl.i] > r.w.now {
+		p.on = nil // go-redis closes the connection; the next call dials again
+		return nil, errors.New("dial tcp 10.0.0.1:6379: connect: connection refused")
 	}
 	lossy := sl.netUntil[FaultLossy] > now
-	if delay > 0 {
-		r.w.pass(p, delay)
-	}
 	if lossy && r.net.IntN(6) == 0 {
+		p.on = nil
 		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
 	}
-	args = r.mutate(args)
-	if strings.EqualFold(args[0], "WAIT") && srv == r.redis.srv {
-		// The replica, attached to this master, acknowledges within the
-		// timeout what it was sent: it catches up now. (An old master in a
-		// split brain has no replica to catch up.)
-		r.w.pass(p, time.Millisecond)
-		r.redis.replicate()
+	slow := time.Duration(0)
+	if d.slowUntil > r.w.now {
+		slow = d.slow
+		r.w.pass(p, slow)
 	}
-	v, err := srv.DoConn(p.conn(srv), args)
-	if delay > 0 {
-		r.w.pass(p, delay)
+	if strings.EqualFold(args[0], "WAIT") && len(args) == 3 {
+		r.ruleWait(p, args)
+		took, acked := d.wait(srv, args)
+		r.w.pass(p, took)
+		acked()
+	}
+	if !d.live(srv) {
+		p.on = nil
+		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: read: connection reset by peer")
+	}
+	d.list(srv)
+	var before markState
+	if isScript(args) {
+		before = markOf(srv)
+	}
+	v, err := srv.DoConn(p.conn(srv), r.mutate(args))
+	if isScript(args) {
+		r.ruleMark(p, srv, before)
+		if p.check != nil && pl != nil && pl.Next == 0 {
+			p.check.reply, p.check.err = v, err
+		}
+	}
+	if slow > 0 {
+		r.w.pass(p, slow)
+	}
+	if last {
+		r.w.pass(p, leg)
 	}
 	if lossy && r.net.IntN(6) == 0 {
-		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
+		p.on = nil
+		err = errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
+		v = nil
+	}
+	if last && pl != nil && p.check != nil && isServerRead(pl.Cmds[len(pl.Cmds)-1]) {
+		r.ruleCheck(p, v, err)
 	}
 	return v, err
+}
+
+// route is the server p's next command goes to: without Sentinels, the
+// one its node reaches (deployment.route); with Sentinels, the one its
+// connection goes to, dialled when it has none: go-redis's Sentinel client
+// asks the first Sentinel it reaches (starting from the node's own) for
+// the master's address and subscribes to that one's +switch-master. nil
+// when no Sentinel answers.
+func (r *run) route(p *proc) (*simredis.Server, *host) {
+	d := r.redis
+	ss := d.sentinels
+	if ss == nil {
+		return d.route(p.slot.i)
+	}
+	if o := d.old; o != nil && r.w.now >= o.end {
+		d.endOld()
+	}
+	if p.on == nil || !d.live(p.on) {
+		p.on = nil
+		i := p.slot.i
+		for k := range ss.all {
+			s := ss.all[(i+k)%len(ss.all)]
+			if !ss.nodeReaches(i, s) {
+				continue
+			}
+			p.sub = s.i
+			h := ss.masterAddr(s)
+			switch {
+			case h == d.m:
+				p.on = d.srv
+			case d.old != nil && h == d.old.h:
+				p.on = d.old.srv
+			default:
+				return nil, nil // the address a Sentinel gave is not a master: refused, or READONLY
+			}
+			break
+		}
+		if p.on == nil {
+			return nil, nil
+		}
+	}
+	return p.on, d.hostOf(p.on)
+}
+
+// switched is a Sentinel's +switch-master: the nodes whose client
+// subscribed to it, and reach it, close their connections to any other
+// master.
+func (r *run) switched(s int) {
+	d := r.redis
+	for _, sl := range r.slots {
+		if p := sl.cur; p != nil && p.sub == s && p.on != nil && p.on != d.srv && d.sentinels.nodeReaches(sl.i, d.sentinels.all[s]) {
+			p.on = nil
+		}
+	}
+}
+
+// isScript reports whether args run a script.
+func isScript(args []string) bool {
+	return strings.EqualFold(args[0], "EVALSHA") || strings.EqualFold(args[0], "EVAL")
+}
+
+// isServerRead reports whether args are the Waiter's read of the server
+// that ran its script ({ns}:meta's server field).
+func isServerRead(args []string) bool {
+	return len(args) == 3 && strings.EqualFold(args[0], "HGET") && args[1] == metaKey && args[2] == "server"
+}
+
+// checkDue reports whether the pipeline args starts is a Waiter's grant
+// whose Sentinel check is in flight: its first script call (EVALSHA; the
+// EVAL after NOSCRIPT sends no second check) followed by the read of
+// {ns}:meta's server field, from a process given Sentinels.
+func (r *run) checkDue(p *proc, pl *simredis.Pipeline, args []string) bool {
+	return p.sentinels != nil && pl != nil && len(pl.Cmds) == 2 && strings.EqualFold(args[0], "EVALSHA") &&
+		isServerRead(pl.Cmds[1])
 }
 
 // inject applies one fault.
@@ -539,10 +731,14 @@ func (r *run) inject(f Fault) {
 	r.res.Faults[f.Kind]++
 	now := r.w.now
 	d := r.redis
-	r.injectDeployment(f)
+	if d.sentinels == nil || !r.injectSentinelRedis(f) {
+		r.injectDeployment(f)
+		if f.Kind == FaultFailover {
+			d.failover(f)
+		}
+	}
+	r.injectReplicas(f)
 	switch f.Kind {
-	case FaultFailover:
-		d.failover(0)
 	case FaultRestartSaved:
 		d.restart(d.saved)
 	case FaultRestartEmpty:
@@ -550,7 +746,7 @@ func (r *run) inject(f Fault) {
 	case FaultRestoreOld:
 		d.restart(d.oldest())
 	case FaultRedisDown:
-		d.downUntil = max(d.downUntil, now+f.For)
+		d.down(d.m, now+f.For)
 	case FaultRedisSlow:
 		d.slowUntil, d.slow = max(d.slowUntil, now+f.For), f.Delay
 	}

@@ -38,6 +38,26 @@ type Schedule struct {
 	// Exposure names the uncovered fault kind forced into the schedule
 	// (WithExposure), or "".
 	Exposure string
+	// The deployment's second replica and Sentinels (drawReplicas, a
+	// stream of its own): how often the second replica catches up; how
+	// long a master lists a replica whose link was cut (repl-timeout);
+	// how long a replica left following no master (or another) stays so
+	// before it is pointed at the master (Sentinel's failover-timeout, an
+	// operator); a round trip between a node and Redis or a Sentinel; the
+	// nodes' --min-replicas; the Sentinels, nil for none.
+	ReplicaLag2   time.Duration
+	ReplTimeout   time.Duration
+	ReattachAfter time.Duration
+	RTT           time.Duration
+	MinReplicas   int
+	Sentinel      *SentinelConfig
+}
+
+// SentinelConfig is the Sentinels of a deployment: how many, the quorum,
+// down-after-milliseconds and failover-timeout.
+type SentinelConfig struct {
+	Count, Quorum              int
+	DownAfter, FailoverTimeout time.Duration
 }
 
 // NodeConfig is one node's settings.
@@ -103,15 +123,32 @@ type Fault struct {
 	// brain. All: a rewrite takes every key.
 	Reach uint
 	All   bool
+	// Replica: the replica a promotion or a replica fault takes (0: the
+	// one with the most data, 1: the other). Follow: after a promotion the
+	// other replica follows the promoted one (after a replica's outage: it
+	// continues with a partial sync); Stay: it stays with the old master
+	// (a split brain: on the old master's side). Sentinel: the Sentinel a
+	// Sentinel fault takes.
+	Replica      int
+	Follow, Stay bool
+	Sentinel     int
 }
 
 func (f Fault) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%9s %s", f.At.Round(time.Millisecond), f.Kind)
 	switch f.Kind {
-	case FaultFailover, FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld, FaultStrayAfterLoss:
+	case FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld, FaultStrayAfterLoss:
+	case FaultFailover:
+		b.WriteString(f.promotionString())
 	case FaultEvictVolatile, FaultEvictAllKeys, FaultSplitBrain, FaultInfoNoPerm, FaultInfoRenamed, FaultRedisSkew, FaultRewrite:
 		b.WriteString(f.deploymentString())
+		if f.Kind == FaultSplitBrain || f.Kind == FaultRedisSkew {
+			b.WriteString(f.promotionString())
+		}
+	case FaultReplicaDown, FaultReplicaCut, FaultReplicaLag, FaultReplicaResync, FaultSentinelAway, FaultSentinelDisagree,
+		FaultSentinelNodeCut, FaultSentinelFailover, FaultSentinelMasterCut:
+		b.WriteString(f.replicaString())
 	case FaultRedisDown:
 		fmt.Fprintf(&b, " for %v", f.For)
 	case FaultRedisSlow:
@@ -165,6 +202,7 @@ func NewSchedule(seed uint64) Schedule {
 	}
 	s.drawDeployment(seed)
 	s.drawPatterns(seed)
+	s.drawReplicas(seed)
 	sortFaults(s.Faults)
 	return s
 }
@@ -323,6 +361,11 @@ func (s Schedule) String() string {
 	for i, n := range s.Nodes {
 		fmt.Fprintf(&b, "  node %d: %s, %d machine IDs, max lead %v, reserve ahead %v, check every %v\n",
 			i, n.Mode, n.MachineIDs, n.MaxLead, n.ReserveAhead, n.CheckInterval)
+	}
+	fmt.Fprintf(&b, "  two replicas (the second catching up every %v), repl-timeout %v, detached replicas pointed at the master after %v, round trip %v, min replicas %d\n",
+		s.ReplicaLag2, s.ReplTimeout, s.ReattachAfter, s.RTT, s.MinReplicas)
+	if c := s.Sentinel; c != nil {
+		fmt.Fprintf(&b, "  %d Sentinels, quorum %d, down-after %v, failover-timeout %v\n", c.Count, c.Quorum, c.DownAfter, c.FailoverTimeout)
 	}
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  %s\n", f)

@@ -22,6 +22,18 @@ func setSwitch(name string) (func(), error) {
 		p = &bugs.CounterFleetWide
 	case "ReplicaWaitOff":
 		p = &bugs.ReplicaWaitOff
+	case "MinReplicasIgnored":
+		p = &bugs.MinReplicasIgnored
+	case "SentinelQuorum":
+		p = &bugs.SentinelQuorum
+	case "SentinelNoDownAfter":
+		p = &bugs.SentinelNoDownAfter
+	case "SentinelNoMaxCheckAge":
+		p = &bugs.SentinelNoMaxCheckAge
+	case "SentinelRunIDUnchecked":
+		p = &bugs.SentinelRunIDUnchecked
+	case "SentinelFailoverIgnored":
+		p = &bugs.SentinelFailoverIgnored
 	default:
 		return nil, fmt.Errorf("sim: no switch %q in package bugs", name)
 	}

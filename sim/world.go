@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/clock"
 )
 
 // world is virtual time and the events due on it. Everything in a run
@@ -17,9 +17,10 @@ import (
 //
 // While a process sleeps, the timers of the other processes that fall due
 // run (their renewals, health checks, prefetches), as they would on their
-// own machines. The sleeper's own events wait until it returns (its locks
-// are held), and so do the world's: faults, which could kill the sleeper
-// mid-call, and the workload, which has one caller.
+// own machines, and so do the deployment's own timers (replication, the
+// Sentinels: world.atMid). The sleeper's own events wait until it returns
+// (its locks are held), and so do the world's others: faults, which could
+// kill the sleeper mid-call, and the workload, which has one caller.
 type world struct {
 	epoch    time.Time     // wall time at virtual time 0
 	now      time.Duration // virtual time since epoch
@@ -40,6 +41,9 @@ type event struct {
 	f       func()
 	owner   *proc // nil for the world's own events
 	stopped bool
+	// mid: a world event that runs while a process waits on a call (the
+	// deployment's own timers: replication, Sentinels), not held for it.
+	mid bool
 }
 
 type eventHeap []*event
@@ -66,6 +70,14 @@ func (w *world) at(due time.Duration, owner *proc, f func()) *event {
 	w.seq++
 	e := &event{due: max(due, w.now), seq: w.seq, f: f, owner: owner}
 	heap.Push(&w.events, e)
+	return e
+}
+
+// atMid schedules f at due as a world event that also runs while a
+// process waits on a call (event.mid).
+func (w *world) atMid(due time.Duration, f func()) *event {
+	e := w.at(due, nil, f)
+	e.mid = true
 	return e
 }
 
@@ -142,7 +154,7 @@ func (w *world) runOthers(p *proc, t time.Duration) {
 	var held []*event
 	for !w.halted && len(w.events) > 0 && w.events[0].due <= t {
 		e := heap.Pop(&w.events).(*event)
-		if e.owner == nil || slices.Contains(w.sleeping, e.owner) {
+		if e.owner == nil && !e.mid || e.owner != nil && slices.Contains(w.sleeping, e.owner) {
 			held = append(held, e)
 			continue
 		}
@@ -164,7 +176,7 @@ type procClock struct {
 	slack time.Duration // timers shorter than this fire this late (timer slack)
 }
 
-var _ flake.Stepped = (*procClock)(nil)
+var _ clock.Stepped = (*procClock)(nil)
 
 func (c *procClock) Now() time.Time           { return c.w.epoch.Add(c.w.now + c.wall) }
 func (c *procClock) Monotonic() time.Duration { return c.w.now }
@@ -172,7 +184,7 @@ func (c *procClock) Monotonic() time.Duration { return c.w.now }
 // AfterFunc schedules f on the world. Timers shorter than the slack fire
 // after the slack, as a busy kernel's would: the generator's timer at
 // every tick would otherwise be most of a run's events.
-func (c *procClock) AfterFunc(d time.Duration, f func()) flake.Timer {
+func (c *procClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	if d > 0 && d < c.slack {
 		d = c.slack
 	}

@@ -14,4 +14,11 @@ const (
 	ReleaseBelowUsed     = false
 	CounterFleetWide     = false
 	ReplicaWaitOff       = false
+	MinReplicasIgnored   = false
+	// The Sentinel rule's (internal/replwait, sentinel.go).
+	SentinelQuorum          = false
+	SentinelNoDownAfter     = false
+	SentinelNoMaxCheckAge   = false
+	SentinelRunIDUnchecked  = false
+	SentinelFailoverIgnored = false
 )

@@ -25,4 +25,20 @@ var (
 	// them keeps granting while a replica promoted in its place grants
 	// too.
 	ReplicaWaitOff bool
+	// MinReplicasIgnored: a grant waits for the mark alone, not for
+	// --min-replicas when that is higher (internal/replwait's Floor).
+	MinReplicasIgnored bool
+	// The Sentinel rule (internal/replwait, sentinel.go), each weakened:
+	// SentinelQuorum: a majority of the Sentinels vouching is enough, the
+	// others' answers ignored. SentinelNoDownAfter: a check vouches for
+	// MaxCheckAge whatever a Sentinel's PING age. SentinelNoMaxCheckAge:
+	// it vouches up to the down-after bound, however long after the check
+	// the grant came. SentinelRunIDUnchecked: the master a Sentinel names
+	// is not compared with the server that granted. SentinelFailoverIgnored:
+	// failover_in_progress does not refuse.
+	SentinelQuorum          bool
+	SentinelNoDownAfter     bool
+	SentinelNoMaxCheckAge   bool
+	SentinelRunIDUnchecked  bool
+	SentinelFailoverIgnored bool
 )

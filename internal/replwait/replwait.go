@@ -1,42 +1,46 @@
 // Package replwait runs a script that grants (claim.lua, renew.lua,
-// counter.lua) followed by WAIT on the same connection, so that a node uses
-// a grant only once every replica that may be promoted holds it
-// (coord/doc.go, Split brain).
+// counter.lua, seq.lua) and says whether its grant may be used: only when
+// a replica promoted in place of the master cannot lack it, or cannot
+// have been promoted yet (coord/doc.go, Split brain).
 //
-// The script's reply says how many replicas must acknowledge it (the
-// fleet's high-water mark, contract/replicas.lua). WAIT counts the
-// replicas that acknowledged the offset of this connection's last write,
-// so it must follow the script on the connection that ran it: the two go
-// out as one pipeline, which go-redis sends on one connection (on Redis
-// Cluster, a pipeline of the master of the script's slot, the node that
-// runs the script). The count is not known before the script runs, so the
-// pipeline asks WAIT for the count the previous grant needed (a Waiter
-// remembers it): when the script asks for more, the grant is not used and
-// the pipeline runs again at once with that count. With a count of 0 no
-// WAIT is sent.
+// Two proofs, the first that holds is taken. With Sentinels, a check of
+// every Sentinel sent with the script bounds when a promotion can come
+// (sentinel.go): a grant made before it is covered by the promoted
+// replica's loss floors, replicated or not. Otherwise WAIT: the script's
+// reply says how many replicas must acknowledge it (the fleet's
+// high-water mark, scripts/lua/replicas.lua), and WAIT, which counts the replicas that
+// acknowledged the offset of this connection's last write, follows the
+// script on the connection that ran it.
 package replwait
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/internal/redisinfo"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Timeout limits and default: long enough for a replica on the same network
-// to acknowledge (WAIT asks replicas for their offset at once, not at their
-// 1 s ack), short enough that no client of a node waits on it long.
+// Timeout limits and default. WAIT asks the replicas for their offset at
+// once (not at their 1 s ack), so it waits a replication round trip plus
+// the replica's lag: the default covers a replica in another region or
+// behind a slow disk, 300 ms behind. Grants are taken ahead of need
+// (reservations reach ReserveAhead, counter segments are fetched at half
+// left), so a longer wait delays no ID but a node's first claim and a
+// counter node's segment once it ran dry.
 const (
-	DefaultTimeout = 200 * time.Millisecond
+	DefaultTimeout = time.Second
 	MinTimeout     = 10 * time.Millisecond
-	MaxTimeout     = time.Second
+	MaxTimeout     = 10 * time.Second
 )
 
 // ErrNotReplicated is wrapped by the error of a grant that fewer replicas
@@ -57,15 +61,19 @@ type Result struct {
 	Need   int64  // replicas that must acknowledge (the script's count)
 	Acked  int64  // replicas WAIT counted (Need when no WAIT was needed)
 	Listed string // the replicas the master listed, "ip:port state" comma separated
+	// Via says what made the grant safe to use: "replicas" (WAIT counted
+	// Need; also when Need is 0) or "sentinels" (the Sentinel rule).
+	Via string
+	// Sentinels is why the Sentinel rule did not vouch for the grant
+	// ("" when it did, or when the deployment has no Sentinels).
+	Sentinels string
 }
 
-// Waiter remembers how many replicas the last grant needed, so the next
-// one's pipeline asks WAIT for as many. Before its first grant it reads
-// the mark (from Meta, when set) and the replicas the master lists, so a
-// node's first claim is not made twice (a claim made and not used holds
-// its machine ID until the lease expires).
+// Waiter runs a deployment's grants and says whether each may be used.
 type Waiter struct {
-	// Meta is the {ns}:meta key, whose "replicas" field is the mark.
+	// Meta is the {ns}:meta key: its "server" field, which guard.lua sets
+	// to the identity of the server that ran the script, gives the master's
+	// run ID for the Sentinel rule.
 	Meta string
 	// Floor is the fewest replicas any grant must reach, whatever the mark
 	// says (the operator's --min-replicas): the mark starts from the
@@ -73,43 +81,61 @@ type Waiter struct {
 	// from them, and a promotion lowers it; the SPIN model finds a split
 	// brain through either (docs/model.md), and a floor closes both.
 	Floor int64
-	last  atomic.Int64
-	known atomic.Bool
+	// Sentinels, when set, are the Sentinels watching the master: a grant
+	// they vouch for (sentinel.go) is used without waiting for replicas.
+	Sentinels Sentinels
+	// Clock is what the Sentinel rule measures with and waits on; nil
+	// means the process's clock.
+	Clock clock.Clock
+
+	last    atomic.Pointer[Status]
+	settles sync.Map // *redis.Client -> *settleOnce: see settled
 }
 
-// guess is the count the first grant will likely need: the larger of the
-// stored mark and the replicas the master lists now (not atomic with the
-// grant: a hint, which the grant's reply corrects).
-func (w *Waiter) guess(ctx context.Context, c *redis.Client) int64 {
-	pipe := c.Pipeline()
-	var mark *redis.StringCmd
-	if w.Meta != "" {
-		mark = pipe.HGet(ctx, w.Meta, "replicas")
-	}
-	info := pipe.Info(ctx, "replication")
-	_, _ = pipe.Exec(ctx)
-	var n int64
-	if mark != nil {
-		n, _ = strconv.ParseInt(mark.Val(), 10, 64)
-	}
-	for _, line := range strings.Split(info.Val(), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
-			listed, _ := strconv.ParseInt(v, 10, 64)
-			n = max(n, listed)
-		}
-	}
-	return n
+// Status is the last grant's outcome, for the node's INFO and metrics.
+type Status struct {
+	Result
+	Err string // why it was refused, "" when used
 }
 
-// Run runs s on rdb (the master of keys[0]'s slot on a Cluster) and WAIT
-// on the same connection, and returns the reply. When the reply is a
-// grant ({"OK", ...}) whose element at needAt asks for more replicas than
-// acknowledged it, it returns the reply and an error wrapping
-// ErrNotReplicated that names them: the caller must not use the grant.
-// discard, when not nil, is given a grant Run made and does not return (it
-// asked WAIT for too few and ran again), so the caller can give it back.
+// Last returns the outcome of the last grant Run made (nil before any).
+func (w *Waiter) Last() *Status { return w.last.Load() }
+
+var systemClock = clock.System()
+
+func (w *Waiter) clock() clock.Clock {
+	if w.Clock != nil {
+		return w.Clock
+	}
+	return systemClock
+}
+
+func (w *Waiter) now() time.Duration { return w.clock().Monotonic() }
+
+// Run runs s on rdb (the master of keys[0]'s slot on a Cluster) and
+// returns the reply. When the reply is a grant ({"OK", ...}), the element
+// at needAt is how many replicas must acknowledge it and the next the
+// replicas listed. The grant is used when the Sentinels vouch for it (a
+// check sent with it, sentinel.go) or, failing that, when WAIT, sent on the
+// same connection right after the script, counts that many replicas within
+// timeout; otherwise Run returns the reply and an error wrapping
+// ErrNotReplicated that names what is missing: the caller must not use
+// the grant.
 func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys []string, argv []any,
-	needAt int, timeout time.Duration, discard func(reply []any)) ([]any, Result, error) {
+	needAt int, timeout time.Duration) ([]any, Result, error) {
+	v, res, err := w.run(ctx, rdb, s, keys, argv, needAt, timeout)
+	if res.Via != "" || err != nil && errors.Is(err, ErrNotReplicated) {
+		st := &Status{Result: res}
+		if err != nil {
+			st.Err = err.Error()
+		}
+		w.last.Store(st)
+	}
+	return v, res, err
+}
+
+func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, keys []string, argv []any,
+	needAt int, timeout time.Duration) ([]any, Result, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -117,108 +143,131 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	if err != nil {
 		return nil, Result{}, err
 	}
-	if !w.known.Load() {
-		w.last.Store(w.guess(ctx, c))
-		w.known.Store(true)
+	// WAIT counts the replicas that acknowledged this connection's last
+	// write, so the script and its WAIT go on one connection.
+	if err := w.settled(ctx, c); err != nil {
+		return nil, Result{}, err
 	}
-	for attempt := 0; ; attempt++ {
-		sent := max(w.last.Load(), w.Floor)
-		if off.Load() || bugs.ReplicaWaitOff {
-			sent = 0
+	conn := c.Conn()
+	defer conn.Close()
+
+	// The Sentinels are asked while the script runs: a check sent before
+	// the grant's reply bounds a promotion from its send on.
+	var views chan []SentinelView
+	sent := w.now()
+	sentinels := w.Sentinels != nil && w.Meta != ""
+	if sentinels {
+		views = make(chan []SentinelView, 1)
+		go func() { views <- w.Sentinels.Views(ctx) }()
+	}
+	v, server, err := script(ctx, conn, s, keys, argv, w.Meta)
+	replied := w.now()
+	if err != nil {
+		if cc, ok := rdb.(*redis.ClusterClient); ok && isRedirect(err) {
+			cc.ReloadState(ctx) // the slot moved: the next call goes to its new master
 		}
-		v, acked, err := run(ctx, c, s, keys, argv, sent, timeout)
-		if err != nil {
-			if cc, ok := rdb.(*redis.ClusterClient); ok && isRedirect(err) {
-				cc.ReloadState(ctx) // the slot moved: the next call goes to its new master
-			}
-			return nil, Result{}, contract.Explain(err) // a guard.lua refusal written out
-		}
-		if len(v) == 0 || v[0] != "OK" || len(v) <= needAt+1 {
-			return v, Result{}, nil
-		}
-		res := Result{Need: max(toInt(v[needAt]), w.Floor), Listed: fmt.Sprint(v[needAt+1]), Acked: acked}
-		w.last.Store(res.Need)
-		if off.Load() || bugs.ReplicaWaitOff || res.Need <= 0 {
-			res.Acked = max(res.Acked, res.Need)
-			return v, res, nil
-		}
-		if res.Need > sent && attempt == 0 {
-			// The WAIT asked for fewer than the grant needs: again, asking
-			// for enough.
-			if discard != nil {
-				discard(v)
-			}
-			continue
-		}
-		if acked < res.Need && w.Floor > toInt(v[needAt]) {
-			// The floor, not the mark, asks for more: say so, naming the
-			// flag (a Sentinel deployment has a floor of 1 by default).
-			return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s); "+
-				"--min-replicas is %d (1 by default through Sentinel): bring a replica back, or start the nodes with "+
-				"--min-replicas 0 to use grants no replica holds (a split brain may then repeat IDs: docs/model.md)",
-				ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), w.Floor)
-		}
-		if acked < res.Need {
-			return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s); "+
-				"the fleet's high-water mark of replicas (or --min-replicas) is %d: bring the missing replicas back, "+
-				"or lower the mark with flaked audit replicas --set N once they are gone for good",
-				ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), res.Need)
-		}
+		return nil, Result{}, contract.Explain(err) // a guard.lua refusal written out
+	}
+	if len(v) == 0 || v[0] != "OK" || len(v) <= needAt+1 {
+		return v, Result{}, nil
+	}
+	floor := w.Floor
+	if bugs.MinReplicasIgnored {
+		floor = 0
+	}
+	res := Result{Need: max(toInt(v[needAt]), floor), Listed: fmt.Sprint(v[needAt+1])}
+	if off.Load() || bugs.ReplicaWaitOff || res.Need <= 0 {
+		res.Acked, res.Via = res.Need, "replicas"
 		return v, res, nil
 	}
+	if sentinels {
+		var vs []SentinelView
+		select {
+		case vs = <-views:
+		case <-ctx.Done():
+		}
+		runID, _, _ := strings.Cut(server, ":")
+		win := WindowOf(sent, vs, runID)
+		if win.Until > 0 && replied < win.Until {
+			res.Via = "sentinels"
+			return v, res, nil
+		}
+		res.Sentinels = win.Why
+		if win.Why == "" {
+			res.Sentinels = fmt.Sprintf("the grant came %v after the check, past what it vouches for", replied-sent)
+		}
+	}
+	// Wait, not Do: it sets the read timeout to the WAIT's own, past the
+	// client's (1 s by default), which WAIT may well reach.
+	acked, err := conn.Wait(ctx, int(res.Need), timeout).Result()
+	if err != nil {
+		return v, res, fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, res.Need, timeout.Milliseconds(), err)
+	}
+	res.Acked = acked
+	if acked >= res.Need {
+		res.Via = "replicas"
+		return v, res, nil
+	}
+	why := ""
+	if res.Sentinels != "" {
+		why = "; the Sentinels do not vouch for it: " + res.Sentinels
+	}
+	if w.Floor > toInt(v[needAt]) {
+		// The floor, not the mark, asks for more: say so, naming the
+		// flag (a Sentinel deployment has a floor of 1 by default).
+		return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s)%s; "+
+			"--min-replicas is %d (1 by default through Sentinel): bring a replica back, or start the nodes with "+
+			"--min-replicas 0 to use grants no replica holds (a split brain may then repeat IDs: docs/model.md)",
+			ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), why, w.Floor)
+	}
+	return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s)%s; "+
+		"the fleet's high-water mark of replicas is %d: bring the missing replicas back, "+
+		"or, for a replica away for a while (a planned restart), lower the mark with flaked audit replicas --set %d "+
+		"(it rises again by itself when the replica is listed again)",
+		ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), why, res.Need, max(res.Need-1, 0))
 }
 
-// run sends the script, then WAIT n timeout when n > 0, as one pipeline,
+// script runs s on conn, then reads meta's server field (the identity
+// guard.lua left there: run_id:master_replid) in the same pipeline,
 // falling back to EVAL when the server does not have the script cached.
-func run(ctx context.Context, c *redis.Client, s *redis.Script, keys []string, argv []any, n int64,
-	timeout time.Duration) ([]any, int64, error) {
+func script(ctx context.Context, conn *redis.Conn, s *redis.Script, keys []string, argv []any, meta string) ([]any, string, error) {
 	for _, sha := range []bool{true, false} {
-		pipe := c.Pipeline()
-		var script *redis.Cmd
+		pipe := conn.Pipeline()
+		var run *redis.Cmd
 		if sha {
-			script = s.EvalSha(ctx, pipe, keys, argv...)
+			run = s.EvalSha(ctx, pipe, keys, argv...)
 		} else {
-			script = s.Eval(ctx, pipe, keys, argv...)
+			run = s.Eval(ctx, pipe, keys, argv...)
 		}
-		var wait *redis.Cmd
-		if n > 0 {
-			wait = pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
+		var server *redis.StringCmd
+		if meta != "" {
+			server = pipe.HGet(ctx, meta, "server")
 		}
 		_, _ = pipe.Exec(ctx)
-		v, err := script.Slice()
+		v, err := run.Slice()
 		if sha && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			continue
 		}
 		if err != nil {
-			return nil, 0, err
+			return nil, "", err
 		}
-		if wait == nil {
-			return v, 0, nil
+		if server == nil {
+			return v, "", nil
 		}
-		acked, err := wait.Int64()
-		if err != nil {
-			return v, 0, fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, n, timeout.Milliseconds(), err)
-		}
-		return v, acked, nil
+		return v, server.Val(), nil
 	}
-	return nil, 0, errors.New("unreachable")
+	return nil, "", errors.New("unreachable")
 }
 
 // master is the client of the master that serves key: rdb itself, or on a
 // Cluster the node client of key's slot, so the pipeline goes on one
 // connection to the node that runs the script.
 func master(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.Client, error) {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c, nil
-	case *redis.ClusterClient:
-		m, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("the master of %s: %w", key, err)
-		}
-		return m, nil
+	c, err := redisinfo.Master(ctx, rdb, key)
+	if errors.Is(err, redisinfo.ErrClientType) {
+		return nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
 	}
-	return nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
+	return c, err
 }
 
 func isRedirect(err error) bool {
@@ -242,4 +291,36 @@ func toInt(v any) int64 {
 		return n
 	}
 	return 0
+}
+
+type settleOnce struct {
+	once sync.Once
+	err  error
+}
+
+// settled makes one round trip on c before the first Conn of c is used.
+// go-redis's Conn shares its client's options but not the lock that
+// guards them, and a client's first connection may write them (its
+// maintenance-notification handshake, refused by Redis 7, turns the mode
+// off): a first connection made through a Conn while the client makes
+// another is a data race. Once one connection is made, nothing writes
+// them again. The record lives in the Waiter, whose clients live as long
+// as it does: a map of the process would keep every client (and all it
+// reaches) that ever made a grant.
+func (w *Waiter) settled(ctx context.Context, c *redis.Client) error {
+	v, _ := w.settles.LoadOrStore(c, &settleOnce{})
+	s := v.(*settleOnce)
+	s.once.Do(func() {
+		// TIME, which the node's ACL user may run (PING it may not); an
+		// error reply comes on a connection made all the same.
+		var reply redis.Error
+		if err := c.Time(ctx).Err(); err != nil && !errors.As(err, &reply) {
+			s.err = err
+		}
+	})
+	if s.err != nil {
+		// Not settled: the next call tries again.
+		w.settles.CompareAndDelete(c, s)
+	}
+	return s.err
 }

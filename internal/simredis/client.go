@@ -66,10 +66,17 @@ func (h hook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
 
 // Pipeline is one pipeline's connection as do sees it: go-redis sends a
 // pipeline's commands on one connection, so they all reach the server the
-// first one reached (a script and the WAIT after it: internal/replwait),
+// first one reached (a script and the read after it: internal/replwait),
 // even when a failover moves where new commands go meanwhile. do pins the
-// server in Server on the first command and sends the rest there.
-type Pipeline struct{ Server any }
+// server in Server on the first command and sends the rest there. Cmds
+// are the pipeline's commands (as do gets them) and Next the index of the
+// one do is running: a simulation sends the request with the first and
+// the replies after the last.
+type Pipeline struct {
+	Server any
+	Cmds   [][]string
+	Next   int
+}
 
 type pipelineKey struct{}
 
@@ -81,11 +88,22 @@ func PipelineOf(ctx context.Context) *Pipeline {
 
 func (h hook) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		ctx = context.WithValue(ctx, pipelineKey{}, &Pipeline{})
-		if n := len(cmds); n >= 2 && cmds[0].Name() == "multi" && cmds[n-1].Name() == "exec" {
-			h.transaction(ctx, cmds)
+		pl := &Pipeline{}
+		ctx = context.WithValue(ctx, pipelineKey{}, pl)
+		tx := len(cmds) >= 2 && cmds[0].Name() == "multi" && cmds[len(cmds)-1].Name() == "exec"
+		run := cmds
+		if tx {
+			run = cmds[1 : len(cmds)-1]
+		}
+		for _, cmd := range run {
+			args, _ := wireArgs(cmd.Args())
+			pl.Cmds = append(pl.Cmds, args)
+		}
+		if tx {
+			h.transaction(ctx, pl, cmds)
 		} else {
 			for i, cmd := range cmds {
+				pl.Next = i
 				if !h.process(ctx, cmd) { // the connection failed: so did the rest
 					setErr(cmds[i+1:], cmd.Err())
 					break
@@ -125,8 +143,9 @@ func (h hook) process(ctx context.Context, cmd redis.Cmder) bool {
 // transaction runs MULTI ... EXEC: the queued commands get their own
 // replies (go-redis reads them out of EXEC's array and gives MULTI and
 // EXEC to nobody).
-func (h hook) transaction(ctx context.Context, cmds []redis.Cmder) {
-	for _, cmd := range cmds[1 : len(cmds)-1] {
+func (h hook) transaction(ctx context.Context, pl *Pipeline, cmds []redis.Cmder) {
+	for i, cmd := range cmds[1 : len(cmds)-1] {
+		pl.Next = i
 		if !h.process(ctx, cmd) {
 			setErr(cmds, cmd.Err())
 			return

@@ -57,17 +57,45 @@ func (s *Server) Offset() int64 {
 }
 
 // Offset is the server's replication offset when the snapshot was taken:
-// a replica holding this data has acknowledged up to it.
-func (d *Data) Offset() int64 { return d.offset }
+// a replica holding this data has acknowledged up to it (0 for nil, no
+// data).
+func (d *Data) Offset() int64 {
+	if d == nil {
+		return 0
+	}
+	return d.offset
+}
 
 // SetReplicas sets the replicas attached to the server, by the offsets
-// each has acknowledged; INFO replication lists them (connected_slaves)
-// and WAIT counts them. An old master cut off from its replicas keeps
-// listing them, with the offsets they had, until repl-timeout.
+// each has acknowledged, all online, at addresses 10.0.0.10, .11, ...;
+// INFO replication lists them (connected_slaves) and WAIT counts them. An
+// old master cut off from its replicas keeps listing them, with the
+// offsets they had, until repl-timeout.
 func (s *Server) SetReplicas(acked ...int64) {
+	list := make([]Replica, len(acked))
+	for i, a := range acked {
+		list[i] = Replica{Addr: "10.0.0." + strconv.Itoa(10+i) + ":6379", State: "online", Offset: a}
+	}
+	s.SetReplicaList(list)
+}
+
+// Replica is one replica as its master lists it: its address, its state
+// ("online", or "wait_bgsave" and "send_bulk" during a full sync, when it
+// acknowledges nothing) and the offset it has acknowledged.
+type Replica struct {
+	Addr, State string
+	Offset      int64
+}
+
+// SetReplicaList sets the replicas the server lists (SetReplicas with
+// addresses and states). WAIT counts the online ones.
+func (s *Server) SetReplicaList(list []Replica) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.replicas = append(s.replicas[:0], acked...)
+	if slices.Equal(s.replicas, list) {
+		return
+	}
+	s.replicas = append(s.replicas[:0], list...)
 	s.info.replication = ""
 }
 
@@ -87,8 +115,8 @@ func cmdWait(s *Server, args []string) any {
 		want = s.conn.lastWrite
 	}
 	got := int64(0)
-	for _, a := range s.replicas {
-		if a >= want {
+	for _, r := range s.replicas {
+		if r.State == "online" && r.Offset >= want {
 			got++
 		}
 	}
@@ -102,12 +130,16 @@ func (s *Server) replicationInfo() string {
 		var b strings.Builder
 		b.WriteString("# Replication\r\nmaster_replid:" + s.replID + "\r\nrole:master\r\nconnected_slaves:" +
 			strconv.Itoa(len(s.replicas)) + "\r\n")
-		for i, a := range s.replicas {
-			b.WriteString("slave" + strconv.Itoa(i) + ":ip=10.0.0." + strconv.Itoa(10+i) + ",port=6379,state=online,offset=" +
-				strconv.FormatInt(a, 10) + ",lag=0\r\n")
+		for i, r := range s.replicas {
+			ip, port, _ := strings.Cut(r.Addr, ":")
+			b.WriteString("slave" + strconv.Itoa(i) + ":ip=" + ip + ",port=" + port + ",state=" + r.State + ",offset=" +
+				strconv.FormatInt(r.Offset, 10) + ",lag=0\r\n")
 		}
-		b.WriteString("master_failover_state:no-failover\r\n" +
-			"master_replid2:0000000000000000000000000000000000000000\r\n")
+		replID2 := s.replID2
+		if replID2 == "" {
+			replID2 = "0000000000000000000000000000000000000000"
+		}
+		b.WriteString("master_failover_state:no-failover\r\nmaster_replid2:" + replID2 + "\r\n")
 		s.info.replication = b.String()
 	}
 	return s.info.replication + "master_repl_offset:" + strconv.FormatInt(s.offset, 10) + "\r\nsecond_repl_offset:-1\r\n"

@@ -1,6 +1,7 @@
 package simredis
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -118,5 +119,37 @@ func TestRewriteKeys_KeepsIdentity(t *testing.T) {
 	}
 	if s.RunID() != run || s.ReplID() != repl {
 		t.Error("the identity changed")
+	}
+}
+
+// A replica in a full sync is listed (connected_slaves counts it, as
+// guard.lua's mark does) but acknowledges nothing; a promoted replica
+// reports the replication ID it followed as master_replid2 and goes on
+// from its offset, with its own run_id.
+func TestReplicaList_SyncingAndPromoted(t *testing.T) {
+	s := New(nil, nil)
+	var c Conn
+	if _, err := s.DoConn(&c, []string{"SET", "k", "v"}); err != nil {
+		t.Fatal(err)
+	}
+	snap := s.Snapshot()
+	s.SetReplicaList([]Replica{{Addr: "10.0.0.11:6379", State: "online", Offset: snap.Offset()}, {Addr: "10.0.0.12:6379", State: "wait_bgsave"}})
+	info, _ := s.Do([]string{"INFO", "replication"})
+	if !strings.Contains(info.(string), "connected_slaves:2\r\n") || !strings.Contains(info.(string), "ip=10.0.0.12,port=6379,state=wait_bgsave") {
+		t.Errorf("INFO replication: %q", info)
+	}
+	if got, _ := s.DoConn(&c, []string{"WAIT", "2", "0"}); got != int64(1) {
+		t.Errorf("WAIT 2 with one replica online and one in a full sync: %v, want 1", got)
+	}
+	r := New(nil, nil)
+	r.PromoteReplica(snap, "0123456789012345678901234567890123456789", s.ReplID())
+	info, _ = r.Do([]string{"INFO", "server", "replication"})
+	for _, want := range []string{"run_id:0123456789012345678901234567890123456789", "master_replid2:" + s.ReplID(), "master_repl_offset:" + strconv.FormatInt(snap.Offset(), 10)} {
+		if !strings.Contains(info.(string), want) {
+			t.Errorf("INFO of the promoted replica lacks %s: %q", want, info)
+		}
+	}
+	if v, ok := r.Field("k", "x"); ok || v != "" {
+		t.Errorf("Field of a string key: %q %v", v, ok)
 	}
 }

@@ -21,6 +21,9 @@ type Server struct {
 	db     *Data
 	runID  string
 	replID string
+	// replID2 is master_replid2: the replication ID a promoted replica
+	// followed before (PromoteReplica), "" for none.
+	replID2 string
 
 	// scripts is the script cache (EVAL): SHA1 -> compiled
 	// script. The compiled code is shared by every server of the process
@@ -41,7 +44,7 @@ type Server struct {
 	// Replication (replicas.go): the offset, the replicas' acknowledged
 	// offsets, the connection of the command running.
 	offset   int64
-	replicas []int64
+	replicas []Replica
 	conn     *Conn
 	// Faults a simulation sets (replicas.go): the eviction policy, INFO
 	// refused or renamed.
@@ -110,6 +113,14 @@ func (s *Server) ReplID() string {
 	return s.replID
 }
 
+// ReplID2 returns the master_replid2 INFO replication shows ("" for
+// none: INFO shows 40 zeros).
+func (s *Server) ReplID2() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replID2
+}
+
 // Snapshot returns a copy of the data as of now, with absolute expiry
 // times: what a replica holds once it has replicated up to this moment,
 // an RDB save, a backup. Later writes to the server do not change it, nor
@@ -135,7 +146,7 @@ func (s *Server) Restart(d *Data) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.load(d)
-	s.runID, s.replID = s.newID(), s.newID()
+	s.runID, s.replID, s.replID2 = s.newID(), s.newID(), ""
 	s.replicas = s.replicas[:0] // they attach again (SetReplicas)
 	clear(s.scripts)
 	s.luaRand = newLrand48()
@@ -161,6 +172,41 @@ func (s *Server) Promote(d *Data) {
 	s.replicas = s.replicas[:0] // they attach again (SetReplicas)
 	clear(s.scripts)
 	s.info = infoCache{}
+}
+
+// PromoteReplica models a replica's process becoming master, for a
+// simulation that keeps a replica as the Data it received and makes a
+// Server only for a master: the data is replaced by a copy of d, the
+// run_id is the replica process's (runID), master_replid is new and
+// master_replid2 is replID2, the replication ID of the history the
+// replica followed ("" when it followed none), as PSYNC2 keeps it so the
+// old master's other replicas can continue from the promoted one, and
+// the replication offset goes on from the replica's. The script cache is
+// emptied, as Promote does.
+func (s *Server) PromoteReplica(d *Data, runID, replID2 string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.load(d)
+	if d != nil {
+		s.offset = d.offset // the replication offset goes on from the replica's
+	}
+	s.runID, s.replID, s.replID2 = runID, s.newID(), replID2
+	s.replicas = s.replicas[:0]
+	clear(s.scripts)
+	s.info = infoCache{}
+}
+
+// Field returns field of the hash at key as stored, or false: what a
+// simulation reads of a server's data without running a command (no
+// expiry on the way, nothing counted).
+func (s *Server) Field(key, field string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.db.keys[key]
+	if v == nil || v.kind != kindHash {
+		return "", false
+	}
+	return v.hash.get(field)
 }
 
 // Load replaces the data with a copy of d, keeping the identity and the

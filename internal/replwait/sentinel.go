@@ -1,0 +1,156 @@
+package replwait
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/flaked/flaked/internal/bugs"
+)
+
+// The Sentinel rule: a grant is used, whatever the replicas acknowledged,
+// when a check of the Sentinels sent just before it proves that no replica
+// can have been promoted in place of the master that made it.
+//
+// Why that is safe. Every grant is capped at the granting master's TIME +
+// the fleet's horizon (counter values at TIME + the lead; a sequence's
+// values at its rate bound), and a replica promoted at P records a loss at
+// its first script, at P or later, whose floors start a Redis clock skew
+// (1 s) and a horizon above it. So a grant made before P is covered by the
+// promoted replica's floors whether it replicated or not; only grants made
+// after P (the old master, cut off, still granting) need the replicas.
+//
+// When can P come? Sentinel promotes only after a leader Sentinel sees the
+// master subjectively down itself: a PING unanswered for its
+// down-after-milliseconds (or no valid reply for as long while its link is
+// down). Other Sentinels' votes for objective down may be cached for
+// seconds, so only the leader's own view is live; the leader can be any
+// Sentinel. A check that reaches every Sentinel of the deployment, each
+// naming the same master (by run ID, the server that ran the grant), none
+// flagging it down, disconnected or in a failover, bounds P from below by
+// the earliest of sent + down-after − age over them, age being how long
+// that Sentinel's pending PING or its last valid reply goes back.
+//
+// A promotion that skips failure detection (SENTINEL FAILOVER,
+// REPLICAOF NO ONE by hand) is not bounded by down-after: the check then
+// bounds only the time from the check to the grant (MaxCheckAge), which
+// the 1 s Redis clock allowance of the loss floors covers as long as the
+// Redis servers' clocks agree within 1 s − MaxCheckAge. A leader Sentinel
+// flags failover_in_progress from the start of a failover, so a check that
+// reaches it after the start refuses.
+
+// MaxCheckAge is the longest time from sending a Sentinel check to the
+// reply of the grant it vouches for.
+const MaxCheckAge = 100 * time.Millisecond
+
+// SentinelView is one Sentinel's answer to SENTINEL MASTER <name>.
+type SentinelView struct {
+	// Sentinel is the Sentinel's address, ID its own ID (SENTINEL MYID)
+	// and Others the IDs of the other Sentinels it knows watching the
+	// master (SENTINEL SENTINELS): a check counts Sentinels by ID, since
+	// one Sentinel may be reached under two addresses.
+	Sentinel, ID string
+	Others       []string
+	// Err is why it gave no view (unreachable, unknown master, denied).
+	Err error
+	// MasterAddr ("ip:port") and RunID: the master as the Sentinel knows
+	// it. RunID is refreshed from the master's INFO every 10 s, so for
+	// that long after a master restart the rule does not apply (the
+	// replicas' WAIT still does).
+	MasterAddr, RunID string
+	// Flags: "master" for a master the Sentinel sees up; anything else
+	// (s_down, o_down, disconnected, failover_in_progress, ...) refuses.
+	Flags string
+	// DownAfter is its down-after-milliseconds.
+	DownAfter time.Duration
+	// Known is how many Sentinels it knows, itself included
+	// (num-other-sentinels + 1).
+	Known int
+	// Age is the larger of last-ping-sent (how long its PING has been
+	// pending, 0 when none is) and last-ok-ping-reply (its last valid
+	// reply): down-after counts from the older of the two.
+	Age time.Duration
+}
+
+// Sentinels gives the views of every Sentinel watching a master, asked at
+// once. Views returns one per Sentinel it knows of, with Err set for those
+// it could not ask; a deployment's Sentinels that the set does not know
+// count as not answering (the others name them: SentinelView.Others and
+// Known).
+type Sentinels interface {
+	Views(ctx context.Context) []SentinelView
+}
+
+// Window is what a Sentinel check proves: no replica can have been
+// promoted in place of the master with run ID RunID before Until, on the
+// clock the check's send time was read from. Why says why it proves
+// nothing when Until is zero.
+type Window struct {
+	Until time.Duration
+	Why   string
+}
+
+// rateMargin is the share of down-after kept back for the Sentinels' and
+// the node's clocks running at different rates.
+const rateMargin = 100
+
+// WindowOf is the Window of a check sent at sent (a Monotonic reading)
+// whose answers are views, for the master with run ID runID.
+func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
+	if len(views) == 0 {
+		return Window{Why: "no Sentinel answered"}
+	}
+	if runID == "" {
+		return Window{Why: "the master's run ID is unknown"}
+	}
+	known := 0
+	answered, required := map[string]bool{}, map[string]bool{}
+	until := sent + MaxCheckAge
+	if bugs.SentinelNoMaxCheckAge {
+		until = math.MaxInt64
+	}
+	var bad []string
+	for _, v := range views {
+		known = max(known, v.Known)
+		if v.Err == nil {
+			answered[v.ID] = true
+			required[v.ID] = true
+			for _, o := range v.Others {
+				required[o] = true
+			}
+		}
+		flags := v.Flags
+		if bugs.SentinelFailoverIgnored {
+			flags = strings.Replace(flags, ",failover_in_progress", "", 1)
+		}
+		switch {
+		case v.Err == nil && v.ID == "":
+			bad = append(bad, fmt.Sprintf("%s gave no Sentinel ID", v.Sentinel))
+		case v.Err != nil:
+			bad = append(bad, fmt.Sprintf("%s: %v", v.Sentinel, v.Err))
+		case v.RunID != runID && !bugs.SentinelRunIDUnchecked:
+			bad = append(bad, fmt.Sprintf("%s names master %s (run ID %.8s), not the one that granted (%.8s)", v.Sentinel, v.MasterAddr, v.RunID, runID))
+		case flags != "master":
+			bad = append(bad, fmt.Sprintf("%s sees %s as %s", v.Sentinel, v.MasterAddr, v.Flags))
+		case v.DownAfter <= 0:
+			bad = append(bad, fmt.Sprintf("%s gave no down-after-milliseconds", v.Sentinel))
+		case !bugs.SentinelNoDownAfter:
+			until = min(until, sent+v.DownAfter-v.DownAfter/rateMargin-v.Age)
+		}
+	}
+	if bugs.SentinelQuorum && len(views)-len(bad) > known/2 {
+		bad, known, required = nil, 0, answered
+	}
+	if len(bad) > 0 {
+		return Window{Why: strings.Join(bad, "; ")}
+	}
+	if n := len(answered); n < len(required) || n < known {
+		return Window{Why: fmt.Sprintf("%d of the %d Sentinels answered", n, max(len(required), known))}
+	}
+	if until <= sent {
+		return Window{Why: "a Sentinel's PING to the master is pending for nearly its down-after-milliseconds"}
+	}
+	return Window{Until: until}
+}

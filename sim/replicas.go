@@ -1,0 +1,330 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Fault kinds of the replicas and the Sentinels, drawn by drawReplicas
+// from a stream of their own.
+const (
+	// A replica's process stops for For (a reboot): its master stops
+	// listing it at once; back, it continues with a partial sync (Follow)
+	// or a full one.
+	FaultReplicaDown = "replica-down"
+	// A replica's link to its master is cut for For: the master lists it
+	// with the offset it had until repl-timeout; the Sentinels still see
+	// it. Back, a partial sync (Follow) or a full one.
+	FaultReplicaCut = "replica-cut"
+	// A replica acknowledges Delay late for For (another region, a slow
+	// disk): WAIT times out when Delay is past it.
+	FaultReplicaLag = "replica-lag"
+	// A replica starts a full sync: listed, acknowledging nothing until it
+	// is done, its data then the master's.
+	FaultReplicaResync = "replica-resync"
+	// Sentinel faults, in deployments with Sentinels: one Sentinel away
+	// (its process stopped) for For; one cut off from the master only (it
+	// sees it down while the others do not) for For; node Node cut off
+	// from one Sentinel for For; SENTINEL FAILOVER on one (a promotion
+	// with no down-after wait, the old master taking writes until a
+	// Sentinel turns it into a replica); the master cut off from every
+	// Sentinel, from the replicas (but one, Stay) and from the nodes not
+	// in Reach, for For.
+	FaultSentinelAway      = "sentinel-away"
+	FaultSentinelDisagree  = "sentinel-disagree"
+	FaultSentinelNodeCut   = "sentinel-node-cut"
+	FaultSentinelFailover  = "sentinel-failover"
+	FaultSentinelMasterCut = "sentinel-master-cut"
+)
+
+// drawReplicas draws the deployment's second replica, its Sentinels and
+// the faults of both, from a stream of their own, so every other draw of
+// a seed is what it was before: the settings; which replica each
+// promotion takes and what the other does; 0-3 replica faults; in half
+// the schedules three Sentinels and 0-3 Sentinel faults; and the
+// patterns of sentinelPatterns.
+func (s *Schedule) drawReplicas(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0x2e91))}
+	s.ReplicaLag2 = x.dur(10*time.Millisecond, 5*time.Second)
+	s.ReplTimeout = x.dur(5*time.Second, 60*time.Second)
+	s.ReattachAfter = x.dur(5*time.Second, 60*time.Second)
+	s.RTT = x.dur(200*time.Microsecond, 3*time.Millisecond)
+	if x.IntN(8) == 0 {
+		s.RTT = x.dur(10*time.Millisecond, 90*time.Millisecond) // another region
+	}
+	sentinel := x.IntN(2) == 0
+	if sentinel {
+		// down-after from 300 ms to 30 s (Redis's default): half of them
+		// up to 5 s, a common setting.
+		s.Sentinel = &SentinelConfig{Count: 3, Quorum: 2, DownAfter: x.dur(300*time.Millisecond, 5*time.Second),
+			FailoverTimeout: x.dur(5*time.Second, 60*time.Second)}
+		if x.IntN(2) == 0 {
+			s.Sentinel.DownAfter = x.dur(5*time.Second, 30*time.Second)
+		}
+		if x.IntN(4) == 0 {
+			s.Sentinel.Quorum = 1
+		}
+		s.MinReplicas = []int{1, 1, 0, 2}[x.IntN(4)]
+	} else {
+		s.MinReplicas = []int{0, 0, 0, 1, 1, 2}[x.IntN(6)]
+	}
+	for i := range s.Faults {
+		s.Faults[i].Replica, s.Faults[i].Follow, s.Faults[i].Stay = x.IntN(2), x.IntN(3) != 0, x.IntN(3) == 0
+	}
+	n := len(s.Nodes)
+	at := func() time.Duration { return x.dur(time.Second, s.Duration-time.Second) }
+	for range x.IntN(4) {
+		f := Fault{At: at(), Replica: x.IntN(2), Follow: x.IntN(2) == 0}
+		switch x.IntN(4) {
+		case 0:
+			f.Kind, f.For = FaultReplicaDown, x.dur(time.Second, 60*time.Second)
+		case 1:
+			f.Kind, f.For = FaultReplicaCut, x.dur(time.Second, 60*time.Second)
+		case 2:
+			f.Kind, f.For, f.Delay = FaultReplicaLag, x.dur(time.Second, 30*time.Second), x.dur(10*time.Millisecond, time.Second)
+		default:
+			f.Kind = FaultReplicaResync
+		}
+		s.Faults = append(s.Faults, f)
+	}
+	if sentinel {
+		for range x.IntN(4) {
+			f := Fault{At: at(), Sentinel: x.IntN(s.Sentinel.Count), Node: x.IntN(n)}
+			switch x.IntN(5) {
+			case 0:
+				f.Kind, f.For = FaultSentinelAway, x.dur(time.Second, 60*time.Second)
+			case 1:
+				f.Kind, f.For = FaultSentinelDisagree, x.dur(time.Second, 30*time.Second)
+			case 2:
+				f.Kind, f.For = FaultSentinelNodeCut, x.dur(time.Second, 30*time.Second)
+			case 3:
+				f.Kind, f.Replica, f.Follow = FaultSentinelFailover, x.IntN(2), x.IntN(3) != 0
+			default:
+				f.Kind, f.For, f.Stay = FaultSentinelMasterCut, x.dur(300*time.Millisecond, 2*s.LeaseTTL), x.IntN(3) == 0
+				f.Reach = uint(x.IntN(1 << n))
+			}
+			s.Faults = append(s.Faults, f)
+		}
+	}
+	s.drawReplicaPatterns(x)
+}
+
+// replicaString describes a fault of the kinds above.
+func (f Fault) replicaString() string {
+	sync := map[bool]string{true: "partial", false: "full"}[f.Follow]
+	switch f.Kind {
+	case FaultReplicaDown:
+		return fmt.Sprintf(" replica %d for %v, then a %s sync", f.Replica, f.For, sync)
+	case FaultReplicaCut:
+		return fmt.Sprintf(" replica %d's link for %v, then a %s sync", f.Replica, f.For, sync)
+	case FaultReplicaLag:
+		return fmt.Sprintf(" replica %d +%v for %v", f.Replica, f.Delay, f.For)
+	case FaultReplicaResync:
+		return fmt.Sprintf(" replica %d", f.Replica)
+	case FaultSentinelAway, FaultSentinelDisagree:
+		return fmt.Sprintf(" Sentinel %d for %v", f.Sentinel, f.For)
+	case FaultSentinelNodeCut:
+		return fmt.Sprintf(" node %d from Sentinel %d for %v", f.Node, f.Sentinel, f.For)
+	case FaultSentinelFailover:
+		return fmt.Sprintf(" on Sentinel %d", f.Sentinel)
+	case FaultSentinelMasterCut:
+		s := fmt.Sprintf(": for %v, nodes %v still reach it", f.For, reachNodes(f.Reach))
+		if f.Stay {
+			s += fmt.Sprintf(", replica %d on its side", f.Replica)
+		}
+		return s
+	}
+	return ""
+}
+
+// promotionString describes what a promotion takes (non-Sentinel
+// deployments: the Sentinels choose their own).
+func (f Fault) promotionString() string {
+	other := "stays detached"
+	switch {
+	case f.Kind == FaultSplitBrain && f.Stay:
+		other = "stays with the old master"
+	case f.Follow:
+		other = "follows it"
+	}
+	return fmt.Sprintf(" (without Sentinels: replica %d; the other %s)", f.Replica, other)
+}
+
+func reachNodes(mask uint) []int {
+	var nodes []int
+	for i := range 8 {
+		if mask&(1<<i) != 0 {
+			nodes = append(nodes, i)
+		}
+	}
+	return nodes
+}
+
+// injectReplicas applies a fault of the kinds above, and the Redis faults
+// whose meaning the Sentinels change.
+func (r *run) injectReplicas(f Fault) {
+	d, now := r.redis, r.w.now
+	reps := d.replicas()
+	h := reps[f.Replica%len(reps)]
+	switch f.Kind {
+	case FaultReplicaDown:
+		was := h.follows
+		d.detach(h, false)
+		d.down(h, now+f.For)
+		gen := h.gen
+		r.w.atMid(now+f.For, func() {
+			h.runID = d.newID()
+			if h.gen != gen || h == d.m {
+				return
+			}
+			to := d.srv // it follows its master again, if that one still runs
+			if was != nil && d.live(was) {
+				to = was
+			}
+			d.attach(h, to, !f.Follow || to != was)
+		})
+	case FaultReplicaCut:
+		if h.follows == nil || h.cutUntil > now {
+			return
+		}
+		h.cutAt, h.cutUntil = now, now+f.For
+		srv, gen := h.follows, h.gen
+		r.w.atMid(now+f.For, func() {
+			if h.gen == gen && h.follows == srv && h != d.m {
+				d.attach(h, srv, !f.Follow)
+			}
+		})
+	case FaultReplicaLag:
+		h.lag, h.lagUntil = f.Delay, now+f.For
+	case FaultReplicaResync:
+		if h.follows != nil && d.live(h.follows) {
+			d.attach(h, h.follows, true)
+		}
+	}
+	ss := d.sentinels
+	if ss == nil {
+		return
+	}
+	s := ss.all[f.Sentinel%len(ss.all)]
+	switch f.Kind {
+	case FaultSentinelAway:
+		s.awayUntil = max(s.awayUntil, now+f.For)
+	case FaultSentinelDisagree:
+		s.masterCut[d.m.i] = max(s.masterCut[d.m.i], now+f.For)
+	case FaultSentinelNodeCut:
+		if f.Node < len(r.slots) {
+			r.slots[f.Node].sentinelCut[s.i] = max(r.slots[f.Node].sentinelCut[s.i], now+f.For)
+		}
+	case FaultSentinelFailover:
+		ss.forceFailover(s)
+	case FaultSentinelMasterCut:
+		r.masterCut(f, f.Reach)
+	}
+}
+
+// masterCut cuts the master off from every Sentinel, from the nodes not
+// in reach and from the replicas but one when f.Stay, for f.For: the
+// Sentinels promote a replica if it lasts past their down-after and
+// election, and the nodes in reach write to the old master meanwhile.
+func (r *run) masterCut(f Fault, reach uint) {
+	d, now := r.redis, r.w.now
+	end := now + f.For
+	m := d.m
+	m.sentinelCut, m.replCut = max(m.sentinelCut, end), max(m.replCut, end)
+	for i := range r.slots {
+		if reach&(1<<i) == 0 {
+			m.nodeCut[i] = max(m.nodeCut[i], end)
+		}
+	}
+	reps := d.replicas()
+	for k, h := range reps {
+		if f.Stay && k == f.Replica%len(reps) {
+			h.sentinelCut = max(h.sentinelCut, end) // on the master's side
+			h.sideOf, h.sideUntil = m, end
+			continue
+		}
+		if h.follows == d.srv && h.cutUntil <= now {
+			h.cutAt, h.cutUntil = now, end
+			srv, gen := h.follows, h.gen
+			r.w.atMid(end, func() {
+				if h.gen == gen && h.follows == srv && h != d.m {
+					d.attach(h, srv, false) // the partition healed before a promotion
+				}
+			})
+		}
+	}
+}
+
+// injectSentinelRedis applies, with Sentinels, the Redis faults whose
+// failover the Sentinels decide: a failover is the master's process
+// stopping (back after the Sentinels' down-after and a few seconds, or
+// 1-20 s), a split brain is the master cut off, and a failover to a
+// skewed server sets the next promoted replica's clock behind. It reports
+// whether it handled f.
+func (r *run) injectSentinelRedis(f Fault) bool {
+	d, now := r.redis, r.w.now
+	switch f.Kind {
+	case FaultFailover, FaultRedisSkew:
+		if f.Kind == FaultRedisSkew {
+			d.skewNext = f.Delay
+		}
+		m := d.m
+		back := now + d.s.Sentinel.DownAfter + time.Second + time.Duration(d.rng.Int64N(int64(20*time.Second)))
+		d.down(m, back)
+		r.w.atMid(back, func() {
+			if d.m == m { // no promotion: it restarts from its last snapshot
+				d.restart(d.saved)
+			}
+		})
+		return true
+	case FaultSplitBrain:
+		r.masterCut(f, f.Reach)
+		return true
+	}
+	return false
+}
+
+// Patterns of Sentinel schedules, each drawn with probability 1 in 6.
+const (
+	// A forced failover while Redis is slow or a node's requests are
+	// delayed, so grants in flight when it lands run on the old master
+	// after the promotion, their Sentinel check sent before it; and a node
+	// restarting just after it, which dials the promoted replica (its
+	// first script records the loss) while the others still write to the
+	// old master.
+	PatternFailoverInFlight = "failover-in-flight"
+	// A Sentinel cut off from the master for down-after and a few seconds
+	// (with quorum 1 it fails over alone while the others see the master
+	// up), and a node restarting once it may have.
+	PatternLoneFailover = "lone-failover"
+)
+
+// drawReplicaPatterns adds the patterns a schedule with Sentinels draws.
+func (s *Schedule) drawReplicaPatterns(x drawer) {
+	n := len(s.Nodes)
+	if s.Sentinel == nil {
+		return
+	}
+	restart := func(at time.Duration) Fault {
+		return Fault{At: at, Kind: FaultCrash, Node: x.IntN(n), For: x.dur(0, 100*time.Millisecond), State: StateKept}
+	}
+	for _, p := range []string{PatternFailoverInFlight, PatternLoneFailover} {
+		if x.IntN(6) != 0 {
+			continue
+		}
+		at := x.dur(2*time.Second, s.Duration-10*time.Second)
+		switch p {
+		case PatternFailoverInFlight:
+			slow := Fault{At: at, Kind: FaultRedisSlow, For: x.dur(2*time.Second, 10*time.Second), Delay: x.dur(200*time.Millisecond, 4*time.Second)}
+			if x.IntN(2) == 0 {
+				slow.Kind, slow.Node = FaultDelay, x.IntN(n)
+			}
+			failover := Fault{At: at + x.dur(0, slow.For), Kind: FaultSentinelFailover, Sentinel: x.IntN(s.Sentinel.Count)}
+			s.Faults = append(s.Faults, slow, failover, restart(failover.At+x.dur(300*time.Millisecond, 2*time.Second)))
+		case PatternLoneFailover:
+			cut := Fault{At: at, Kind: FaultSentinelDisagree, Sentinel: x.IntN(s.Sentinel.Count), For: s.Sentinel.DownAfter + x.dur(2*time.Second, 10*time.Second)}
+			s.Faults = append(s.Faults, cut, restart(at+s.Sentinel.DownAfter+x.dur(time.Second, 3*time.Second)))
+		}
+	}
+}

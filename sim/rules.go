@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/internal/replwait"
+	"github.com/flaked/flaked/internal/simredis"
+)
+
+// The replica rules' outcomes, counted for the coverage table: how the
+// replicas high-water mark ({ns}:meta's replicas) moved at each script,
+// read from the server before and after it, and what each grant's
+// Sentinel check proved, from the views the Sentinels gave and the times
+// the Waiter reads (internal/replwait's WindowOf on the same inputs).
+var Rules = []string{
+	ruleMarkRaised, ruleMarkKept, ruleMarkLowered, ruleMarkFloored, ruleMarkStarted,
+	ruleVouched, ruleUnreachable, ruleOtherMaster, ruleOldRunID, ruleSDown, ruleODown, ruleDisconnected,
+	ruleFailover, rulePending, ruleLateMaxAge, ruleLateDownAfter, ruleRunIDUnread,
+}
+
+const (
+	ruleMarkRaised    = "mark: raised to the replicas listed"
+	ruleMarkKept      = "mark: kept across a change of server other than a promotion (a restart)"
+	ruleMarkLowered   = "mark: lowered by one after a promotion"
+	ruleMarkFloored   = "mark: a grant waits for MinReplicas, above the mark"
+	ruleMarkStarted   = "mark: started from the replicas listed ({ns}:meta made again)"
+	ruleVouched       = "sentinel: vouched (the grant used without WAIT)"
+	ruleUnreachable   = "sentinel: refused: a Sentinel did not answer"
+	ruleOtherMaster   = "sentinel: refused: a Sentinel names another master"
+	ruleOldRunID      = "sentinel: refused: a Sentinel names the master with an old run ID"
+	ruleSDown         = "sentinel: refused: a Sentinel sees the master s_down"
+	ruleODown         = "sentinel: refused: a Sentinel sees the master o_down"
+	ruleDisconnected  = "sentinel: refused: a Sentinel's link to the master is disconnected"
+	ruleFailover      = "sentinel: refused: failover_in_progress"
+	rulePending       = "sentinel: refused: a PING pending for nearly down-after"
+	ruleLateMaxAge    = "sentinel: refused: the grant came past MaxCheckAge"
+	ruleLateDownAfter = "sentinel: refused: the grant came past the down-after bound"
+	ruleRunIDUnread   = "sentinel: refused: the granting server's run ID unread"
+)
+
+var metaKey = contract.NewKeys(namespace).Meta
+
+// sentinelCheck is a Waiter's Sentinel check in flight: when it was sent,
+// what the Sentinels answered, and the reply of its script.
+type sentinelCheck struct {
+	sent  time.Duration
+	views []replwait.SentinelView
+	reply any
+	err   error
+}
+
+// markState is {ns}:meta's server and replicas fields on a server.
+type markState struct {
+	server string
+	mark   int
+	ok     bool
+}
+
+func markOf(srv *simredis.Server) markState {
+	server, ok := srv.Field(metaKey, "server")
+	m, _ := srv.Field(metaKey, "replicas")
+	n, _ := strconv.Atoi(m)
+	return markState{server: server, mark: n, ok: ok}
+}
+
+// ruleMark counts how a script on srv moved the mark.
+func (r *run) ruleMark(p *proc, srv *simredis.Server, before markState) {
+	after := markOf(srv)
+	p.lastMark = after.mark
+	if after.mark != before.mark || after.server != before.server {
+		r.redis.log("mark on %s: %d -> %d (server %.8s -> %.8s)", r.redis.hostOf(srv).addr, before.mark, after.mark, before.server, after.server)
+	}
+	switch {
+	case !after.ok:
+	case !before.ok:
+		r.rules[ruleMarkStarted]++
+	case after.server != before.server:
+		if i := strings.LastIndexByte(before.server, ':'); i >= 0 && srv.ReplID2() == before.server[i+1:] {
+			r.rules[ruleMarkLowered]++
+		} else if before.mark > 0 && after.mark >= before.mark {
+			r.rules[ruleMarkKept]++
+		}
+	case after.mark > before.mark:
+		r.rules[ruleMarkRaised]++
+	}
+}
+
+// ruleWait counts a WAIT for more replicas than the mark: MinReplicas.
+func (r *run) ruleWait(p *proc, args []string) {
+	if n, err := strconv.Atoi(args[1]); err == nil && n > p.lastMark {
+		r.rules[ruleMarkFloored]++
+	}
+}
+
+// ruleCheck counts what a grant's Sentinel check proved, at the reply of
+// its pipeline's last command (the read of the server that ran it): v.
+func (r *run) ruleCheck(p *proc, v any, err error) {
+	c := p.check
+	if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
+		return // the Waiter sends the script again, with no new check
+	}
+	p.check = nil
+	reply, ok := c.reply.([]any)
+	if c.err != nil || !ok || len(reply) == 0 || reply[0] != "OK" || max(p.lastMark, r.s.MinReplicas) <= 0 {
+		return // no grant, or one no replica must hold: the Waiter asks nothing of the Sentinels
+	}
+	server, _ := v.(string)
+	if err != nil {
+		server = ""
+	}
+	runID, _, _ := strings.Cut(server, ":")
+	win := replwait.WindowOf(c.sent, c.views, runID)
+	switch {
+	case win.Until > 0 && r.w.now < win.Until:
+		r.rules[ruleVouched]++
+		return
+	case win.Until > 0 && win.Until == c.sent+replwait.MaxCheckAge:
+		r.rules[ruleLateMaxAge]++
+		return
+	case win.Until > 0:
+		r.rules[ruleLateDownAfter]++
+		return
+	case runID == "":
+		r.rules[ruleRunIDUnread]++
+		return
+	}
+	addr := ""
+	if p.pinned != nil && r.redis.live(p.pinned) {
+		addr = r.redis.hostOf(p.pinned).addr
+	}
+	seen := map[string]bool{}
+	for _, v := range c.views {
+		switch {
+		case v.Err != nil:
+			seen[ruleUnreachable] = true
+		case v.RunID != runID && v.MasterAddr == addr:
+			seen[ruleOldRunID] = true
+		case v.RunID != runID:
+			seen[ruleOtherMaster] = true
+		default:
+			for _, f := range strings.Split(v.Flags, ",") {
+				switch f {
+				case "s_down":
+					seen[ruleSDown] = true
+				case "o_down":
+					seen[ruleODown] = true
+				case "disconnected":
+					seen[ruleDisconnected] = true
+				case "failover_in_progress":
+					seen[ruleFailover] = true
+				}
+			}
+		}
+	}
+	if len(seen) == 0 {
+		seen[rulePending] = true
+	}
+	for k := range seen {
+		r.rules[k]++
+	}
+}
