@@ -66,7 +66,7 @@
 #define LAG 3          /* min-replicas-max-lag (MINREP) */
 #endif
 #ifdef FORCED
-#define INITAGO 1      /* flaked init ran a tick before the run: its loss floor does not cover the first tick */
+#define INITAGO SK     /* flaked init ran a second before the run: its loss floor does not cover the first ticks */
 #else
 #define INITAGO 0      /* flaked init ran at the start */
 #endif
@@ -144,6 +144,7 @@ bit split;           /* two masters accepting writes */
 short cutT;          /* when the split began */
 
 short now;
+short mloss0;        /* the loss flaked init recorded */
 byte faults;
 bit cloned;          /* the clone slot started from a copy (once) */
 byte nid;            /* fresh identities */
@@ -172,32 +173,27 @@ short pa[P]; short pb[P]; byte pc[P]; short pd[P]; byte pe[P]; byte pg[P]; byte 
 #endif
 
 #ifdef SENTINEL
-/* ---- Sentinel (with CFG_REPL): NSEN Sentinels, quorum Q, down-after DA
- * ticks. Each reports the master it knows (sview), up until it has been
- * out of contact with it for DA ticks (slost: 0 in contact, else 1 + the
- * ticks since it lost contact, counted up to DA), and whether a failover
- * it leads is in progress (sfip). Ages, not times, so that states differing
+/* ---- Sentinel (with CFG_REPL): NSEN Sentinels, down-after DA ticks.
+ * Each reports the master it knows (sview), up until it has been out of
+ * contact with it for DA ticks (slost: 0 in contact, else 1 + the ticks
+ * since it lost contact, counted up to DA + 1), and whether a failover it
+ * leads is in progress (sfip). Ages, not times, so that states differing
  * only in when something happened long ago are one. ---- */
 #ifndef NSEN
 #define NSEN 3
 #endif
-#ifndef Q
-#define Q 2
-#endif
 #ifndef DA
 #define DA 1
 #endif
-#ifndef DELTA
-#define DELTA 0        /* CHECK_BEFORE: ticks from the check to the grant */
-#endif
 byte sview[NSEN];
 byte slost[NSEN];
-bit sfip[NSEN];
+bit sfip[NSEN];      /* a failover it leads is in progress: from its start until it ends (the
+                        Sentinel learns the master it promoted, SLEARN) */
 bit psen[P];         /* the pending grant was made right after a check every Sentinel passed */
 #ifdef CHECK_BEFORE
-byte pchk[P];        /* 1 + the age in ticks of the node's last check every Sentinel passed for the
-                        master it talks to, 0: none, or older than DELTA ticks (a node that moves
-                        to another master checks again) */
+byte pchk[P];        /* the ticks, this one included, for which the node's last check of the
+                        master it talks to vouches: 0 none (a node that moves to another master
+                        checks again) */
 #endif
 #endif
 
@@ -437,6 +433,7 @@ inline needed(S_) {
 #else
   xn = MAX(mhw[S_], LISTED(S_));
 #endif
+  printf("EV NEED %d %d\n", S_, xn);    /* (the replay: the script's count) */
 #ifdef WAIT_MIN
 #ifndef BUG_floor_ignored
   xn = MAX(xn, WAIT_MIN);
@@ -451,28 +448,38 @@ inline needed(S_) {
  * less than the down-after time */
 #define SUP(k) (slost[k] <= DA)
 #define SDOWN(k) (slost[k] > DA)
-/* the Sentinel rule: every Sentinel reports S_ as its master, up, no
- * failover in progress */
-#if defined(BUG_sent_master)
+/* the Sentinel rule (internal/replwait, WindowOf): every Sentinel names
+ * S_, the server that ran the grant (its run ID), with flags "master"
+ * alone (not down, no failover in progress) */
+#if defined(BUG_sentinel_run_id_unchecked)
 #define PASS1(k, S_) (SUP(k) && !sfip[k])          /* the bug: any master */
-#elif defined(BUG_sent_fip)
+#elif defined(BUG_sentinel_failover_ignored)
 #define PASS1(k, S_) (sview[k] == (S_) && SUP(k))  /* the bug: a failover in progress ignored */
 #else
 #define PASS1(k, S_) (sview[k] == (S_) && SUP(k) && !sfip[k])
 #endif
-#ifdef BUG_sent_quorum
-/* the bug: a quorum of the Sentinels, not all */
-#define PASS(S_) (PASS1(0, S_) + PASS1(1, S_) + PASS1(2, S_) >= Q)
+#ifdef BUG_sentinel_quorum
+/* the bug: a majority of the Sentinels, not all */
+#define PASS(S_) (PASS1(0, S_) + PASS1(1, S_) + PASS1(2, S_) >= 2)
 #else
 #define PASS(S_) (PASS1(0, S_) && PASS1(1, S_) && PASS1(2, S_))
 #endif
-#ifdef BUG_sent_age
-#undef DELTA
-#define DELTA DA       /* the bug: a check as old as the down-after time */
+/* How long a check vouches (CHECK_BEFORE): MaxCheckAge (100 ms) and
+ * Sentinel k's down-after bound (DA less the age of its pending PING),
+ * the earlier of them. In ticks of 1 s MaxCheckAge is this tick alone,
+ * which also ends before any down-after bound (a Sentinel that reports
+ * the master up goes down at a tick's start at the earliest). */
+#ifdef BUG_sentinel_no_max_check_age
+/* the bug: the down-after bound alone, the ticks before the first
+ * Sentinel can find the master down */
+#define WIN(k) (slost[k] == 0 -> DA : DA + 1 - slost[k])
+#define CHKWIN MIN(WIN(0), MIN(WIN(1), WIN(2)))
+#else
+#define CHKWIN 1
 #endif
 /* the grant on S_ of process p is vouched for: its check every Sentinel
- * passed, in the same atomic step, or (CHECK_BEFORE) at most DELTA ticks
- * before */
+ * passed, in the same atomic step, or (CHECK_BEFORE) one that still
+ * vouches */
 #ifdef CHECK_BEFORE
 #define VOUCH(p, S_) (pchk[p] != 0)
 #else
@@ -621,13 +628,16 @@ inline usecounter(P_, C_, F_, E_) {
 #define PROMOTE(r) faults++; proms++; role[r] = 1; acc[r] = 1; rlnk[r] = 0; \
   RIDPROMOTE(r); nid++; ident[r] = nid; printf("EV PROMOTED %d\n", r); PROMDATA(r)
 #ifdef SENTINEL_ONLY
-/* With the Sentinel rule alone no grant waits for a replica, so a
- * replica's data is drawn when it is promoted, as in CFG_FAILOVER: any
- * prefix of what the master it followed holds (PREFIX, docs/model.md).
- * A master turned replica keeps its data meanwhile: a prefix of its own
- * writes, which its own replicas draw from. */
+/* With the Sentinel rule alone no grant waits for a replica, so what a
+ * replica holds is drawn when it is promoted, as in CFG_FAILOVER: any
+ * prefix of what the master it followed holds (PREFIX, docs/model.md),
+ * {ns}:meta's loss_ms as that master has it or as flaked init left it.
+ * That the grants such a copy lacks are below the floors the promoted
+ * replica's first script records is what the rule rests on, so the copy
+ * is drawn, not assumed. A master turned replica keeps its data meanwhile
+ * (what its own replicas draw from). */
 #define REPLDATA(r, s) skip
-#define PROMDATA(r) copydata(r, rof[r]); havoc(r)
+#define PROMDATA(r) copydata(r, rof[r]); havoc(r); if :: meta[r] -> mloss[r] = mloss0 :: true -> skip fi
 #else
 /* a full sync: a copy of the master's data */
 #define REPLDATA(r, s) copydata(r, s)
@@ -640,8 +650,13 @@ inline usecounter(P_, C_, F_, E_) {
 #define PICKQ(C) if :: C(0) -> xq = 0 :: C(1) -> xq = 1 :: C(2) -> xq = 2 fi
 /* Sentinel k knows the newest master and finds it down */
 #define ODOWN(k) (sview[k] == mst && SDOWN(k))
-#define FIPOK(k) (sview[k] == mst && !sfip[0] && !sfip[1] && !sfip[2])
-#define FIPON(k) (sfip[k])
+/* no failover in progress: Sentinel k may start one */
+#define NOFIP (!sfip[0] && !sfip[1] && !sfip[2])
+#define LEADOK(k) (ODOWN(k) && NOFIP)
+#define FIPOK(k) (sview[k] == mst && NOFIP)
+/* the failover Sentinel k leads has not promoted yet (its view still
+ * names the master it replaces) */
+#define FIPON(k) (sfip[k] && sview[k] == mst)
 #define INCONTACT(k) (slost[k] == 0)
 #define OUTCONTACT(k) (slost[k] != 0)
 #define STALEVIEW(k) (sview[k] != mst)
@@ -662,7 +677,7 @@ inline usecounter(P_, C_, F_, E_) {
 /* ages grow with time */
 #ifdef SENTINEL
 #ifdef CHECK_BEFORE
-#define AGECHK for (xi : 0 .. P-1) { if :: pchk[xi] != 0 && pchk[xi] <= DELTA -> pchk[xi]++ :: else -> pchk[xi] = 0 fi }
+#define AGECHK for (xi : 0 .. P-1) { if :: pchk[xi] > 1 -> pchk[xi]-- :: else -> pchk[xi] = 0 fi }
 #else
 #define AGECHK skip
 #endif
@@ -738,10 +753,11 @@ end:
        printf("EV START %d %d\n", p, pconn[p]) }
 
 #ifdef CHECK_BEFORE
-  /* the node asks every Sentinel about its master before a grant: it
-   * keeps the tick of a check they all passed */
-  :: atomic { up[p] && IDLE(p) && PASS(pconn[p]) && pchk[p] != 1 ->
-       pchk[p] = 1; printf("EV CHECK %d %d\n", p, pconn[p]) }
+  /* the node asks every Sentinel about its master (sent with the
+   * script: any step may come between it and the grant); it keeps how
+   * long a check they all passed vouches */
+  :: atomic { up[p] && IDLE(p) && PASS(pconn[p]) && pchk[p] < CHKWIN ->
+       pchk[p] = CHKWIN; printf("EV CHECK %d %d\n", p, pconn[p]) }
 #endif
 
   /* crash (kill -9): nothing is released */
@@ -1079,7 +1095,7 @@ init {
    * {ns}:meta with a possible loss at its time (init.lua), and the
    * fleet's layout */
   d_step {
-    meta[0] = 1; msrv[0] = ident[0]; mloss[0] = RT(0) - INITAGO; nlid = 1; mlid[0] = 1; ngen = 1; mgen[0] = 1;
+    meta[0] = 1; msrv[0] = ident[0]; mloss[0] = RT(0) - INITAGO; mloss0 = mloss[0]; nlid = 1; mlid[0] = 1; ngen = 1; mgen[0] = 1;
     lay[0] = 1;
 #ifdef WAITSW
     mhw[0] = LISTED(0); msrep[0] = rid[0];
@@ -1124,11 +1140,15 @@ init {
     p = 0; xq = 0; SSORT
   };
 #endif
+#ifdef CFG_REPL
+  /* (the replay: the replicas, which stream when init runs, what they hold) */
+  printf("EV ATTACH 1 0\nEV ATTACH 2 0\n");
+  if :: rlnk[2] -> skip :: else -> printf("EV DETACH 2\n") fi;
+#endif
   printf("EV INIT 0 %d\n", INITAGO);
 #ifdef CFG_REPL
-  /* (the replay: what the replicas hold and which stream) */
   printf("EV SYNC 0 1\n");
-  if :: rlnk[2] -> printf("EV SYNC 0 2\n") :: else -> printf("EV DETACH 2\n") fi;
+  if :: rlnk[2] -> printf("EV SYNC 0 2\n") :: else -> skip fi;
 #endif
   atomic {
     for (p : 0 .. P-1) { run Proc(p) }
@@ -1289,21 +1309,26 @@ end:
    * with the data it holds: a new replid, the one it had (its master's)
    * as master_replid2 */
 #ifdef SENTINEL
-  /* Sentinel's failover: at least Q of the Sentinels that know the master
-   * have been out of contact with it for DA ticks (it is objectively
-   * down); one of them leads and promotes a replica it sees, and reports
-   * the new master at once; the others report it once they learn it */
-  :: atomic { JOINED && faults < MAXF && proms < MAXP && ODOWN(0) + ODOWN(1) + ODOWN(2) >= Q && ANY3(PROMOTABLE) ->
-       PICK3(PROMOTABLE); PICKQ(ODOWN);
-       PROMOTE(xo); mst = xo; sview[xq] = xo; slost[xq] = 0; printf("EV FAILOVER %d %d\n", xq, xo); SSORT; xo = 0; xq = 0 }
+  /* Sentinel's failover: a Sentinel that knows the master and has been
+   * out of contact with it for DA ticks (subjectively down) leads and
+   * promotes a replica. The others' votes are not required: Sentinel
+   * counts them for seconds after they were given, so they may be back in
+   * contact (only the leader's own view is live). Until the failover ends
+   * (it learns the new master, SLEARN) the leader names the old master,
+   * flagged down and in failover; the others learn the new one later */
+  :: atomic { JOINED && faults < MAXF && proms < MAXP && ANY3(LEADOK) && ANY3(PROMOTABLE) ->
+       PICK3(PROMOTABLE); PICKQ(LEADOK);
+       sfip[xq] = 1; PROMOTE(xo); mst = xo; printf("EV FAILOVER %d %d\n", xq, xo); SSORT; xo = 0; xq = 0 }
 #ifdef FORCED
   /* SENTINEL FAILOVER: a Sentinel starts a failover at once, with no
-   * down-after wait (in progress from now on) ... */
+   * down-after wait, flagged in progress from its start ... */
   :: atomic { ANY3(FIPOK) -> PICKQ(FIPOK); sfip[xq] = 1; printf("EV FORCE %d\n", xq); SSORT; xq = 0 }
-  /* ... and promotes a replica */
+  /* ... and promotes a replica, at any moment after (within a tick in
+   * Redis: the steps between are Sentinel's 100 ms timer); it names the
+   * old master, in failover, until the failover ends (SLEARN) */
   :: atomic { JOINED && faults < MAXF && proms < MAXP && ANY3(FIPON) && ANY3(PROMOTABLE) ->
        PICK3(PROMOTABLE); PICKQ(FIPON);
-       PROMOTE(xo); mst = xo; sview[xq] = xo; slost[xq] = 0; sfip[xq] = 0; printf("EV FAILOVER %d %d\n", xq, xo); SSORT; xo = 0; xq = 0 }
+       PROMOTE(xo); mst = xo; printf("EV FAILOVER %d %d\n", xq, xo); SSORT; xo = 0; xq = 0 }
 #ifdef HAND
   /* REPLICAOF NO ONE by hand: no Sentinel knows (they turn it back into a
    * replica, an attach) */
@@ -1311,12 +1336,15 @@ end:
        PICK3(PROMOTABLE); PROMOTE(xo); xo = 0 }
 #endif
 #endif
-#ifndef FORCED_ONLY
+#if !defined(FORCED_ONLY) && !defined(SENT_STATIC)
   /* a Sentinel loses contact with the master it knows, or regains it */
   :: atomic { ANY3(INCONTACT) -> PICKQ(INCONTACT); slost[xq] = 1; printf("EV SCUT %d\n", xq); SSORT; xq = 0 }
+#ifndef SENT_NOHEAL
   :: atomic { ANY3(OUTCONTACT) -> PICKQ(OUTCONTACT); slost[xq] = 0; printf("EV SHEAL %d\n", xq); SSORT; xq = 0 }
 #endif
-  /* a Sentinel learns the newest master (from the others' hello messages) */
+#endif
+  /* a Sentinel learns the newest master (the leader: its failover ends,
+   * +switch-master; the others: from its hello messages) */
   :: atomic { ANY3(STALEVIEW) -> PICKQ(STALEVIEW); sview[xq] = mst; slost[xq] = 0; sfip[xq] = 0;
        printf("EV SLEARN %d %d\n", xq, mst); SSORT; xq = 0 }
 #else
