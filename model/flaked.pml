@@ -18,7 +18,10 @@
  * snapshot: restarts from it or empty), CFG_FAILOVER (a master and a
  * replica holding a prefix of its writes; a failover), CFG_SPLIT (the
  * replica is promoted while the old master, cut off from it, still accepts
- * writes from some nodes). Switches: WAITSW (a grant is used only after WAIT
+ * writes from some nodes), CFG_REPL (a master and two replicas that
+ * attach, detach, resync and are promoted one after another; SENTINEL adds
+ * three Sentinels, their failovers and the Sentinel rule, FORCED adds
+ * SENTINEL FAILOVER). Switches: WAITSW (a grant is used only after WAIT
  * n, n the replicas' high-water mark), MINREP (the old master refuses writes LAG ticks
  * after the cut: min-replicas-to-write 1), LAYOUT (a node of another
  * layout; STRAY_SILENT asserts it never issues), MIXED (the fleet in
