@@ -18,7 +18,10 @@
  * snapshot: restarts from it or empty), CFG_FAILOVER (a master and a
  * replica holding a prefix of its writes; a failover), CFG_SPLIT (the
  * replica is promoted while the old master, cut off from it, still accepts
- * writes from some nodes). Switches: WAITSW (a grant is used only after WAIT
+ * writes from some nodes), CFG_REPL (a master and two replicas that
+ * attach, detach, resync and are promoted one after another; SENTINEL adds
+ * three Sentinels, their failovers and the Sentinel rule, FORCED adds
+ * SENTINEL FAILOVER). Switches: WAITSW (a grant is used only after WAIT
  * n, n the replicas' high-water mark), MINREP (the old master refuses writes LAG ticks
  * after the cut: min-replicas-to-write 1), LAYOUT (a node of another
  * layout; STRAY_SILENT asserts it never issues), MIXED (the fleet in
@@ -43,7 +46,12 @@
 #ifndef H
 #define H 2            /* the fleet's horizon (reserve-ahead + max-lead + max-skew) */
 #endif
-#define SK 1           /* redisSkewMs: 1 s, one tick */
+#ifndef SK
+#define SK 1           /* redisSkewMs: 1 s, one tick (SK=2: ticks of half a second) */
+#endif
+#ifndef CLK
+#define CLK SK         /* how far apart the servers' clocks are (CFG_REPL): within SK */
+#endif
 #ifndef LEAD
 #define LEAD 1         /* the counter's lead */
 #endif
@@ -59,6 +67,11 @@
 #endif
 #ifndef LAG
 #define LAG 3          /* min-replicas-max-lag (MINREP) */
+#endif
+#ifdef FORCED
+#define INITAGO SK     /* flaked init ran a second before the run: its loss floor does not cover the first ticks */
+#else
+#define INITAGO 0      /* flaked init ran at the start */
 #endif
 #ifndef MAXP
 #define MAXP MAXF      /* promotions (CFG_REPL), within the fault budget */
@@ -134,6 +147,7 @@ bit split;           /* two masters accepting writes */
 short cutT;          /* when the split began */
 
 short now;
+short mloss0;        /* the loss flaked init recorded */
 byte faults;
 bit cloned;          /* the clone slot started from a copy (once) */
 byte nid;            /* fresh identities */
@@ -159,6 +173,31 @@ byte ppend[P];       /* a grant awaiting WAIT: 1 claim, 2 renew, 3 counter */
 byte pn[P];          /* the n it must WAIT for */
 byte pps[P];         /* the server it was granted on */
 short pa[P]; short pb[P]; byte pc[P]; short pd[P]; byte pe[P]; byte pg[P]; byte pi[P];   /* the pending grant */
+#endif
+
+#ifdef SENTINEL
+/* ---- Sentinel (with CFG_REPL): NSEN Sentinels, down-after DA ticks.
+ * Each reports the master it knows (sview), up until it has been out of
+ * contact with it for DA ticks (slost: 0 in contact, else 1 + the ticks
+ * since it lost contact, counted up to DA + 1), and whether a failover it
+ * leads is in progress (sfip). Ages, not times, so that states differing
+ * only in when something happened long ago are one. ---- */
+#ifndef NSEN
+#define NSEN 3
+#endif
+#ifndef DA
+#define DA 1
+#endif
+byte sview[NSEN];
+byte slost[NSEN];
+bit sfip[NSEN];      /* a failover it leads is in progress: from its start until it ends (the
+                        Sentinel learns the master it promoted, SLEARN) */
+bit psen[P];         /* the pending grant was made right after a check every Sentinel passed */
+#ifdef CHECK_BEFORE
+byte pchk[P];        /* the ticks, this one included, for which the node's last check of the
+                        master it talks to vouches: 0 none (a node that moves to another master
+                        checks again) */
+#endif
 #endif
 
 /* state files, one per slot (a clone slot gets a copy of node 0's) */
@@ -279,7 +318,7 @@ inline havoc(S_) {
 /* replids: a promoted replica takes a new one and shows the one it had
  * (its master's) as master_replid2; a replica takes its master's when it
  * syncs; a restart takes a new one, with no master_replid2 */
-#ifdef WAITSW
+#if defined(WAITSW) && !defined(SENTINEL_ONLY)
 #define RIDPROMOTE(S_) rid2[S_] = rid[S_]; nrid++; rid[S_] = nrid
 #define RIDFOLLOW(D_, S_) rid[D_] = rid[S_]
 #define RIDRESTART(S_) nrid++; rid[S_] = nrid; rid2[S_] = 0
@@ -328,7 +367,7 @@ inline havoc(S_) {
  * the identity stored: one less when S_ is a replica promoted in place of
  * that server (its master_replid2 is the replid stored), the same after a
  * restart; never below the replicas listed now */
-#ifdef WAITSW
+#if defined(WAITSW) && !defined(SENTINEL_ONLY)
 #if defined(BUG_mark_reset)
 /* the bug (DESIGN-26 as written): reset to the replicas listed now */
 #define MARKDEC(S_) (mhw[S_])
@@ -384,7 +423,10 @@ inline guard(S_, G_, K_) {
  * the mark raised to the replicas listed, and the count the grant must
  * reach (xn), floored by the operator's --min-replicas (WAIT_MIN, which
  * internal/replwait applies) */
-#ifdef WAITSW
+#ifdef SENTINEL_ONLY
+/* (the mark plays no part) */
+#define needed(S_) xn = 0
+#elif defined(WAITSW)
 inline needed(S_) {
 #ifndef BUG_mark_unraised
   mhw[S_] = MAX(mhw[S_], LISTED(S_));
@@ -394,6 +436,7 @@ inline needed(S_) {
 #else
   xn = MAX(mhw[S_], LISTED(S_));
 #endif
+  printf("EV NEED %d %d\n", S_, xn);    /* (the replay: the script's count) */
 #ifdef WAIT_MIN
 #ifndef BUG_floor_ignored
   xn = MAX(xn, WAIT_MIN);
@@ -401,6 +444,53 @@ inline needed(S_) {
 #endif
   skip
 }
+#endif
+
+#ifdef SENTINEL
+/* Sentinel k reports its master up: in contact, or out of contact for
+ * less than the down-after time */
+#define SUP(k) (slost[k] <= DA)
+#define SDOWN(k) (slost[k] > DA)
+/* the Sentinel rule (internal/replwait, WindowOf): every Sentinel names
+ * S_, the server that ran the grant (its run ID), with flags "master"
+ * alone (not down, no failover in progress) */
+#if defined(BUG_sentinel_run_id_unchecked)
+#define PASS1(k, S_) (SUP(k) && !sfip[k])          /* the bug: any master */
+#elif defined(BUG_sentinel_failover_ignored)
+#define PASS1(k, S_) (sview[k] == (S_) && SUP(k))  /* the bug: a failover in progress ignored */
+#else
+#define PASS1(k, S_) (sview[k] == (S_) && SUP(k) && !sfip[k])
+#endif
+#ifdef BUG_sentinel_quorum
+/* the bug: a majority of the Sentinels, not all */
+#define PASS(S_) (PASS1(0, S_) + PASS1(1, S_) + PASS1(2, S_) >= 2)
+#else
+#define PASS(S_) (PASS1(0, S_) && PASS1(1, S_) && PASS1(2, S_))
+#endif
+/* How long a check vouches (CHECK_BEFORE): MaxCheckAge (100 ms) and
+ * Sentinel k's down-after bound (DA less the age of its pending PING),
+ * the earlier of them. In ticks of 1 s MaxCheckAge is this tick alone,
+ * which also ends before any down-after bound (a Sentinel that reports
+ * the master up goes down at a tick's start at the earliest). */
+#ifdef BUG_sentinel_no_max_check_age
+/* the bug: the down-after bound alone, the ticks before the first
+ * Sentinel can find the master down */
+#define WIN(k) (slost[k] == 0 -> DA : DA + 1 - slost[k])
+#define CHKWIN MIN(WIN(0), MIN(WIN(1), WIN(2)))
+#else
+#define CHKWIN 1
+#endif
+/* the grant on S_ of process p is vouched for: its check every Sentinel
+ * passed, in the same atomic step, or (CHECK_BEFORE) one that still
+ * vouches */
+#ifdef CHECK_BEFORE
+#define VOUCH(p, S_) (pchk[p] != 0)
+#else
+#define VOUCH(p, S_) (PASS(S_))
+#endif
+#define SENCHECK(p, S_) psen[p] = VOUCH(p, S_)
+#else
+#define SENCHECK(p, S_) skip
 #endif
 
 /* COUNTED (an assumption of the rule, docs/model.md): a granting script
@@ -476,12 +566,22 @@ inline usecounter(P_, C_, F_, E_) {
  * a process that lost its lease keeps only its last tick and counter
  * value; one that ended keeps nothing (its state file stays). */
 #ifdef WAITSW
-#define CLRPEND(p) ppend[p] = 0; pn[p] = 0; pps[p] = 0; pa[p] = 0; pb[p] = 0; pc[p] = 0; pd[p] = 0; pe[p] = 0; pg[p] = 0; pi[p] = 0
+#ifdef SENTINEL
+#define CLRSEN(p) psen[p] = 0
+#else
+#define CLRSEN(p) skip
+#endif
+#define CLRPEND(p) ppend[p] = 0; pn[p] = 0; pps[p] = 0; pa[p] = 0; pb[p] = 0; pc[p] = 0; pd[p] = 0; pe[p] = 0; pg[p] = 0; pi[p] = 0; CLRSEN(p)
 #else
 #define CLRPEND(p) skip
 #endif
 #define LOSE(p) pmid[p] = 0; ptok[p] = 0; pfloor[p] = 0; presv[p] = 0; plid[p] = 0; pgen[p] = 0
-#define DOWN(p) LOSE(p); up[p] = 0; pconn[p] = 0; plast[p] = NONE; pvlast[p] = NONE; pknown[p] = 0; CLRPEND(p)
+#ifdef CHECK_BEFORE
+#define CLRCHK(p) pchk[p] = 0
+#else
+#define CLRCHK(p) skip
+#endif
+#define DOWN(p) LOSE(p); up[p] = 0; pconn[p] = 0; plast[p] = NONE; pvlast[p] = NONE; pknown[p] = 0; CLRPEND(p); CLRCHK(p)
 
 #ifdef REGIONS
 #define REGION0(p) (p != P-1)
@@ -515,16 +615,93 @@ inline usecounter(P_, C_, F_, E_) {
  * master it followed (it reconnects) or to the master Sentinel knows (it
  * re-points it there); a master other than that one only to it (Sentinel
  * turns an old master into a replica of the newest one) */
+#ifdef SENTINEL_ONLY
+/* (links play no part: only a re-pointing to the newest master) */
+#define ATT(r, s) (role[s] == 1 && (s) == mst && (role[r] == 1 || rof[r] != (s)))
+#else
 #define ATT(r, s) (role[s] == 1 && \
   ((role[r] == 2 && !rlnk[r] && (rof[r] == (s) || (s) == mst)) || (role[r] == 1 && (s) == mst)))
+#endif
 #define ANYATTACH (ATT(0, 1) || ATT(0, 2) || ATT(1, 0) || ATT(1, 2) || ATT(2, 0) || ATT(2, 1))
 #define PICKATTACH if :: ATT(0, 1) -> xo = 0; ws = 1 :: ATT(0, 2) -> xo = 0; ws = 2 \
   :: ATT(1, 0) -> xo = 1; ws = 0 :: ATT(1, 2) -> xo = 1; ws = 2 \
   :: ATT(2, 0) -> xo = 2; ws = 0 :: ATT(2, 1) -> xo = 2; ws = 1 fi
+/* a replica becomes master: a new replid, the one it had (its master's)
+ * as master_replid2 */
+#define PROMOTE(r) faults++; proms++; role[r] = 1; acc[r] = 1; rlnk[r] = 0; \
+  RIDPROMOTE(r); nid++; ident[r] = nid; printf("EV PROMOTED %d\n", r); PROMDATA(r)
+#ifdef SENTINEL_ONLY
+/* With the Sentinel rule alone no grant waits for a replica, so what a
+ * replica holds is drawn when it is promoted, as in CFG_FAILOVER: any
+ * prefix of what the master it followed holds (PREFIX, docs/model.md),
+ * {ns}:meta's loss_ms as that master has it or as flaked init left it.
+ * That the grants such a copy lacks are below the floors the promoted
+ * replica's first script records is what the rule rests on, so the copy
+ * is drawn, not assumed. A master turned replica keeps its data meanwhile
+ * (what its own replicas draw from). */
+#define REPLDATA(r, s) skip
+#define PROMDATA(r) copydata(r, rof[r]); havoc(r); if :: meta[r] -> mloss[r] = mloss0 :: true -> skip fi
+#else
+/* a full sync: a copy of the master's data */
+#define REPLDATA(r, s) copydata(r, s)
+#define PROMDATA(r) skip
+#endif
+#ifdef SENTINEL
+#if NSEN != 3
+#error "SENTINEL models three Sentinels"
+#endif
+#define PICKQ(C) if :: C(0) -> xq = 0 :: C(1) -> xq = 1 :: C(2) -> xq = 2 fi
+/* Sentinel k knows the newest master and finds it down */
+#define ODOWN(k) (sview[k] == mst && SDOWN(k))
+/* no failover in progress: Sentinel k may start one */
+#define NOFIP (!sfip[0] && !sfip[1] && !sfip[2])
+#define LEADOK(k) (ODOWN(k) && NOFIP)
+#define FIPOK(k) (sview[k] == mst && NOFIP)
+/* the failover Sentinel k leads has not promoted yet (its view still
+ * names the master it replaces) */
+#define FIPON(k) (sfip[k] && sview[k] == mst)
+#define INCONTACT(k) (slost[k] == 0)
+#define OUTCONTACT(k) (slost[k] != 0)
+#define STALEVIEW(k) (sview[k] != mst)
+#endif
+
+/* The Sentinels are alike but for what they report: their records are
+ * kept sorted, so that states differing only in which Sentinel reports
+ * what are one (symmetry reduction) */
+#ifdef SENTINEL
+#define SKEY(k) (sview[k] * 32 + slost[k] * 2 + sfip[k])
+#define SSWAP(a, b) if :: SKEY(a) > SKEY(b) -> \
+    xi = sview[a]; sview[a] = sview[b]; sview[b] = xi; \
+    xi = slost[a]; slost[a] = slost[b]; slost[b] = xi; \
+    xi = sfip[a]; sfip[a] = sfip[b]; sfip[b] = xi :: else -> skip fi
+#define SSORT SSWAP(0, 1); SSWAP(1, 2); SSWAP(0, 1); xi = 0
+#endif
+
+/* ages grow with time */
+#ifdef SENTINEL
+#ifdef CHECK_BEFORE
+#define AGECHK for (xi : 0 .. P-1) { if :: pchk[xi] > 1 -> pchk[xi]-- :: else -> pchk[xi] = 0 fi }
+#else
+#define AGECHK skip
+#endif
+#define AGE() for (xi : 0 .. NSEN-1) { if :: slost[xi] != 0 && slost[xi] <= DA -> slost[xi]++ :: else -> skip fi }; AGECHK; SSORT
+#else
+#define AGE() skip
+#endif
+
 /* node p may move to master s */
+#ifdef SENTINEL
+/* (to a master some Sentinel reports: nodes find the master through them) */
+#define MOVE(p, s) (up[p] && role[s] == 1 && pconn[p] != (s) && (sview[0] == (s) || sview[1] == (s) || sview[2] == (s)))
+#else
 #define MOVE(p, s) (up[p] && role[s] == 1 && pconn[p] != (s))
+#endif
 #define MOVES(p) (MOVE(p, 0) || MOVE(p, 1) || MOVE(p, 2))
 #define PICKMOVE(p) if :: MOVE(p, 0) -> xo = 0 :: MOVE(p, 1) -> xo = 1 :: MOVE(p, 2) -> xo = 2 fi
+#endif
+
+#ifndef CFG_REPL
+#define AGE() skip
 #endif
 
 /* a server takes writes from p */
@@ -578,6 +755,14 @@ end:
        pknown[p] = (sftok[p] != 0);
        printf("EV START %d %d\n", p, pconn[p]) }
 
+#ifdef CHECK_BEFORE
+  /* the node asks every Sentinel about its master (sent with the
+   * script: any step may come between it and the grant); it keeps how
+   * long a check they all passed vouches */
+  :: atomic { up[p] && IDLE(p) && PASS(pconn[p]) && pchk[p] < CHKWIN ->
+       pchk[p] = CHKWIN; printf("EV CHECK %d %d\n", p, pconn[p]) }
+#endif
+
   /* crash (kill -9): nothing is released */
   :: atomic { up[p] -> DOWN(p); printf("EV KILL %d\n", p) }
 
@@ -620,8 +805,18 @@ end:
           mres[ws] = 1;
           printf("EV CLAIM %d %d %d %d %d OK %d %d\n", p, ws, xm, play[p], pknown[p], xfl, xtok);
           pknown[p] = 1;     /* set at the reply, before any WAIT */
-#ifdef WAITSW
-          needed(ws);
+#if defined(SENTINEL_ONLY)
+          /* used at once when vouched for (WAIT plays no part; using it
+           * later only lets a crash come between) */
+          if
+          :: VOUCH(p, ws) ->
+             pmid[p] = xm + 1; ptok[p] = xtok; pfloor[p] = xfl; presv[p] = xfl; plid[p] = mlid[ws];
+             pgen[p] = mgen[ws];
+             sftok[p] = xtok; sfmid[p] = xm; sffloor[p] = xfl
+          :: else -> printf("EV UNVOUCHED %d\n", p)
+          fi
+#elif defined(WAITSW)
+          needed(ws); SENCHECK(p, ws);
           ppend[p] = 1; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfl; pc[p] = xtok; pd[p] = xm;
           pe[p] = mlid[ws]; pg[p] = mgen[ws]
 #else
@@ -665,8 +860,13 @@ end:
           wr = MAX(resv[ws*M+xm], MAX(presv[p], xcap));
           resv[ws*M+xm] = wr;
           printf("EV RENEW %d %d OK %d %d\n", p, ws, wr, RT(ws));
-#ifdef WAITSW
-          needed(ws);
+#if defined(SENTINEL_ONLY)
+          if
+          :: VOUCH(p, ws) -> presv[p] = wr; sffloor[p] = wr
+          :: else -> printf("EV UNVOUCHED %d\n", p)
+          fi
+#elif defined(WAITSW)
+          needed(ws); SENCHECK(p, ws);
           ppend[p] = 2; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = wr
 #else
           presv[p] = wr; sffloor[p] = wr
@@ -744,8 +944,13 @@ end:
                 ctr[ws] = xlast;
                 printf("EV COUNTER %d %d %d %d %d OK %d %d\n", p, ws, xminv, play[p], pknown[p], xfirst, xlast);
                 pknown[p] = 1;     /* fallback.Counter.known, set at the reply */
-#ifdef WAITSW
-                needed(ws);
+#if defined(SENTINEL_ONLY)
+                if
+                :: VOUCH(p, ws) -> usecounter(p, CCELL, xfirst, xlast)
+                :: else -> printf("EV UNVOUCHED %d\n", p)
+                fi
+#elif defined(WAITSW)
+                needed(ws); SENCHECK(p, ws);
                 ppend[p] = 3; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfirst; pb[p] = xlast
 #else
                 usecounter(p, CCELL, xfirst, xlast)
@@ -775,7 +980,10 @@ end:
    * when it is attached to that server (and then holds all of its writes) */
   :: atomic { up[p] && ppend[p] != 0 ->
        ws = pps[p]; xc = 0;
-#ifdef CFG_REPL
+#ifdef SENTINEL_ONLY
+       /* (WAIT plays no part) */
+       skip;
+#elif defined(CFG_REPL)
        /* each replica streaming from that server acknowledges within the
         * timeout, or lags (or its link is down: it cannot) */
        if
@@ -800,7 +1008,11 @@ end:
 #endif
        printf("EV WAIT %d %d %d\n", p, xc, pn[p]);
        if
-#ifdef BUG_wait_one_fewer
+#if defined(SENTINEL_ONLY)
+       :: psen[p] ->             /* the Sentinel rule alone */
+#elif defined(SENTINEL)
+       :: xc >= pn[p] || psen[p] ->   /* the WAIT rule or the Sentinel rule */
+#elif defined(BUG_wait_one_fewer)
        :: xc + 1 >= pn[p] ->     /* the bug: one replica fewer than the count */
 #else
        :: xc >= pn[p] ->
@@ -851,13 +1063,28 @@ init {
 #ifdef LAYOUT
     play[P-1] = 2;
 #endif
+#ifdef SENTINEL
+    for (p : 0 .. NSEN-1) { sview[p] = 0; slost[p] = 0; sfip[p] = 0 };
+#endif
     p = 0
   }
   /* the servers' clocks: either may be up to SK behind the other */
 #ifdef CFG_REPL
-  /* (each 0 or SK behind: any two within SK) */
-  for (p : 0 .. NS-1) { if :: off[p] = 0 :: off[p] = SK fi };
-  p = 0;
+  /* (each 0 or CLK behind: any two within CLK; not all behind, which is
+   * all on time with the run starting a tick earlier; the replicas are
+   * alike at the start, so server 1's clock is not behind server 2's) */
+  if
+  :: off[0] = 0; off[1] = 0; off[2] = 0
+  :: off[0] = 0; off[1] = 0; off[2] = CLK
+  :: off[0] = 0; off[1] = CLK; off[2] = CLK
+  :: off[0] = CLK; off[1] = 0; off[2] = 0
+  :: off[0] = CLK; off[1] = 0; off[2] = CLK
+#ifdef REPL_LATE
+  /* (server 2 joins later: not alike) */
+  :: off[0] = 0; off[1] = CLK; off[2] = 0
+  :: off[0] = CLK; off[1] = CLK; off[2] = 0
+#endif
+  fi;
   printf("EV OFF %d %d %d\n", off[0], off[1], off[2]);
 #else
   if
@@ -871,7 +1098,7 @@ init {
    * {ns}:meta with a possible loss at its time (init.lua), and the
    * fleet's layout */
   d_step {
-    meta[0] = 1; msrv[0] = ident[0]; mloss[0] = RT(0); nlid = 1; mlid[0] = 1; ngen = 1; mgen[0] = 1;
+    meta[0] = 1; msrv[0] = ident[0]; mloss[0] = RT(0) - INITAGO; mloss0 = mloss[0]; nlid = 1; mlid[0] = 1; ngen = 1; mgen[0] = 1;
     lay[0] = 1;
 #ifdef WAITSW
     mhw[0] = LISTED(0); msrep[0] = rid[0];
@@ -906,11 +1133,25 @@ init {
   fi;
   atomic { COUNT(0) };
 #endif
-  printf("EV INIT 0\n");
+#ifdef SENTINEL
+  /* each Sentinel in contact with the master at the start, or out of
+   * contact since some time before (down already, or soon) */
+  atomic {
+#ifndef FORCED_ONLY
+    for (p : 0 .. NSEN-1) { select(xq : 0 .. DA + 1); slost[p] = xq };
+#endif
+    p = 0; xq = 0; SSORT
+  };
+#endif
 #ifdef CFG_REPL
-  /* (the replay: what the replicas hold and which stream) */
+  /* (the replay: the replicas, which stream when init runs, what they hold) */
+  printf("EV ATTACH 1 0\nEV ATTACH 2 0\n");
+  if :: rlnk[2] -> skip :: else -> printf("EV DETACH 2\n") fi;
+#endif
+  printf("EV INIT 0 %d\n", INITAGO);
+#ifdef CFG_REPL
   printf("EV SYNC 0 1\n");
-  if :: rlnk[2] -> printf("EV SYNC 0 2\n") :: else -> printf("EV DETACH 2\n") fi;
+  if :: rlnk[2] -> printf("EV SYNC 0 2\n") :: else -> skip fi;
 #endif
   atomic {
     for (p : 0 .. P-1) { run Proc(p) }
@@ -919,7 +1160,7 @@ init {
 
 end:
   do
-  :: atomic { now < TMAX -> now++; printf("EV TIME %d\n", now) }
+  :: atomic { now < TMAX -> now++; AGE(); printf("EV TIME %d\n", now) }
 
   /* a lease expires (a pause past the TTL) or is evicted (volatile-*) */
   :: atomic { ANYLEASE(0) || ANYLEASE(1) || (NS > 2 && ANYLEASE(NS-1)) ->
@@ -1037,6 +1278,7 @@ end:
 #endif
   /* ---- three servers: replicas attach, detach, resync, follow a
    * promoted replica or not; promotions one after another ---- */
+#ifndef SENTINEL_ONLY
   /* a replica streaming from its master catches up (it holds a prefix of
    * the master's writes, as of some moment) */
   :: atomic { ANY3(LINKED) -> PICK3(LINKED);
@@ -1045,6 +1287,7 @@ end:
    * stops listing it (LISTED) */
   :: atomic { JOINED && ANY3(LINKED) -> PICK3(LINKED);
        rlnk[xo] = 0; printf("EV DETACH %d\n", xo); xo = 0 }
+#endif
   /* a server attaches to a master (a resync after a blip, a replica
    * Sentinel re-points to a promoted one, an old master turned replica,
    * one that stays with the master it had): a full copy of the master's
@@ -1058,7 +1301,7 @@ end:
        :: else -> skip
        fi;
        role[xo] = 2; rof[xo] = ws; rlnk[xo] = 1; RIDFOLLOW(xo, ws);
-       copydata(xo, ws);
+       REPLDATA(xo, ws);
        printf("EV ATTACH %d %d\n", xo, ws); COUNT(ws);
 #ifdef REPL_LATE
        if :: xo == NS-1 -> joined = 1 :: else -> skip fi;
@@ -1068,10 +1311,49 @@ end:
    * whether its master is down, cut off or still reached by some nodes,
    * with the data it holds: a new replid, the one it had (its master's)
    * as master_replid2 */
-  :: atomic { JOINED && faults < MAXF && proms < MAXP && ANY3(PROMOTABLE) -> PICK3(PROMOTABLE); faults++; proms++;
-       role[xo] = 1; acc[xo] = 1; rlnk[xo] = 0;
-       RIDPROMOTE(xo); nid++; ident[xo] = nid; mst = xo;
-       printf("EV PROMOTED %d\n", xo); xo = 0 }
+#ifdef SENTINEL
+  /* Sentinel's failover: a Sentinel that knows the master and has been
+   * out of contact with it for DA ticks (subjectively down) leads and
+   * promotes a replica. The others' votes are not required: Sentinel
+   * counts them for seconds after they were given, so they may be back in
+   * contact (only the leader's own view is live). Until the failover ends
+   * (it learns the new master, SLEARN) the leader names the old master,
+   * flagged down and in failover; the others learn the new one later */
+  :: atomic { JOINED && faults < MAXF && proms < MAXP && ANY3(LEADOK) && ANY3(PROMOTABLE) ->
+       PICK3(PROMOTABLE); PICKQ(LEADOK);
+       sfip[xq] = 1; PROMOTE(xo); mst = xo; printf("EV FAILOVER %d %d\n", xq, xo); SSORT; xo = 0; xq = 0 }
+#ifdef FORCED
+  /* SENTINEL FAILOVER: a Sentinel starts a failover at once, with no
+   * down-after wait, flagged in progress from its start ... */
+  :: atomic { ANY3(FIPOK) -> PICKQ(FIPOK); sfip[xq] = 1; printf("EV FORCE %d\n", xq); SSORT; xq = 0 }
+  /* ... and promotes a replica, at any moment after (within a tick in
+   * Redis: the steps between are Sentinel's 100 ms timer); it names the
+   * old master, in failover, until the failover ends (SLEARN) */
+  :: atomic { JOINED && faults < MAXF && proms < MAXP && ANY3(FIPON) && ANY3(PROMOTABLE) ->
+       PICK3(PROMOTABLE); PICKQ(FIPON);
+       PROMOTE(xo); mst = xo; printf("EV FAILOVER %d %d\n", xq, xo); SSORT; xo = 0; xq = 0 }
+#ifdef HAND
+  /* REPLICAOF NO ONE by hand: no Sentinel knows (they turn it back into a
+   * replica, an attach) */
+  :: atomic { JOINED && faults < MAXF && proms < MAXP && ANY3(PROMOTABLE) ->
+       PICK3(PROMOTABLE); PROMOTE(xo); xo = 0 }
+#endif
+#endif
+#if !defined(FORCED_ONLY) && !defined(SENT_STATIC)
+  /* a Sentinel loses contact with the master it knows, or regains it */
+  :: atomic { ANY3(INCONTACT) -> PICKQ(INCONTACT); slost[xq] = 1; printf("EV SCUT %d\n", xq); SSORT; xq = 0 }
+#ifndef SENT_NOHEAL
+  :: atomic { ANY3(OUTCONTACT) -> PICKQ(OUTCONTACT); slost[xq] = 0; printf("EV SHEAL %d\n", xq); SSORT; xq = 0 }
+#endif
+#endif
+  /* a Sentinel learns the newest master (the leader: its failover ends,
+   * +switch-master; the others: from its hello messages) */
+  :: atomic { ANY3(STALEVIEW) -> PICKQ(STALEVIEW); sview[xq] = mst; slost[xq] = 0; sfip[xq] = 0;
+       printf("EV SLEARN %d %d\n", xq, mst); SSORT; xq = 0 }
+#else
+  :: atomic { JOINED && faults < MAXF && proms < MAXP && ANY3(PROMOTABLE) -> PICK3(PROMOTABLE);
+       PROMOTE(xo); mst = xo; xo = 0 }
+#endif
 #ifdef REPL_RESTART
   /* a master restarts with its data (a new run_id and replid, no
    * master_replid2); its replicas lose their stream */
@@ -1081,10 +1363,10 @@ end:
        printf("EV RESTART %d\n", xo); xo = 0 }
 #endif
   /* a node reaches another master (each at its own moment) */
-  :: atomic { MOVES(0) -> PICKMOVE(0); pconn[0] = xo; printf("EV CONN 0 %d\n", xo); xo = 0 }
-  :: atomic { MOVES(1) -> PICKMOVE(1); pconn[1] = xo; printf("EV CONN 1 %d\n", xo); xo = 0 }
+  :: atomic { MOVES(0) -> PICKMOVE(0); pconn[0] = xo; CLRCHK(0); printf("EV CONN 0 %d\n", xo); xo = 0 }
+  :: atomic { MOVES(1) -> PICKMOVE(1); pconn[1] = xo; CLRCHK(1); printf("EV CONN 1 %d\n", xo); xo = 0 }
 #if P > 2
-  :: atomic { MOVES(2) -> PICKMOVE(2); pconn[2] = xo; printf("EV CONN 2 %d\n", xo); xo = 0 }
+  :: atomic { MOVES(2) -> PICKMOVE(2); pconn[2] = xo; CLRCHK(2); printf("EV CONN 2 %d\n", xo); xo = 0 }
 #endif
 #endif
   od

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,9 @@ const (
 	segment   = 2
 	counterID = 99
 	machines  = 2
+	// where each grant's reply carries the replicas count (coord's
+	// claimNeedAt and renewNeedAt, fallback's counterNeedAt)
+	claimNeedAt, renewNeedAt, counterNeedAt = 10, 5, 6
 )
 
 // replayFlags are the -D flags of the simulations: a fleet in flake and
@@ -36,12 +40,16 @@ var replayFlags = []string{"-DM=2", "-DH=3", "-DLEAD=2", "-DSEG=2",
 	"-DFLAKE", "-DCOUNTER", "-DTMAX=12", "-DMAXTOK=12", "-DMAXF=4"}
 
 // replayConfigs are the fault configurations replayed, each with its
-// process slots: two nodes and a clone of node 0's state file; and two
-// nodes of the fleet's layout beside one of another layout (the stray).
+// process slots: two nodes and a clone of node 0's state file; two nodes
+// of the fleet's layout beside one of another layout (the stray); and
+// three servers (a master and two replicas attaching, detaching,
+// resyncing, promoted one after another, a master restarting), where the
+// replicas' high-water mark each grant returns is compared too.
 var replayConfigs = [][]string{
 	{"-DCFG_LOSS", "-DP=2", "-DCLONE"},
 	{"-DCFG_FAILOVER", "-DP=2", "-DCLONE"},
 	{"-DCFG_LOSS", "-DP=3", "-DLAYOUT"},
+	{"-DCFG_REPL", "-DWAITSW", "-DREPL_LATE", "-DREPL_RESTART", "-DP=2", "-DCLONE"},
 }
 
 // TestReplay_ScriptsMatchModel ties the model to the code: SPIN simulates
@@ -82,18 +90,20 @@ func TestReplay_ScriptsMatchModel(t *testing.T) {
 				t.Fatalf("spin %s: %v", strings.Join(args, " "), err)
 			}
 			r := newReplay(t, fmt.Sprintf("spin %s", strings.Join(args, " ")))
+			r.wait = slices.Contains(cfg, "-DWAITSW")
 			r.run(out)
 			total.add(r.tally)
 		}
 	}
 	t.Logf("%d script calls replayed; registry restored by a knower %d times, refused to a stranger (NOREGISTRY) %d times, "+
-		"a stray's layout refused %d times", total.calls, total.restored, total.noRegistry, total.layout)
+		"a stray's layout refused %d times; %d replicas marks compared, %d of them on a promoted replica",
+		total.calls, total.restored, total.noRegistry, total.layout, total.marks, total.promoted)
 	if total.calls < 500 {
 		t.Fatalf("only %d script calls replayed: the simulations no longer print them?", total.calls)
 	}
-	if total.restored == 0 || total.noRegistry == 0 || total.layout == 0 {
-		t.Fatalf("the simulations no longer reach a registry restore (%d), a NOREGISTRY refusal (%d) or a LAYOUT refusal (%d)",
-			total.restored, total.noRegistry, total.layout)
+	if total.restored == 0 || total.noRegistry == 0 || total.layout == 0 || total.promoted == 0 {
+		t.Fatalf("the simulations no longer reach a registry restore (%d), a NOREGISTRY refusal (%d), a LAYOUT refusal (%d) "+
+			"or a mark on a promoted replica (%d)", total.restored, total.noRegistry, total.layout, total.promoted)
 	}
 }
 
@@ -103,6 +113,8 @@ type tally struct {
 	restored   int // calls of a knower that found the registry (part of it) missing and restored it
 	noRegistry int // NOREGISTRY refusals of a stranger
 	layout     int // LAYOUT refusals (claims and counters)
+	marks      int // grants whose replicas mark was compared (three servers)
+	promoted   int // of them, on a promoted replica (the mark it took over from the master it replaced)
 }
 
 func (t *tally) add(o tally) {
@@ -110,6 +122,8 @@ func (t *tally) add(o tally) {
 	t.restored += o.restored
 	t.noRegistry += o.noRegistry
 	t.layout += o.layout
+	t.marks += o.marks
+	t.promoted += o.promoted
 }
 
 // proc is what the replay knows of one process slot, from the real
@@ -124,23 +138,54 @@ type proc struct {
 	sfTok, sfMid       string
 	sfFloor            int64
 	counterLast        int64 // -1: none
+	// stateFile takes what a grant gives (the reservation held, the
+	// state file), once WAIT confirmed it (nil: nothing pending)
+	stateFile func()
 }
 
 type replay struct {
 	t     *testing.T
 	what  string
 	now   int64
-	off   [2]int64
-	srv   [2]*simredis.Server
+	off   [3]int64
+	srv   [3]*simredis.Server
+	repl  [3]server // three servers: who replicates from whom
 	keys  contract.Keys
 	procs [3]*proc
 	gens  int
 	lines []string
+	// wait: a grant is used, and the state file written, once WAIT
+	// confirmed it (WAITOK)
+	wait bool
+	// need is the replicas count the last grant's reply carried, and
+	// needSrv its server (-1: none since the model's last NEED)
+	need, needSrv int64
 	tally
 }
 
+// server is one server's part in replication (three servers): a replica
+// streaming from its master or not, and the master_replid it follows (its
+// master_replid2 once promoted).
+type server struct {
+	replica, streaming bool
+	of                 int
+	follows            string
+	promoted           bool // it was promoted and has not changed since
+}
+
+// listed is the replicas server s lists: those streaming from it.
+func (r *replay) listed(s int) []simredis.Replica {
+	var l []simredis.Replica
+	for i, x := range r.repl {
+		if x.replica && x.streaming && x.of == s {
+			l = append(l, simredis.Replica{Addr: "10.0.0." + strconv.Itoa(10+i) + ":6379", State: "online"})
+		}
+	}
+	return l
+}
+
 func newReplay(t *testing.T, what string) *replay {
-	r := &replay{t: t, what: what, now: 1, keys: contract.NewKeys("m")}
+	r := &replay{t: t, what: what, now: 1, keys: contract.NewKeys("m"), needSrv: -1}
 	for i := range r.srv {
 		i := i
 		r.srv[i] = simredis.New(func() time.Time {
@@ -173,6 +218,7 @@ func (r *replay) do(s int, args ...string) any {
 
 func (r *replay) eval(s int, script string, keys []string, argv []any) []any {
 	r.tally.calls++
+	r.srv[s].SetReplicaList(r.listed(s))
 	cmd := []string{"EVAL", script, strconv.Itoa(len(keys))}
 	cmd = append(cmd, keys...)
 	for _, a := range argv {
@@ -232,11 +278,16 @@ func (r *replay) run(out []byte) {
 		n := func(i int) int64 { return atoi(r.t, f[i]) }
 		switch f[0] {
 		case "OFF":
-			r.off = [2]int64{n(1), n(2)}
+			for i := range f[1:] {
+				r.off[i] = n(i + 1)
+			}
 		case "TIME":
 			r.now = n(1)
-		case "INIT":
+		case "INIT": // init.lua on server f[1], f[2] ticks before the run
+			now := r.now
+			r.now -= n(2)
 			r.init(int(n(1)))
+			r.now = now
 		case "START":
 			p := r.procs[n(1)]
 			p.up, p.conn, p.mid, p.counterLast = true, int(n(2)), -1, -1
@@ -248,8 +299,15 @@ func (r *replay) run(out []byte) {
 			p.sfTok, p.sfMid, p.sfFloor = o.sfTok, o.sfMid, o.sfFloor
 		case "KILL", "STOP":
 			p := r.procs[n(1)]
-			p.up, p.mid, p.known = false, -1, false
+			p.up, p.mid, p.known, p.stateFile = false, -1, false, nil
 		case "ISSUE", "USE": // the generator's use of a grant: no script call
+		case "WAIT": // WAIT is the node's (internal/replwait): the replicas' SYNC is replayed
+		case "WAITOK", "WAITFAIL":
+			p := r.procs[n(1)]
+			if f[0] == "WAITOK" && p.stateFile != nil {
+				p.stateFile()
+			}
+			p.stateFile = nil
 		case "CONN":
 			r.procs[n(1)].conn = int(n(2))
 		case "EXPIRE":
@@ -259,10 +317,46 @@ func (r *replay) run(out []byte) {
 		case "RESTART":
 			s := r.srv[n(1)]
 			s.Restart(s.Snapshot())
+			x := int(n(1))
+			r.repl[x].promoted = false
+			for i := range r.repl {
+				if r.repl[i].replica && r.repl[i].of == x {
+					r.repl[i].streaming = false // its replicas lose their stream
+				}
+			}
 		case "PROMOTE":
 			s := int(n(1))
 			r.srv[s].Load(r.srv[1-s].Snapshot())
 			r.srv[s].Promote(nil)
+		case "ATTACH": // server f[1] replicates from master f[2]: a full copy and its replid
+			x, s := int(n(1)), int(n(2))
+			if !r.repl[x].replica {
+				for i := range r.repl {
+					if r.repl[i].replica && r.repl[i].of == x {
+						r.repl[i].streaming = false // a master turned replica: its replicas lose their stream
+					}
+				}
+			}
+			r.srv[x].Load(r.srv[s].Snapshot())
+			r.repl[x] = server{replica: true, streaming: true, of: s, follows: r.srv[s].ReplID()}
+		case "DETACH":
+			r.repl[n(1)].streaming = false
+		case "PROMOTED": // a replica becomes master with what it holds: master_replid2 the replid it followed
+			x := int(n(1))
+			r.srv[x].PromoteReplica(r.srv[x].Snapshot(), r.srv[x].RunID(), r.repl[x].follows)
+			r.repl[x] = server{promoted: true}
+		case "NEED": // the replicas count the last grant on f[1] carried, as the model's replicas.lua computes it
+			if r.needSrv != n(1) {
+				r.fail("the model's grant on server %d returns a replicas count, the replay saw no grant there", n(1))
+			}
+			if r.need != n(2) {
+				r.fail("the script's replicas count is %d, the model's %d", r.need, n(2))
+			}
+			r.tally.marks++
+			if r.repl[n(1)].promoted {
+				r.tally.promoted++
+			}
+			r.needSrv = -1
 		case "DATA": // a key of the data a loss brought back
 			s, id := int(n(1)), f[2]
 			if f[3] == "0" {
@@ -397,7 +491,12 @@ func (r *replay) claim(f []string) {
 		r.fail("claim: the script gave ID %v floor %v, the model ID %s floor %s", res[1], res[2], m, f[7])
 	}
 	p.mid, p.token, p.held, p.gen, p.lossID = int(atoi(r.t, m)), "t"+tok, num(res[2]), str(res[3]), str(res[9])
-	p.sfTok, p.sfMid, p.sfFloor = tok, m, num(res[2])
+	r.need, r.needSrv = num(res[claimNeedAt]), int64(s)
+	p.stateFile = func() { p.sfTok, p.sfMid, p.sfFloor = tok, m, num(res[2]) }
+	if !r.wait {
+		p.stateFile()
+		p.stateFile = nil
+	}
 	p.known = true // coord.Registry.known: set at an OK reply
 }
 
@@ -431,8 +530,13 @@ func (r *replay) renew(f []string) {
 	if str(res[1]) != f[4] {
 		r.fail("renew: the script granted %v, the model %s", res[1], f[4])
 	}
-	p.held = num(res[1])
-	p.sfFloor = p.held
+	held := num(res[1])
+	p.stateFile = func() { p.held, p.sfFloor = held, held }
+	if !r.wait {
+		p.stateFile()
+		p.stateFile = nil
+	}
+	r.need, r.needSrv = num(res[renewNeedAt]), int64(s)
 }
 
 // release: RELEASE p s last
@@ -472,5 +576,6 @@ func (r *replay) counter(f []string) {
 		}
 		p.counterLast = last
 		p.known = true // fallback.Counter.known: set at a segment
+		r.need, r.needSrv = num(res[counterNeedAt]), int64(s)
 	}
 }
