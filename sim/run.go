@@ -158,6 +158,10 @@ type proc struct {
 	sentinels *procSentinels
 	check     *sentinelCheck
 	lastMark  int
+	// ranReplaced: its last script ran on an old master after a replica
+	// was promoted in its place, at ranAt.
+	ranReplaced bool
+	ranAt       time.Duration
 	// With Sentinels, on is the server its connection goes to (nil: it
 	// dials, asking a Sentinel for the master first) and sub the Sentinel
 	// it asked, whose +switch-master it follows.
@@ -286,7 +290,11 @@ func (r *run) start() {
 	}
 	for _, f := range r.s.Faults {
 		f := f
-		if f.At > 0 {
+		switch {
+		case f.At == 0:
+		case midFault(f.Kind):
+			w.atMid(f.At, func() { r.inject(f) })
+		default:
 			w.at(f.At, nil, func() { r.inject(f) })
 		}
 	}
@@ -609,12 +617,12 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
 	}
 	slow := time.Duration(0)
-	if d.slowUntil > r.w.now {
-		slow = d.slow
+	if h.slowUntil > r.w.now {
+		slow = h.slow
 		r.w.pass(p, slow)
 	}
-	if strings.EqualFold(args[0], "WAIT") && len(args) == 3 {
-		r.ruleWait(p, args)
+	isWait := strings.EqualFold(args[0], "WAIT") && len(args) == 3
+	if isWait {
 		took, acked := d.wait(srv, args)
 		r.w.pass(p, took)
 		acked()
@@ -629,7 +637,11 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 		before = markOf(srv)
 	}
 	v, err := srv.DoConn(p.conn(srv), r.mutate(args))
+	if isWait {
+		r.ruleWait(p, args, v)
+	}
 	if isScript(args) {
+		p.ranReplaced, p.ranAt = srv != d.srv, r.w.now
 		r.ruleMark(p, srv, before)
 		if p.check != nil && pl != nil && pl.Next == 0 {
 			p.check.reply, p.check.err = v, err
@@ -748,7 +760,7 @@ func (r *run) inject(f Fault) {
 	case FaultRedisDown:
 		d.down(d.m, now+f.For)
 	case FaultRedisSlow:
-		d.slowUntil, d.slow = max(d.slowUntil, now+f.For), f.Delay
+		d.m.slowUntil, d.m.slow = max(d.m.slowUntil, now+f.For), f.Delay
 	}
 	if f.Node >= len(r.slots) {
 		return

@@ -82,7 +82,7 @@ const (
 	FaultRestartEmpty = "redis-restart-empty" // restart without data
 	FaultRestoreOld   = "redis-restore-old"   // restart from an old backup
 	FaultRedisDown    = "redis-down"          // refuses connections for For
-	FaultRedisSlow    = "redis-slow"          // every call takes Delay longer, for For
+	FaultRedisSlow    = "redis-slow"          // the master answers every call Delay later, for For
 	// Network of one node.
 	FaultPartition = "net-partition" // the node cannot reach Redis for For
 	FaultDelay     = "net-delay"     // the node's calls take Delay each way, for For

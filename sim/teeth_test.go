@@ -111,6 +111,10 @@ func lowestFound(t *testing.T, m sim.Mutation, o sim.HuntOptions) *sim.Found {
 			t.Logf("%s: seed %d failed, but not by a stray: %v", m.Name, f.Schedule.Seed, fl)
 			continue
 		}
+		if m.Requires != "" && f.Result.Coverage.Rules[m.Requires] == 0 {
+			t.Logf("%s: seed %d failed, but no run of it counted %q: %v", m.Name, f.Schedule.Seed, m.Requires, f.Result.Failure)
+			continue
+		}
 		if found == nil || f.Schedule.Seed < found.Schedule.Seed {
 			found = &s.Failures[i]
 		}
