@@ -11,7 +11,7 @@ import (
 // teethSeeds bounds the seeds the simulator may need to find each bug
 // (allkeys-allowed, the narrowest, by 5,532 through the evict-vs-claim
 // pattern; reclaim-below-reservation by 5,354; RELIABILITY.md, Teeth).
-const teethSeeds = 7000
+const teethSeeds = 10000
 
 // foundBy is the lowest seed that finds each mutation, from a hunt from
 // seed 1 (RELIABILITY.md, Teeth; "blocks:" with Options.Blocks). A run is
