@@ -36,6 +36,10 @@ const (
 	FaultSentinelNodeCut   = "sentinel-node-cut"
 	FaultSentinelFailover  = "sentinel-failover"
 	FaultSentinelMasterCut = "sentinel-master-cut"
+	// A planned restart of the master: SHUTDOWN saves a snapshot, the
+	// process starts again from it (a new run_id, nothing lost), and its
+	// replicas reconnect with a full sync.
+	FaultRestartClean = "redis-restart-clean"
 )
 
 // midFault reports whether faults of kind land while a process waits on a
@@ -313,6 +317,71 @@ const (
 	// up), and a node restarting once it may have.
 	PatternLoneFailover = "lone-failover"
 )
+
+// PatternCleanRestartSplit, a pattern of every schedule (1 in 6): a
+// planned restart of the master within the first 20 s, then, within 3 s
+// while its replicas reconnect, a split brain with one replica on the
+// old master's side. The mark kept across the restart is what stops the
+// old master's grants: that replica alone is fewer than it.
+const PatternCleanRestartSplit = "clean-restart-then-split"
+
+// drawCleanRestartSplit adds PatternCleanRestartSplit, from a stream of its
+// own.
+func (s *Schedule) drawCleanRestartSplit(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0xc1ea))}
+	n := len(s.Nodes)
+	if x.IntN(6) != 0 {
+		return
+	}
+	at := x.dur(2*time.Second, 20*time.Second)
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultRestartClean},
+		Fault{At: at + x.dur(0, 3*time.Second), Kind: FaultSplitBrain, For: x.dur(time.Second, 2*s.LeaseTTL),
+			Reach: 1 + uint(x.IntN(1<<n-2)), Replica: x.IntN(2), Stay: true})
+}
+
+// PatternFailoverSplit, a pattern of schedules without Sentinels (1 in
+// 6): a failover after which the other replica follows none, then within
+// a second, before the old master is back, a split brain that promotes
+// that replica while the first promoted one keeps the writes of some
+// nodes. The mark after the first promotion (one less, never below one
+// while the mark was two) is what stops the first promoted one's grants:
+// it has no replica to acknowledge them.
+const PatternFailoverSplit = "failover-then-split"
+
+// drawFailoverSplit adds PatternFailoverSplit, from a stream of its own.
+func (s *Schedule) drawFailoverSplit(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0xf05b))}
+	n := len(s.Nodes)
+	if s.Sentinel != nil || x.IntN(6) != 0 {
+		return
+	}
+	at := x.dur(2*time.Second, s.Duration-10*time.Second)
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultFailover, Replica: x.IntN(2)},
+		Fault{At: at + x.dur(200*time.Millisecond, time.Second), Kind: FaultSplitBrain, For: x.dur(time.Second, 2*s.LeaseTTL),
+			Reach: 1 + uint(x.IntN(1<<n-2))})
+}
+
+// PatternEmptyRestartSplit, a pattern of schedules with --min-replicas
+// (1 in 6): the master restarts with nothing (its {ns}:meta and mark
+// gone) and within a second, before its replicas reconnect, is cut off
+// from both while some nodes still reach it and a replica is promoted.
+// The mark starts again from the replicas listed, none yet: the floor is
+// what stops the old master's grants.
+const PatternEmptyRestartSplit = "empty-restart-then-split"
+
+// drawEmptyRestartSplit adds PatternEmptyRestartSplit, from a stream of
+// its own.
+func (s *Schedule) drawEmptyRestartSplit(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0xe3b7))}
+	n := len(s.Nodes)
+	if s.MinReplicas == 0 || x.IntN(6) != 0 {
+		return
+	}
+	at := x.dur(2*time.Second, s.Duration-10*time.Second)
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultRestartEmpty},
+		Fault{At: at + x.dur(0, time.Second), Kind: FaultSplitBrain, For: x.dur(time.Second, 2*s.LeaseTTL),
+			Reach: 1 + uint(x.IntN(1<<n-2)), Replica: x.IntN(2)})
+}
 
 // drawReplicaPatterns adds the patterns a schedule with Sentinels draws.
 func (s *Schedule) drawReplicaPatterns(x drawer) {

@@ -753,6 +753,9 @@ func (r *run) inject(f Fault) {
 	switch f.Kind {
 	case FaultRestartSaved:
 		d.restart(d.saved)
+	case FaultRestartClean:
+		d.save() // SHUTDOWN saves first: nothing is lost
+		d.restart(d.saved)
 	case FaultRestartEmpty:
 		d.restart(nil)
 	case FaultRestoreOld:

@@ -138,7 +138,7 @@ func (f Fault) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%9s %s", f.At.Round(time.Millisecond), f.Kind)
 	switch f.Kind {
-	case FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld, FaultStrayAfterLoss:
+	case FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld, FaultStrayAfterLoss, FaultRestartClean:
 	case FaultFailover:
 		b.WriteString(f.promotionString())
 	case FaultEvictVolatile, FaultEvictAllKeys, FaultSplitBrain, FaultInfoNoPerm, FaultInfoRenamed, FaultRedisSkew, FaultRewrite:
@@ -203,6 +203,9 @@ func NewSchedule(seed uint64) Schedule {
 	s.drawDeployment(seed)
 	s.drawPatterns(seed)
 	s.drawReplicas(seed)
+	s.drawCleanRestartSplit(seed)
+	s.drawFailoverSplit(seed)
+	s.drawEmptyRestartSplit(seed)
 	sortFaults(s.Faults)
 	return s
 }
