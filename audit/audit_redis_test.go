@@ -18,6 +18,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/statefile"
 )
 
 // TestFleet_Table_LiveKilledStopped: three node processes claim machine
@@ -478,9 +479,9 @@ func (f statefulFleet) registry(host string, pid int) *coord.Registry {
 }
 
 // open opens the state file at path until the end of the test.
-func (f statefulFleet) open(path string) (*coord.StateFile, *coord.State) {
+func (f statefulFleet) open(path string) (*statefile.File, *statefile.State) {
 	f.t.Helper()
-	sf, st, err := coord.OpenState(path)
+	sf, st, err := statefile.Open(path)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // The fleet tests run each node in its own process: this test binary,
@@ -83,7 +84,7 @@ func nodeMain() int {
 	if err := json.Unmarshal([]byte(os.Getenv("FLAKED_AUDIT_TEST_NODE")), &cfg); err != nil {
 		return fail(err)
 	}
-	rdb, err := coord.NewClient(cfg.Redis)
+	rdb, err := redisurl.NewClient(cfg.Redis)
 	if err != nil {
 		return fail(err)
 	}
@@ -244,7 +245,7 @@ func ctxT(t *testing.T) context.Context { return idtest.Context(t, time.Minute) 
 
 func client(t *testing.T, url string) redis.UniversalClient {
 	t.Helper()
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 // Snapshot is what one namespace of the registry held at one moment.
@@ -148,7 +149,9 @@ func read(ctx context.Context, rdb redis.UniversalClient, ns string, o ReadOptio
 	if err != nil {
 		return nil, k, nil, err
 	}
-	c, err := slotClient(ctx, rdb, k)
+	// Every key of the namespace is in the {ns} slot: the master of one
+	// serves them all, so SCAN and MULTI/EXEC see all of them.
+	c, err := redisinfo.Master(ctx, rdb, k.Machines)
 	if err != nil {
 		return nil, k, nil, err
 	}
@@ -169,23 +172,6 @@ func keysOf(ns string) (contract.Keys, error) {
 		return contract.Keys{}, fmt.Errorf("%w: %w", coord.ErrInvalidOptions, err)
 	}
 	return contract.NewKeys(ns), nil
-}
-
-// slotClient returns the client that serves every key of the namespace:
-// rdb itself, or on Cluster the master of the {ns} slot, so that SCAN and
-// MULTI/EXEC see all of them.
-func slotClient(ctx context.Context, rdb redis.UniversalClient, k contract.Keys) (*redis.Client, error) {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c, nil
-	case *redis.ClusterClient:
-		m, err := c.MasterForKey(ctx, k.Machines)
-		if err != nil {
-			return nil, fmt.Errorf("find the cluster node of slot {%s}: %w", k.Namespace, err)
-		}
-		return m, nil
-	}
-	return nil, fmt.Errorf("redis client %T: want a standalone, Sentinel or Cluster client", rdb)
 }
 
 func parseMeta(h map[string]string) Meta {

@@ -34,6 +34,7 @@ type cblock struct {
 	refillAt int64    // taking this index asks for the next block
 	deadline time.Time
 	daemon   *daemon
+	dropped  bool // expired before it was used up; under mu
 }
 
 // id is the block's i-th ID (flake.Block.ID, with the machine index
@@ -75,13 +76,33 @@ var errNoBlocks = errors.New("daemon has no NEXTBLOCK")
 // it returns them. IDs expire MaxAge after the earlier of their block's
 // request and its first ID's tick: a timer spends the block then.
 //
+// The size of the blocks follows demand (blockSize): a refill asked for
+// at half a block arrives before the block is used up only while half a
+// block lasts longer than the refill's round trip, and a NEXTBLOCK costs
+// the same whatever its count, so the count grows while blocks are used
+// up before the next one arrives, or go fast, and shrinks back toward
+// Prefetch when they last long.
+//
+// A NextID that finds the blocks spent waits for the refill as long as
+// its context allows: each refill is bounded by Options.Wait, and one
+// that fails ends the wait of every caller with its error (what the
+// daemons answered, or why their blocks could not be used).
+//
 // When the daemon answers NEXTBLOCK with "unknown command", the client
 // switches to NEXTIDS batches (prefetcher) for good.
 type blocker struct {
-	c      *Client
-	size   int64
-	maxAge time.Duration
-	op     string
+	c       *Client
+	minSize int64 // Prefetch: the first blocks' size, and the smallest
+	maxAge  time.Duration
+
+	// size is the count the last NEXTBLOCK asked for (Stats.BlockSize);
+	// written by run only.
+	size atomic.Int64
+	// Of the last block received, for the next refill's size; run's own.
+	// askedAt is zero once used, so that retries after a failed refill
+	// do not count as blocks that lasted no time.
+	askedAt time.Time
+	full    bool // it had all the IDs asked for
 
 	cur      atomic.Pointer[cblock]
 	fallback atomic.Pointer[prefetcher] // set when the daemons predate NEXTBLOCK
@@ -89,28 +110,32 @@ type blocker struct {
 	kick chan struct{}
 	done chan struct{}
 
-	mu      sync.Mutex
-	next    *cblock // fetched, not current yet
-	last    uint64  // last ID of the latest block accepted
-	hasLast bool
-	behind  int   // blocks in a row wholly at or below last
-	err     error // the last refill's error, nil after a success
-	ready   chan struct{}
-	expiry  *time.Timer
+	mu       sync.Mutex
+	next     *cblock // fetched, not current yet
+	last     uint64  // last ID of the latest block accepted
+	hasLast  bool
+	unusable int // blocks in a row dropped on arrival (unusableError)
+	// outran: the last block received arrived after the one before it
+	// was used up (callers waited for it); cleared when a block expires,
+	// as demand has fallen since.
+	outran bool
+	err    error // the last refill's error, nil after a success
+	ready  chan struct{}
+	expiry *time.Timer
 
 	prefetched, expired, waits atomic.Uint64
 }
 
 func newBlocker(c *Client) *blocker {
 	p := &blocker{
-		c:      c,
-		size:   int64(c.opts.Prefetch),
-		maxAge: c.opts.MaxAge,
-		op:     "NEXTBLOCK " + strconv.Itoa(c.opts.Prefetch) + " (prefetch)",
-		kick:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		ready:  make(chan struct{}),
+		c:       c,
+		minSize: int64(c.opts.Prefetch),
+		maxAge:  c.opts.MaxAge,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		ready:   make(chan struct{}),
 	}
+	p.size.Store(p.minSize)
 	p.cur.Store(&cblock{}) // spent: the first NextID asks for a block
 	p.expiry = time.AfterFunc(time.Hour, func() {
 		p.mu.Lock()
@@ -132,9 +157,10 @@ func (p *blocker) nextID(ctx context.Context) (uint64, error) {
 		}
 		return b.id(i), nil
 	}
-	// The slow path, waiting at most Options.Wait in all.
-	ctx, cancel := p.c.bound(ctx)
-	defer cancel()
+	// The slow path. It waits as long as ctx allows, not Options.Wait:
+	// while refills succeed the caller gets an ID, however many blocks
+	// other callers spend first; a refill that fails (bounded by Wait)
+	// ends the wait with its error.
 	for {
 		b := p.cur.Load()
 		i := b.next.Add(1) - 1
@@ -145,7 +171,7 @@ func (p *blocker) nextID(ctx context.Context) (uint64, error) {
 			return b.id(i), nil
 		}
 		if pf := p.fallback.Load(); pf != nil {
-			return pf.next(ctx)
+			return pf.next(ctx) // bounds its own wait by Options.Wait
 		}
 		if err := p.await(ctx, b); err != nil {
 			if errors.Is(err, errNoBlocks) {
@@ -157,7 +183,8 @@ func (p *blocker) nextID(ctx context.Context) (uint64, error) {
 }
 
 // await is the slow path, once b is spent: it makes the fetched block
-// current, or waits for a refill. nil means try again.
+// current, or waits for a refill. nil means try again; an error is the
+// refill's that this caller waited for (the daemons' answers), or ctx's.
 func (p *blocker) await(ctx context.Context, b *cblock) error {
 	if p.c.closed.Load() {
 		return fmt.Errorf("flaked client: NEXTID: %w", ErrClosed)
@@ -211,6 +238,8 @@ func (p *blocker) installLocked(nb *cblock) {
 func (p *blocker) expireLocked() {
 	now := p.c.opts.Now()
 	if b := p.cur.Load(); b.n > 0 && now.After(b.deadline) {
+		b.dropped = true
+		p.outran = false
 		p.expired.Add(uint64(b.skipTo(b.n)))
 	}
 	if p.next != nil && now.After(p.next.deadline) {
@@ -248,12 +277,19 @@ func (p *blocker) run() {
 		}
 		p.mu.Lock()
 		p.expireLocked()
-		need := p.needLocked()
+		need, outran := p.needLocked(), p.outran
 		p.mu.Unlock()
 		if !need {
 			continue
 		}
-		nb, err := p.fetch(ctx)
+		size := p.size.Load()
+		if !p.askedAt.IsZero() {
+			size = blockSize(size, p.minSize, p.full, outran, p.c.opts.Now().Sub(p.askedAt), p.maxAge)
+			p.size.Store(size)
+			p.askedAt = time.Time{}
+		}
+		at := p.c.opts.Now()
+		nb, err := p.fetch(ctx, size)
 		if errors.Is(err, errNoBlocks) {
 			p.mu.Lock()
 			p.fallback.Store(newPrefetcher(p.c))
@@ -263,20 +299,13 @@ func (p *blocker) run() {
 			p.expiry.Stop()
 			return
 		}
-		var behind *behindError
-		if errors.As(err, &behind) {
-			// Another daemon, behind the last one: wait for its clock to
-			// pass the last block's tick, then ask again. NextID callers
-			// keep waiting, unless it has lasted maxBehindRounds blocks:
-			// then they get the error.
-			if behind.rounds > maxBehindRounds {
-				p.mu.Lock()
-				p.err = err
-				close(p.ready)
-				p.ready = make(chan struct{})
-				p.mu.Unlock()
-			}
-			t := time.NewTimer(behind.wait)
+		var unusable *unusableError
+		if errors.As(err, &unusable) && unusable.rounds <= maxUnusable {
+			// Ask again after its wait while NextID callers keep waiting:
+			// the next block may do. Past maxUnusable blocks in a row they
+			// get the error below, and the refill asks again only when one
+			// waits.
+			t := time.NewTimer(unusable.wait)
 			select {
 			case <-t.C:
 			case <-ctx.Done():
@@ -287,7 +316,10 @@ func (p *blocker) run() {
 		}
 		p.mu.Lock()
 		if err == nil {
-			if p.cur.Load().spent() {
+			cur := p.cur.Load()
+			p.askedAt, p.full = at, nb.n == size
+			p.outran = cur.n > 0 && cur.spent() && !cur.dropped
+			if cur.spent() {
 				p.installLocked(nb)
 			} else {
 				p.next = nb
@@ -300,9 +332,9 @@ func (p *blocker) run() {
 	}
 }
 
-// fetch asks for one block, from the daemon of the last block first (its
-// blocks increase), then from the others in do's order.
-func (p *blocker) fetch(ctx context.Context) (*cblock, error) {
+// fetch asks for one block of up to size IDs, from the daemon of the last
+// block first (its blocks increase), then from the others in do's order.
+func (p *blocker) fetch(ctx context.Context, size int64) (*cblock, error) {
 	layout, err := p.c.Layout(ctx)
 	if err != nil {
 		return nil, err
@@ -311,16 +343,16 @@ func (p *blocker) fetch(ctx context.Context) (*cblock, error) {
 	var from *daemon
 	unsupported := false
 	fn := func(ctx context.Context, rdb *redis.Client) error {
-		b, err := nextBlock(ctx, rdb, p.size)
+		b, err := nextBlock(ctx, rdb, size)
 		if err != nil && isUnknownCommand(err) {
 			unsupported = true
 			return nil
 		}
 		if err == nil {
 			if err = b.Check(layout); err != nil {
-				err = replyError("NEXTBLOCK %d: %v", p.size, err)
-			} else if b.Count > p.size {
-				err = replyError("NEXTBLOCK %d gave a block of %d IDs", p.size, b.Count)
+				err = replyError("NEXTBLOCK %d: %v", size, err)
+			} else if b.Count > size {
+				err = replyError("NEXTBLOCK %d gave a block of %d IDs", size, b.Count)
 			}
 		}
 		for _, d := range p.c.daemons {
@@ -333,7 +365,7 @@ func (p *blocker) fetch(ctx context.Context) (*cblock, error) {
 	}
 	at := p.c.opts.Now()
 	if prev := p.cur.Load().daemon; prev == nil || p.c.try(ctx, prev, fn) != nil {
-		err = p.c.do(ctx, p.op, fn)
+		err = p.c.do(ctx, "NEXTBLOCK "+strconv.FormatInt(size, 10)+" (prefetch)", fn)
 	}
 	if err != nil {
 		return nil, err
@@ -367,38 +399,79 @@ func (p *blocker) accept(fb flake.Block, from *daemon, at time.Time, l flake.Lay
 		nb.next.Store(skip)
 		p.expired.Add(uint64(skip))
 		if skip == nb.n {
-			p.behind++
+			p.unusable++
 			wait := time.Until(l.TickTime(l.Decompose(p.last).Tick + 1))
-			return nil, &behindError{rounds: p.behind, wait: min(max(wait, time.Millisecond), time.Second), err: replyError(
-				"NEXTBLOCK from %s gave IDs up to %d, at or below the last block's %d %d times in a row (a daemon behind the one before it, by %v): dropped",
-				from.addr, nb.id(nb.n-1), p.last, p.behind, wait)}
+			return nil, &unusableError{rounds: p.unusable, wait: min(max(wait, time.Millisecond), time.Second), err: replyError(
+				"NEXTBLOCK from %s gave IDs up to %d, at or below the last block's %d (a daemon behind the one before it, by %v): dropped, %d blocks in a row",
+				from.addr, nb.id(nb.n-1), p.last, wait, p.unusable)}
 		}
 	}
-	p.behind = 0
 	if now := p.c.opts.Now(); now.After(nb.deadline) {
 		p.expired.Add(uint64(nb.n - nb.next.Load()))
-		return nil, fmt.Errorf("flaked client: a block arrived %v after it was asked for, its first ID's tick %v old, more than MaxAge %v, so its IDs were dropped: raise MaxAge",
-			now.Sub(at), now.Sub(tickAt), p.maxAge)
+		p.unusable++
+		return nil, &unusableError{rounds: p.unusable, err: fmt.Errorf(
+			"flaked client: a block arrived %v after it was asked for, its first ID's tick %v old, more than MaxAge %v, so its IDs were dropped (%d blocks in a row): raise MaxAge",
+			now.Sub(at), now.Sub(tickAt), p.maxAge, p.unusable)}
 	}
+	p.unusable = 0
 	p.last, p.hasLast = nb.id(nb.n-1), true
 	nb.refillAt = nb.next.Load() + (nb.n-nb.next.Load())/2
 	return nb, nil
 }
 
-// maxBehindRounds is how many blocks in a row may come wholly below the
-// last one (a failover to a daemon behind it) before NextID callers get
-// the error; the refill keeps trying.
-const maxBehindRounds = 10
+// blockSize is the count to ask the next block for, from the last one's
+// (size; full: it came with all of them), whether the block before it was
+// used up before it arrived (outran: callers waited for it), and how long
+// it lasted: the time from asking for it to asking for the next, which at
+// a steady rate is one block's worth of IDs (a refill is asked for when
+// the block before is half used). As Leaf's segment step follows how long
+// a segment lasted:
+//
+//   - outran, or less than MaxAge/8: demand outruns the refills (half a
+//     block went faster than a round trip), or they come more often than
+//     needed, each a round trip of CPU for the client and the daemon:
+//     double the count, up to MaxBlock, the most a daemon's NEXTBLOCK
+//     takes. Only when the last block came whole: a daemon that cut it
+//     (at its lead, its reservation) would not give more for a larger
+//     count.
+//   - more than MaxAge/2, not outran: demand fell; halve it, down to
+//     Prefetch. A block used that slowly ages toward MaxAge, where its
+//     IDs are dropped. (An outrun block's time includes the wait for it,
+//     which growing removes.)
+//   - between the two: keep it, so that the size does not swing between
+//     two values at a steady rate (doubling a block that lasted just
+//     under MaxAge/8 makes one that lasts under MaxAge/4).
+//
+// Blocks that last at most MaxAge/2 keep their IDs' age under MaxAge (a
+// block is asked for half a block before it is used), so a steady rate
+// drops none.
+func blockSize(size, minSize int64, full, outran bool, lasted, maxAge time.Duration) int64 {
+	switch {
+	case (outran || lasted < maxAge/8) && full:
+		return min(2*size, MaxBlock)
+	case lasted > maxAge/2 && !outran:
+		return max(size/2, minSize)
+	}
+	return size
+}
 
-// behindError is a block wholly at or below the last block's IDs.
-type behindError struct {
+// maxUnusable is how many blocks in a row may be dropped on arrival
+// before NextID callers get the error.
+const maxUnusable = 10
+
+// unusableError is a block dropped on arrival: wholly at or below the last
+// block's IDs (a failover to a daemon behind the last one: wait is until
+// the last block's tick has passed), or older than MaxAge (the round trip,
+// this process or the daemon's clock was slow: ask again at once; with
+// every caller waiting, the CPU is the refill's).
+type unusableError struct {
 	rounds int
-	wait   time.Duration // until the last block's tick has passed
+	wait   time.Duration
 	err    error
 }
 
-func (e *behindError) Error() string { return e.err.Error() }
-func (e *behindError) Unwrap() error { return e.err }
+func (e *unusableError) Error() string { return e.err.Error() }
+func (e *unusableError) Unwrap() error { return e.err }
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {

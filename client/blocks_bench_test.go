@@ -62,9 +62,11 @@ func blockRounds() int {
 // in BLOCK_ROUNDS rounds, default 5; run it with -count 1), the client's NextID served from blocks (NEXTBLOCK)
 // against the embedded flake generator's NextID, the NEXTIDS prefetch
 // (a mutex-guarded buffer) and plain INCR (go-redis to redis-server), at
-// 1 and 32 goroutines; and the daemon's IDs per second through NEXTBLOCK
-// against NEXTIDS 100, one request at a time. ns/op is per ID (per
-// request for the daemon rows, which report IDs/s); allocs/op per ID.
+// 1, 32 and 256 goroutines; and the daemon's IDs per second through
+// NEXTBLOCK against NEXTIDS 100, one request at a time. ns/op is per ID
+// (per request for the daemon rows, which report IDs/s); allocs/op per
+// ID. The block clients' Stats (the block size they reached, the calls
+// that waited for a block) are printed under the table.
 //
 //	go test -run '^$' -bench BenchmarkClientBlocks -benchtime 1s -count 1 ./client/
 func BenchmarkClientBlocks(b *testing.B) {
@@ -93,7 +95,7 @@ func BenchmarkClientBlocks(b *testing.B) {
 	mutex := base
 	mutex.Prefetch = 10_000
 	clients := map[string]*client.Client{}
-	for _, g := range []int{1, 32} {
+	for _, g := range blockGoroutines {
 		clients[fmt.Sprint("block", g)] = newClient(b, blocks)
 		clients[fmt.Sprint("mutex", g)] = newClient(b, client.WithNEXTIDSPrefetch(mutex))
 	}
@@ -112,7 +114,7 @@ func BenchmarkClientBlocks(b *testing.B) {
 		blockRunsMu.Lock()
 		blockRound = round
 		blockRunsMu.Unlock()
-		for _, g := range []int{1, 32} {
+		for _, g := range blockGoroutines {
 			bc, mc := clients[fmt.Sprint("block", g)], clients[fmt.Sprint("mutex", g)]
 			for _, row := range []struct {
 				name string
@@ -161,7 +163,16 @@ func BenchmarkClientBlocks(b *testing.B) {
 		}
 	}
 	blocksTable()
+	for _, g := range blockGoroutines {
+		st := clients[fmt.Sprint("block", g)].Stats()
+		fmt.Printf("client-NextID-block/g=%d: block size %d, %d IDs prefetched, %d expired, %d calls waited for a block\n",
+			g, st.BlockSize, st.Prefetched, st.Expired, st.Waits)
+	}
 }
+
+// blockGoroutines are the rows' goroutine counts: g > 1 is RunParallel
+// with g/GOMAXPROCS goroutines per CPU.
+var blockGoroutines = []int{1, 32, 256}
 
 // runIDs runs op b.N times from g goroutines (RunParallel with g/GOMAXPROCS
 // per CPU for g > 1) and records ns per ID.

@@ -54,12 +54,45 @@ func TestBlocker_Accept_SkipsBelowTheLastBlock(t *testing.T) {
 	// Wholly below: refused, counted, with a wait of at most a second.
 	for round := 1; round <= 2; round++ {
 		_, err = p.accept(flake.Block{First: id(0, 1), Count: 40, Stride: stride}, d, now, l)
-		var behind *behindError
+		var behind *unusableError
 		if !errors.As(err, &behind) || behind.rounds != round || behind.wait <= 0 || behind.wait > time.Second {
 			t.Fatalf("block wholly below, round %d: %v", round, err)
 		}
 	}
-	if _, err := p.accept(flake.Block{First: id(50, 1), Count: 1, Stride: stride}, d, now, l); err != nil || p.behind != 0 {
-		t.Fatalf("block above again: %v, behind %d", err, p.behind)
+	if _, err := p.accept(flake.Block{First: id(50, 1), Count: 1, Stride: stride}, d, now, l); err != nil || p.unusable != 0 {
+		t.Fatalf("block above again: %v, behind %d", err, p.unusable)
+	}
+}
+
+// The next block's size from the last one's: doubled when demand outran
+// the refill or the block went in under MaxAge/8 (only if it came whole),
+// capped at MaxBlock; halved past MaxAge/2 unless outrun, down to
+// Prefetch; kept in between.
+func TestBlockSize(t *testing.T) {
+	const maxAge = 800 * time.Millisecond // MaxAge/8 = 100ms, MaxAge/2 = 400ms
+	for _, tc := range []struct {
+		name         string
+		size         int64
+		full, outran bool
+		lasted       time.Duration
+		want         int64
+	}{
+		{"fast", 1000, true, false, 99 * time.Millisecond, 2000},
+		{"fast, cut by the daemon", 1000, false, false, time.Millisecond, 1000},
+		{"outran", 1000, true, true, 300 * time.Millisecond, 2000},
+		{"outran, waited long", 1000, true, true, time.Second, 2000},
+		{"outran, cut by the daemon", 1000, false, true, time.Second, 1000},
+		{"fast at the cap", MaxBlock, true, true, 0, MaxBlock},
+		{"fast near the cap", MaxBlock/2 + 1, true, false, 0, MaxBlock},
+		{"in the band, low", 1000, true, false, 100 * time.Millisecond, 1000},
+		{"in the band, high", 1000, true, false, 400 * time.Millisecond, 1000},
+		{"slow", 1000, true, false, 401 * time.Millisecond, 500},
+		{"slow, cut", 1000, false, false, time.Hour, 500},
+		{"slow at Prefetch", 100, true, false, time.Hour, 100},
+		{"slow near Prefetch", 150, true, false, time.Hour, 100},
+	} {
+		if got := blockSize(tc.size, 100, tc.full, tc.outran, tc.lasted, maxAge); got != tc.want {
+			t.Errorf("%s: blockSize(%d, full %v, outran %v, lasted %v) = %d, want %d", tc.name, tc.size, tc.full, tc.outran, tc.lasted, got, tc.want)
+		}
 	}
 }

@@ -324,9 +324,15 @@ type Stats struct {
 	// Expired how many of them were dropped unused, older than MaxAge (or,
 	// after a failover, at or below the IDs of the previous daemon's
 	// block); Waits how many times a NextID found the buffer empty and
-	// waited for a block or batch (if that grows in steady use, raise
-	// Prefetch).
+	// waited for a block or batch (with NEXTIDS batches, raise Prefetch
+	// if that keeps growing in steady use; blocks grow by themselves, up
+	// to MaxBlock or as many IDs as a daemon gives at once).
 	Prefetched, Expired, Waits uint64
+	// BlockSize is the count NextID asked the last block for: Prefetch at
+	// first, up to MaxBlock while demand outruns the refills, back toward
+	// Prefetch when it falls (Options.Prefetch). 0 when NextID is not
+	// served from blocks.
+	BlockSize int64
 }
 
 // DaemonStats are one daemon's counters.
@@ -353,6 +359,9 @@ func (c *Client) Stats() Stats {
 	if c.bf != nil {
 		s.Prefetched, s.Expired, s.Waits = c.bf.prefetched.Load(), c.bf.expired.Load(), c.bf.waits.Load()
 		pf = c.bf.fallback.Load()
+		if pf == nil {
+			s.BlockSize = c.bf.size.Load()
+		}
 	}
 	if pf != nil {
 		s.Prefetched += pf.prefetched.Load()

@@ -28,3 +28,7 @@ func ExpireBlocks(c *Client) {
 	c.bf.expireLocked()
 	c.bf.mu.Unlock()
 }
+
+// MaxUnusable is how many blocks in a row may be dropped on arrival
+// before NextID callers get the error.
+const MaxUnusable = maxUnusable

@@ -19,7 +19,7 @@ const (
 	DefaultMaxAge      = time.Second
 	DefaultDownFor     = time.Second
 	// DefaultWait is Options.Wait: no call waits more than a second for
-	// an ID (issue 28). The daemons' --id-wait (900ms) is shorter, so a
+	// an ID. The daemons' --id-wait (900ms) is shorter, so a
 	// daemon's reply naming why it has no ID arrives within it.
 	DefaultWait = time.Second
 )
@@ -30,8 +30,12 @@ const (
 	MaxPoolSize = 10_000
 	MaxMaxBatch = 1_000_000 // the daemon's largest max-batch
 	MaxNextIDs  = 10_000_000
-	MinTimeout  = time.Millisecond
-	MaxTimeout  = time.Hour
+	// MaxBlock is the largest block NextID asks for (NEXTBLOCK's count,
+	// Stats.BlockSize): the daemons' limit, server.MaxBlock, which they
+	// refuse to exceed.
+	MaxBlock   = 1 << 24
+	MinTimeout = time.Millisecond
+	MaxTimeout = time.Hour
 )
 
 // Sentinel errors; the errors returned wrap them and say what was wrong.
@@ -78,13 +82,17 @@ type Options struct {
 	// NextIDs asks for more as several commands pipelined on one
 	// connection.
 	MaxBatch int
-	// Prefetch, when > 0, serves NextID from blocks of this many IDs
-	// (NEXTBLOCK: a block is a few integers, its IDs are handed out in
-	// process with one atomic add each), the next fetched in the
-	// background when half of the current one is used. Daemons that
-	// predate NEXTBLOCK are asked for NEXTIDS batches of this many
-	// instead, fetched when one batch or less is left (so up to two
-	// wait): 1..MaxBatch, default 0 (every NextID is a round trip).
+	// Prefetch, when > 0, serves NextID from blocks (NEXTBLOCK: a block
+	// is a few integers, its IDs are handed out in process with one
+	// atomic add each), the next fetched in the background when half of
+	// the current one is used. Prefetch is the first blocks' size and the
+	// smallest: a block used up before the next one arrived, or that
+	// lasted less than MaxAge/8, makes the next one twice as large, up to
+	// MaxBlock, and one that lasted more than MaxAge/2 halves it
+	// (Stats.BlockSize). Daemons that predate NEXTBLOCK are asked for
+	// NEXTIDS batches of Prefetch IDs instead, fetched when one batch or
+	// less is left (so up to two wait): 1..MaxBatch, default 0 (every
+	// NextID is a round trip).
 	Prefetch int
 	// MaxAge is how long prefetched IDs may wait in the buffer, counted
 	// from when their batch was requested (for a block, from the earlier
@@ -96,7 +104,9 @@ type Options struct {
 	// NextSeqs), every retry and failover included, when the caller's
 	// context ends later: 1ms..1h, default 1s. Past it the call fails with
 	// what each daemon tried answered (an *Error with the context's
-	// error).
+	// error). A NextID served from blocks waits for a block as long as
+	// its context allows instead: Wait bounds each refill, and a refill
+	// that fails ends the wait with that error.
 	Wait time.Duration
 	// DownFor is how long a daemon that failed is tried only after the
 	// others: 1ms..1h, default 1s. It is never skipped: when every daemon

@@ -12,7 +12,7 @@ import (
 
 // Fault: every daemon hangs (accepts, never answers), each longer than a
 // call's bound, with the default ReadTimeout (2 s per daemon) and three
-// daemons to fail over to. The promise of Options.Wait (issue 28: no call
+// daemons to fail over to. The promise of Options.Wait (no call
 // waits more than a second): each call, retries and failover included,
 // returns within Wait with an *Error naming the daemons tried, never after
 // 3 x ReadTimeout. Each way in: NextID (plain, from prefetched batches,

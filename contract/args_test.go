@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // scriptArgs is one script's Args type; the script's header comment lists
@@ -16,21 +18,22 @@ type scriptArgs interface {
 	KeysArgv() ([]string, []any)
 }
 
-// argsOfScripts: a script that starts with guard.lua (text includes it)
-// sends what guard.lua reads too.
+// argsOfScripts: a script that starts with events.lua and guard.lua (text
+// includes them) sends what they read too.
 var argsOfScripts = []struct {
 	file string
 	text string
 	args scriptArgs // a pointer: the test fills it
 }{
-	{"claim.lua", guardLua + claim, &ClaimArgs{}},
-	{"renew.lua", guardLua + renew, &RenewArgs{}},
-	{"release.lua", guardLua + release, &ReleaseArgs{}},
-	{"counter.lua", guardLua + counter, &CounterArgs{}},
-	{"check.lua", check, &CheckArgs{}},
-	{"prune.lua", prune, &PruneArgs{}},
-	{"init.lua", guardLua + initScript, &InitArgs{}},
-	{"seq.lua", guardLua + seq, &SeqArgs{}},
+	{"claim.lua", lua.Events + lua.Guard + lua.Claim, &ClaimArgs{}},
+	{"renew.lua", lua.Events + lua.Guard + lua.Renew, &RenewArgs{}},
+	{"release.lua", lua.Events + lua.Guard + lua.Release, &ReleaseArgs{}},
+	{"counter.lua", lua.Events + lua.Guard + lua.Counter, &CounterArgs{}},
+	{"check.lua", lua.Check, &CheckArgs{}},
+	{"prune.lua", lua.Events + lua.Prune, &PruneArgs{}},
+	{"mark.lua", lua.Events + lua.Mark, &MarkArgs{}},
+	{"init.lua", lua.Events + lua.Guard + lua.Init, &InitArgs{}},
+	{"seq.lua", lua.Events + lua.Guard + lua.Seq, &SeqArgs{}},
 }
 
 // readRE finds the ARGV names a script reads: A.name (args.lua's table).
@@ -47,7 +50,7 @@ var readRE = regexp.MustCompile(`\bA\.([A-Za-z]+)\b`)
 func TestArgs_MatchScripts(t *testing.T) {
 	for _, sc := range argsOfScripts {
 		t.Run(sc.file, func(t *testing.T) {
-			h := header(strings.TrimPrefix(sc.text, guardLua))
+			h := header(strings.TrimPrefix(strings.TrimPrefix(sc.text, lua.Events), lua.Guard))
 			v := reflect.ValueOf(sc.args).Elem()
 			if !strings.Contains(h, v.Type().Name()) {
 				t.Errorf("the header does not name %s", v.Type().Name())

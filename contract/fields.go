@@ -69,7 +69,7 @@ const (
 	EventInit           = "init"       // flaked init made the registry of a new fleet
 	EventClockSkew      = "clock_skew" // Go only: coord's clock check
 	EventMode           = "mode"       // Go only: node's mode switches
-	EventReplicas       = "replicas"   // Go only: coord.SetReplicaMark, an operator's flaked audit replicas --set
+	EventReplicas       = "replicas"   // an operator's flaked audit replicas --set (mark.lua)
 )
 
 // Fields of the events. Every event has FieldType and FieldMachineID ("" for
@@ -115,6 +115,6 @@ const (
 	FieldFrom               = "from"                // Go only: node's mode event
 	FieldTo                 = "to"                  // Go only: node's mode event
 	FieldAtMs               = "at_ms"               // Go only: node's mode event, when it happened
-	FieldReplicas           = "replicas"            // Go only: coord's replicas event, the mark set
-	FieldPrevious           = "previous"            // Go only: coord's replicas event, the mark before
+	FieldReplicas           = "replicas"            // replicas event: the mark set
+	FieldPrevious           = "previous"            // replicas event: the mark before
 )

@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -47,25 +46,19 @@ const (
 	UnsafeEviction = "eviction" // maxmemory-policy allkeys-*, or none shown
 )
 
-// UnsafePrefix starts the error reply of a script that refused to write
-// because it cannot tell that writing is safe (guard.lua).
-const UnsafePrefix = "UNSAFE "
+// UnsafePrefix starts the refusal of a script that cannot tell that
+// writing is safe (guard.lua), as probe.lua replies it and Explain writes
+// it out.
+const UnsafePrefix = codeUnsafe + " "
 
 // UnsafeCheck returns the check ("identity", "eviction") when err is (or
-// wraps) a script's refusal by guard.lua: a Redis error reply (go-redis's
-// redis.Error, matched by its method so this package needs no client).
+// wraps) a script's refusal by guard.lua, as a server replied it or as
+// Explain wrote it out.
 func UnsafeCheck(err error) (string, bool) {
-	var re interface {
-		error
-		RedisError()
-	}
-	if !errors.As(err, &re) {
+	code, text, ok := scriptErrorOf(err)
+	if !ok || code != codeUnsafe {
 		return "", false
 	}
-	rest, ok := strings.CutPrefix(re.Error(), UnsafePrefix)
-	if !ok {
-		return "", false
-	}
-	check, _, ok := strings.Cut(rest, ":")
+	check, _, ok := strings.Cut(text, ":")
 	return check, ok
 }

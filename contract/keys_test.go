@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // allScripts is the text of every script, guard included.
-var allScripts = guard + claim + renew + release + counter + Check + Prune + initScript
+var allScripts = guard + lua.Claim + lua.Renew + lua.Release + lua.Counter + Check + Prune + lua.Init + lua.Mark
 
 func TestCheckNamespace(t *testing.T) {
 	for _, ns := range []string{"flaked", "a", "prod-eu.1_x", strings.Repeat("n", 64)} {

@@ -16,6 +16,6 @@ func TestRedisSkew_MatchesGuard(t *testing.T) {
 	}
 	ms, _ := strconv.Atoi(m[1])
 	if got := time.Duration(ms) * time.Millisecond; got != RedisSkew {
-		t.Fatalf("guard.lua redisSkewMs = %v, lua.RedisSkew = %v", got, RedisSkew)
+		t.Fatalf("guard.lua redisSkewMs = %v, contract.RedisSkew = %v", got, RedisSkew)
 	}
 }

@@ -9,9 +9,60 @@ import (
 // user reads, with its fix, is written here. So a script stays short, and a
 // message can be worded (and tested) without touching the Lua.
 //
-// guard.lua refuses with the error reply "UNSAFE <check>: <code> <facts>";
-// Explain turns it into "UNSAFE <check>: <text>", which UnsafeCheck still
-// reads.
+// A script fails one way, guard.lua's fail(): the error "<CODE> <text>",
+// raised as a plain string, which each server wraps in its own words
+// (scriptError takes them off). guard.lua refuses with "UNSAFE <check>:
+// <code> <facts>" and "NOREGISTRY <key>"; Explain turns the first into
+// "UNSAFE <check>: <text>", which UnsafeCheck still reads.
+
+// The codes a script fails with (guard.lua's fail).
+const (
+	codeUnsafe     = "UNSAFE"     // guard.lua cannot tell that writing is safe
+	codeNoRegistry = "NOREGISTRY" // no registry, and the caller never ran under one
+	codeInvalid    = "INVALID"    // a stored or sent value the script cannot use
+)
+
+// scriptError returns the code and text of the error a script failed
+// with, given the text of the error reply: "<CODE> <text>" as fail()
+// raised it, which redis-server (7) replies as "ERR <CODE> <text> script:
+// <sha>, on @user_script:<line>.", internal/simredis as redis-server, and
+// miniredis as "ERR Error compiling script (new function): <CODE> <text>
+// stack traceback: ...". ok is false for any other reply.
+func scriptError(reply string) (code, text string, ok bool) {
+	for _, wrap := range []string{"ERR Error compiling script (new function): ", "ERR "} {
+		if rest, found := strings.CutPrefix(reply, wrap); found {
+			reply = rest
+			break
+		}
+	}
+	if i := strings.LastIndex(reply, " script: "); i >= 0 {
+		reply = reply[:i]
+	}
+	reply, _, _ = strings.Cut(reply, " stack traceback:")
+	code, text, _ = strings.Cut(reply, " ")
+	switch code {
+	case codeUnsafe, codeNoRegistry, codeInvalid:
+		return code, text, true
+	}
+	return "", "", false
+}
+
+// redisError is go-redis's redis.Error, matched by its method so this
+// package needs no client.
+type redisError interface {
+	error
+	RedisError()
+}
+
+// scriptErrorOf is scriptError of err when err is (or wraps) a Redis
+// error reply.
+func scriptErrorOf(err error) (code, text string, ok bool) {
+	var re redisError
+	if !errors.As(err, &re) {
+		return "", "", false
+	}
+	return scriptError(re.Error())
+}
 
 // The codes of guard.lua's refusals (the word after "UNSAFE <check>: ").
 const (
@@ -50,12 +101,19 @@ func refusalText(code, facts string) (string, bool) {
 }
 
 // ExplainRefusal is a guard.lua refusal ("UNSAFE <check>: <code>
-// <facts>") with its code written out; any other text is returned as it is.
+// <facts>", as probe.lua replies it or a server wraps it) with its code
+// written out; any other text is returned as it is.
 func ExplainRefusal(s string) string {
-	rest, ok := strings.CutPrefix(s, UnsafePrefix)
-	if !ok {
+	code, rest, ok := scriptError(s)
+	if !ok || code != codeUnsafe {
 		return s
 	}
+	return explainUnsafe(rest, s)
+}
+
+// explainUnsafe writes out rest, an UNSAFE refusal after its code
+// ("<check>: <code> <facts>"), or returns s when rest is not one.
+func explainUnsafe(rest, s string) string {
 	check, rest, ok := strings.Cut(rest, ": ")
 	if !ok {
 		return s
@@ -73,9 +131,6 @@ func ExplainRefusal(s string) string {
 // from a Redis that lost everything.
 var ErrNoRegistry = errors.New("no registry")
 
-// noRegistryPrefix starts guard.lua's NOREGISTRY refusal.
-const noRegistryPrefix = "NOREGISTRY "
-
 // noRegistry is a written-out NOREGISTRY refusal: a Redis error reply
 // that is also ErrNoRegistry.
 type noRegistry struct{ refusal }
@@ -84,35 +139,31 @@ func (noRegistry) Unwrap() error { return ErrNoRegistry }
 
 // NoRegistryText is the text of a NOREGISTRY refusal of key.
 func NoRegistryText(key string) string {
-	return "NOREGISTRY " + key + " is missing: this namespace has no registry. For a new fleet, run" +
+	return codeNoRegistry + " " + key + " is missing: this namespace has no registry. For a new fleet, run" +
 		" `flaked init` once with the fleet's layout flags; after Redis lost its data, a running node of the" +
 		" fleet restores it at its next call (or run flaked init, which records a possible loss)"
 }
 
-// Explain returns err with a guard.lua refusal written out (see
-// ExplainRefusal): still a Redis error reply, so UnsafeCheck reads it; a
-// NOREGISTRY refusal is also ErrNoRegistry. Any other error is returned as
-// it is.
+// Explain returns err with a script's failure (see scriptError) written
+// out: an UNSAFE refusal as ExplainRefusal does, a NOREGISTRY one as
+// NoRegistryText (also ErrNoRegistry), an INVALID one without the
+// server's wrapping; still a Redis error reply, so UnsafeCheck reads it.
+// Any other error is returned as it is.
 func Explain(err error) error {
-	var re interface {
-		error
-		RedisError()
-	}
-	if err == nil || !errors.As(err, &re) {
+	code, text, ok := scriptErrorOf(err)
+	if !ok {
 		return err
 	}
-	if _, rest, ok := strings.Cut(re.Error(), noRegistryPrefix); ok {
-		key, _, _ := strings.Cut(rest, " ")
-		return noRegistry{refusal(NoRegistryText(key))}
+	switch code {
+	case codeNoRegistry:
+		return noRegistry{refusal(NoRegistryText(text))}
+	case codeUnsafe:
+		return refusal(explainUnsafe(text, UnsafePrefix+text))
 	}
-	text := ExplainRefusal(re.Error())
-	if text == re.Error() {
-		return err
-	}
-	return refusal(text)
+	return refusal(code + " " + text)
 }
 
-// refusal is a written-out guard.lua refusal: a Redis error reply, as the
+// refusal is a written-out script failure: a Redis error reply, as the
 // one it replaces.
 type refusal string
 

@@ -1,10 +1,16 @@
 package contract
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/simredis"
 )
 
 // redisErr stands for go-redis's error reply type.
@@ -53,5 +59,54 @@ func TestMessages_KeepOldText(t *testing.T) {
 	}
 	if got := SeqBlockedText("t", "jump l@1 9 1 5"); !strings.Contains(got, "max jump 5") || !strings.Contains(got, "flaked seq restore t --above N") {
 		t.Errorf("blocked text %q", got)
+	}
+}
+
+// TestScriptError_EveryServer: a script's failure (guard.lua's fail)
+// reaches Go with its code and text from every server the scripts run on:
+// miniredis (unit tests), internal/simredis (the simulator) and
+// redis-server, whose replies are pinned here as 7.0 words them (coord's
+// and node's tests get them from a real one). A refusal must read as one
+// wherever it comes from, or a node would not say why it stopped.
+func TestScriptError_EveryServer(t *testing.T) {
+	cases := []struct{ code, text string }{
+		{codeUnsafe, "identity: info-denied NOPERM this user has no permissions"},
+		{codeNoRegistry, "{f}:meta"},
+		{codeInvalid, "counter.lua: min value x y is not a counter value"},
+	}
+	mr := miniredis.RunT(t)
+	servers := map[string]*redis.Client{
+		"miniredis": redis.NewClient(&redis.Options{Addr: mr.Addr()}),
+		"simredis":  simredis.New(nil, nil).Client(),
+	}
+	for name, c := range servers {
+		for _, tc := range cases {
+			script := guard + "\nfail('" + tc.code + "', '" + tc.text + "')\n"
+			err := c.Eval(context.Background(), script, nil).Err()
+			if code, text, ok := scriptErrorOf(err); !ok || code != tc.code || text != tc.text {
+				t.Errorf("%s: %v read as %q %q %v; want %q %q", name, err, code, text, ok, tc.code, tc.text)
+			}
+		}
+		c.Close()
+	}
+	for i, reply := range []string{ // in the order of cases
+		"ERR UNSAFE identity: info-denied NOPERM this user has no permissions script: c10e26264cd1846f60adacc005c052a1655717d3, on @user_script:41.",
+		"ERR NOREGISTRY {f}:meta script: 9d82229bd0517c229b24d7afafe4c43c4d38300b, on @user_script:95.",
+		"ERR INVALID counter.lua: min value x y is not a counter value script: ec5e7ffb6192e268e2a4db918180a420ebcd2857, on @user_script:160.",
+	} {
+		if code, text, ok := scriptError(reply); !ok || code != cases[i].code || text != cases[i].text {
+			t.Errorf("redis-server's %q read as %q %q %v", reply, code, text, ok)
+		}
+	}
+	if _, _, ok := scriptError("ERR user_script:12: WRONGTYPE Operation against a key holding the wrong kind of value script: 1"); ok {
+		t.Error("a failing redis.call read as a script's own failure")
+	}
+	noReg := redisErr("ERR NOREGISTRY {f}:meta script: 9d8, on @user_script:95.")
+	if err := Explain(noReg); !errors.Is(err, ErrNoRegistry) || !strings.Contains(err.Error(), "{f}:meta is missing") {
+		t.Errorf("NOREGISTRY explained as %v", err)
+	}
+	unsafe := redisErr("ERR UNSAFE eviction: allkeys allkeys-lru script: c10, on @user_script:41.")
+	if err := Explain(unsafe); !strings.HasSuffix(err.Error(), "(CONFIG SET maxmemory-policy noeviction, and in redis.conf)") {
+		t.Errorf("UNSAFE explained as %q: the server's wrapping is left in it", err)
 	}
 }

@@ -1,17 +1,15 @@
 package contract
 
 import (
-	_ "embed"
 	"fmt"
 	"regexp"
-)
 
-//go:embed seq.lua
-var seq string
+	"github.com/flaked/flaked/scripts/lua"
+)
 
 // Seq hands out, gives back, creates and restores the segments of named
 // sequences (see seq.lua).
-var Seq = guard + replicas + seq
+var Seq = guard + lua.Replicas + lua.Seq
 
 // Ops of seq.lua (SeqArgs.Op).
 const (

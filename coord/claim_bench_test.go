@@ -31,7 +31,7 @@ func BenchmarkClaim(b *testing.B) {
 			ctx := context.Background()
 			fill(b, rdb, registered)
 			o := coord.Options{Horizon: time.Millisecond}
-			if err := coord.InitNoWait(ctx, rdb, o); err != nil {
+			if _, _, err := coord.MakeRegistry(ctx, rdb, o); err != nil {
 				b.Fatal(err)
 			}
 			reg, err := coord.NewRegistry(rdb, o)

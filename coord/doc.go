@@ -89,9 +89,26 @@
 // its replicas: with P = 0.3 s and L = 3 s the fleet fault suite saw
 // 23,000-57,000 duplicates a run.
 //
-// What is used instead (contract/replicas.lua, internal/replwait): a
-// grant (a claim, a renewal, which extends a lease and may raise the
-// reservation, a counter segment) is used only after WAIT n, sent on the
+// What is used instead (internal/replwait): every grant (a claim, a
+// renewal, which extends a lease and may raise the reservation, a counter
+// segment, a sequence segment) is capped at its master's TIME + Horizon
+// (the counter's at TIME + the lead), and R's floors start 1 s + Horizon
+// above P: a grant M makes before P is covered by R's floors whether it
+// replicated or not. So a grant is used when a proof holds that it was
+// made before any promotion, or that R holds it.
+//
+// Through Sentinel (Options.Sentinels), the first proof: a check sent
+// with the grant reaches every Sentinel of the master, each naming M (by
+// run ID) with the flag "master" alone, and the grant's reply comes
+// within the least of down-after − 1% − the age of each Sentinel's
+// pending PING or last reply, and 100 ms of the check. A promotion needs
+// a leader Sentinel that sees M down itself, which no Sentinel does
+// before then (replwait's sentinel.go has the derivation, and the bound
+// for a promotion that skips failure detection). Such a grant waits for
+// no replica: a replica away, resyncing or lagging stops nothing.
+//
+// Otherwise, the second proof (scripts/lua/replicas.lua, internal/replwait): the
+// grant is used only after WAIT n, sent on the
 // connection that ran the script, right after it, reports n replicas,
 // where n = mark = max(mark, connected_slaves), read in the same atomic
 // call. The mark ("replicas" in {ns}:meta) is the most replicas the
@@ -102,7 +119,7 @@
 // --set). WAIT counts replicas whose acknowledged offset covers this
 // connection's last write, asking them at once (REPLCONF GETACK), so it
 // waits a replication round trip, not the 1 s acknowledgement period. A
-// grant WAIT does not confirm within Options.ReplicaWait (200 ms) is not
+// grant WAIT does not confirm within Options.ReplicaWait (1 s) is not
 // used: ErrNotReplicated; the node issues on under what it holds and
 // retries. Its writes on the master are harmless: a higher reservation, a
 // lease nobody uses (it expires), a gap in the counter.

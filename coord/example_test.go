@@ -8,6 +8,7 @@ import (
 	"github.com/sony/sonyflake/v2"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // The registry as sonyflake's MachineID and CheckMachineID hooks: the
@@ -19,13 +20,14 @@ import (
 // a Redis.)
 func ExampleRegistry_Sonyflake() {
 	ctx := context.Background()
-	rdb, err := coord.NewClient("redis://127.0.0.1:6379")
+	rdb, err := redisurl.NewClient("redis://127.0.0.1:6379")
 	if err != nil {
 		log.Fatal(err)
 	}
 	// Once per fleet (ErrRegistryExists after that). It records a
-	// possible loss: the sonyflake hooks' first claim waits for its floor
-	// (the horizon and a second), flaked's generators start at it at once.
+	// possible loss and waits until Redis grants past it (1 s); the
+	// sonyflake hooks' first claim then waits for that floor (the horizon
+	// and a second), flaked's generators start at it at once.
 	if _, err := coord.Init(ctx, rdb, coord.Options{}); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
 		log.Fatal(err)
 	}

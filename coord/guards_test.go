@@ -1,7 +1,7 @@
 package coord_test
 
 // Tests of the guards against duplicate IDs after faults that lose or copy
-// state: fencing per lease (contract/claim.lua, renew.lua), clone
+// state: fencing per lease (scripts/lua/claim.lua, renew.lua), clone
 // detection, the loss floor of guard.lua after Redis lost a suffix of its
 // writes or restarted from an old snapshot, the fleet layout restored after
 // total data loss, and release.lua after the server changed. Each test says
@@ -23,6 +23,7 @@ import (
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/statefile"
 )
 
 // newGuardReg is newReg that waits for a loss floor.
@@ -105,9 +106,9 @@ func copyState(t *testing.T, src, dst string) {
 	}
 }
 
-func openState(t *testing.T, path string) (*coord.StateFile, *coord.State) {
+func openState(t *testing.T, path string) (*statefile.File, *statefile.State) {
 	t.Helper()
-	sf, st, err := coord.OpenState(path)
+	sf, st, err := statefile.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,8 +640,9 @@ func TestGuard_FailoverToClockBehind_NoReassert(t *testing.T) {
 // Fault: a process starts from a copy of a live node's state file and
 // takes its lease over (fencing the original), then Redis fails over to a
 // replica that never got the takeover: the lease is the original's again,
-// and the copy has issued above the original's reservation. Found by the
-// simulator (sim, seed 1310 before the fix). Guard: a renewal extends
+// and the copy has issued above the original's reservation. The
+// simulator drives it (its renew-across-loss mutation removes this
+// guard). Guard: a renewal extends
 // nothing across a possible loss (renew.lua "loss"), so the original claims
 // again, above the loss floor, instead of issuing on into the copy's
 // ticks. A duplicate shows as the original's renewal succeeding (it would

@@ -52,13 +52,13 @@ func TestGuard_MixedHorizons_LossFloorAboveGrants(t *testing.T) {
 // is granted all of it though a node with a shorter one claimed first, and
 // after Redis loses a suffix of writes that short node's claim still
 // starts above the long grant (a duplicate shows as its floor below it).
-// Before, the first claim fixed the horizon, and the long-reach nodes of a
-// fleet initialised for them were capped at the first short node's.
+// Were the first claim to fix the horizon, the long-reach nodes of a fleet
+// initialised for them would be capped at the first short node's.
 func TestInit_FixesTheFleetHorizon(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		l := tinyLayout(t)
 		long := coord.Options{Layout: l, Horizon: 2 * time.Second, MaxWait: time.Minute}
-		if err := coord.InitNoWait(ctxT(t), rdb, long); err != nil {
+		if _, _, err := coord.MakeRegistry(ctxT(t), rdb, long); err != nil {
 			t.Fatal(err)
 		}
 		if err := redistest.ForgetLoss(ctxT(t), rdb, "flaked"); err != nil {

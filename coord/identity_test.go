@@ -42,10 +42,11 @@ func noRegistry(t *testing.T, admin redis.UniversalClient) {
 
 // Fault: the nodes' user may not run INFO replication (only
 // +info|replication is granted: Redis refuses guard.lua's INFO server
-// replication memory), or INFO is renamed. Before, guard.lua's pcall
-// read an empty identity and a failover to a replica that missed writes
-// went unnoticed (issue 26: 14,000-16,000 duplicates per run). Now claim
-// and counter refuse and write nothing; the opt-in "none" runs.
+// replication memory), or INFO is renamed. Read as an empty identity,
+// one that never changes, the refusal would hide a failover to a replica
+// that missed writes (the simulator's identity-silent mutation brings that
+// back, and its teeth test finds duplicate IDs). Guard: claim and counter
+// refuse and write nothing; the opt-in "none" runs.
 func TestGuard_INFORefusedOrRenamed_ScriptsRefuse(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})

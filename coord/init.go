@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 )
 
 // ErrRegistryExists is returned by Init when the namespace already holds a
@@ -40,7 +40,7 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 	if err != nil {
 		return "", err
 	}
-	gen, lossMs, err := initRegistry(ctx, rdb, o)
+	gen, lossMs, err := MakeRegistry(ctx, rdb, o)
 	if err != nil {
 		return "", err
 	}
@@ -57,15 +57,21 @@ func Init(ctx context.Context, rdb redis.UniversalClient, o Options) (string, er
 		if left <= 0 {
 			return gen, nil
 		}
-		if err := flake.Sleep(ctx, o.Clock, min(left, 100*time.Millisecond)); err != nil {
+		if err := clock.Sleep(ctx, o.Clock, min(left, 100*time.Millisecond)); err != nil {
 			return "", fmt.Errorf("init registry %q: made (generation %s), waiting for Redis to grant past its loss floor: %w", o.Namespace, gen, err)
 		}
 	}
 }
 
-// initRegistry runs init.lua: the registry's generation and the Redis
-// time of its loss.
-func initRegistry(ctx context.Context, rdb redis.UniversalClient, o Options) (string, int64, error) {
+// MakeRegistry is Init without its wait: it runs init.lua and returns the
+// registry's generation and the Redis time (ms) of the loss it records.
+// Claims are granted only above that loss floor, which Init waits out;
+// the simulator, whose fleets start at once on a registry made before
+// them, clears it instead. The generation is drawn from Options.Rand.
+func MakeRegistry(ctx context.Context, rdb redis.UniversalClient, o Options) (generation string, lossMs int64, err error) {
+	if o, err = o.withDefaults(); err != nil {
+		return "", 0, err
+	}
 	gen := newToken(o.Rand)
 	keys, argv := contract.InitArgs{
 		Keys: contract.NewKeys(o.Namespace), Generation: gen, Layout: o.Layout.String(),

@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Lease is a set of machine IDs held under one owner token. Its Reserve
@@ -44,7 +45,7 @@ type Lease struct {
 
 	mu       sync.Mutex // serializes renew, reserve, release and state saves
 	mode     string
-	state    *StateFile
+	state    *statefile.File
 	released bool
 
 	lost     atomic.Bool
@@ -58,7 +59,7 @@ type Lease struct {
 	lastErr            atomic.Pointer[error]
 	stateErr           atomic.Pointer[error] // the last state-file write, when it failed
 
-	keep *flake.Ticker // KeepAlive's renewals
+	keep *clock.Ticker // KeepAlive's renewals
 }
 
 // MachineIDs returns the leased machine IDs, in claim order.
@@ -161,6 +162,18 @@ func (l *Lease) OnLost(f func()) {
 // fsyncs it to the state file, then returns it: the flake.Settings.Reserve
 // hook. It fails, granting nothing new, when the lease is lost or Redis or
 // the disk fail; the generator then keeps issuing only what it holds.
+//
+// A renewal the replicas did not acknowledge (ErrNotReplicated) fails the
+// same way, and is no reason to stop issuing below what was granted and
+// acknowledged before: renew.lua ran on the master, so it only raised the
+// reservation stored there, and every claim of these IDs starts above the
+// stored reservation, by whoever makes it; where the master lost that
+// renewal (a replica promoted without it), the promoted replica holds
+// every acknowledged grant and its loss floor (its promotion + the
+// Redis clocks' skew + the horizon, guard.lua) is above every grant made
+// before the promotion, acknowledged or not. So what the generator holds
+// stays its own to issue for the whole reach, whatever the replicas do;
+// only what it was not granted yet waits for them.
 func (l *Lease) Reserve(ctx context.Context, upTo int64) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -253,7 +266,7 @@ func (l *Lease) KeepAlive() {
 		return
 	}
 	period := l.reg.opts.LeaseTTL / 3
-	l.keep = flake.Every(l.reg.opts.Clock, period, func() {
+	l.keep = clock.Every(l.reg.opts.Clock, period, func() {
 		if l.lost.Load() {
 			l.stopKeepAlive()
 			return
@@ -336,7 +349,7 @@ func (l *Lease) saveLocked(reservation int64, released bool) error {
 	if l.state == nil {
 		return nil
 	}
-	err := l.state.Save(State{
+	err := l.state.Save(statefile.State{
 		Namespace:   l.reg.opts.Namespace,
 		Layout:      l.reg.opts.Layout.String(),
 		MachineIDs:  l.ids,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 // memFS keeps state files in memory: 500 nodes' fsyncs would measure the
@@ -60,7 +61,7 @@ func startAll(t *testing.T, fsys *memFS, nodes []*massNode) error {
 		go func() {
 			defer wg.Done()
 			<-gate
-			sf, prev, err := coord.OpenStateFS(fsys, n.path, nil)
+			sf, prev, err := statefile.OpenFS(fsys, n.path, nil)
 			if err == nil {
 				n.lease, err = n.reg.Claim(ctxT(t), coord.ClaimOptions{State: sf, Previous: prev})
 			}

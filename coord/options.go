@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
@@ -74,9 +75,9 @@ type Options struct {
 	// Owner describes this process.
 	Owner Owner
 	// Clock is the clock of the clock guard, lease renewals and waits;
-	// nil means flake.SystemClock(). The simulator (package sim) sets its
+	// nil means clock.System(). The simulator (package sim) sets its
 	// virtual one.
-	Clock flake.Clock
+	Clock clock.Clock
 	// Rand is the source of owner tokens, generations and the machine IDs a
 	// claim tries; nil means crypto/rand. The simulator sets a seeded one,
 	// so a run is a function of its seed.
@@ -84,7 +85,7 @@ type Options struct {
 	// ReplicaWait bounds the WAIT after each claim and renewal: a grant is
 	// used only once the replicas the fleet has had acknowledge it (see
 	// Split brain in the package doc); one they do not acknowledge in time
-	// is refused and retried. 10ms..1s, default 200ms. No WAIT is sent
+	// is refused and retried. 10ms..10s, default 1s. No WAIT is sent
 	// while the master has had no replicas.
 	ReplicaWait time.Duration
 	// MinReplicas is the fewest replicas every grant must reach, whatever
@@ -178,7 +179,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Owner.Mode = "flake"
 	}
 	if o.Clock == nil {
-		o.Clock = flake.SystemClock()
+		o.Clock = clock.System()
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Reader

@@ -14,10 +14,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/bugs"
 	"github.com/flaked/flaked/internal/replwait"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Errors of the registry.
@@ -76,7 +78,7 @@ func NewRegistry(rdb redis.UniversalClient, opts Options) (*Registry, error) {
 		return nil, err
 	}
 	keys := contract.NewKeys(o.Namespace)
-	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Monotonic: o.Clock.Monotonic}}, nil
+	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Clock: o.Clock}}, nil
 }
 
 // Options returns the registry's options with defaults filled in.
@@ -131,12 +133,16 @@ type ClaimOptions struct {
 	// State, when set, is the node's state file: the claim prefers the
 	// machine IDs it names (when free or still ours), starts after its
 	// reservation, and writes the new lease to it before returning.
-	State *StateFile
+	State *statefile.File
 	// Previous is what State held when opened (nil when new).
-	Previous *State
+	Previous *statefile.State
 	// StartNow takes only IDs whose reservation is below our clock, so the
 	// caller needs no floor (the sonyflake adapters: sonyflake cannot wait).
 	StartNow bool
+	// Prefer are machine IDs to take when free, when Previous names none
+	// (a node claiming again after its lease was lost prefers the IDs it
+	// held: their floor is its own reservation).
+	Prefer []int
 }
 
 // Claim leases machine IDs. It checks the clock against Redis TIME first,
@@ -163,7 +169,7 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		if co.State != nil {
 			path = co.State.Path()
 		}
-		if err := checkState(p, path, r.opts.Namespace, l.String()); err != nil {
+		if err := p.Check(path, r.opts.Namespace, l.String()); err != nil {
 			return nil, err
 		}
 		// A state file is written only after a claim under the
@@ -173,6 +179,9 @@ func (r *Registry) Claim(ctx context.Context, co ClaimOptions) (*Lease, error) {
 		if bugs.StateFileToken {
 			lease.token = p.Token
 		}
+	}
+	if len(prefer) == 0 {
+		prefer = co.Prefer
 	}
 	if err := r.checkClock(ctx); err != nil {
 		return nil, err
@@ -309,7 +318,7 @@ func (r *Registry) claimOne(ctx context.Context, token string, req claimRequest)
 			}
 			if soonest >= 0 && time.Duration(soonest+1-now)*l.TimeUnit <= bound {
 				wait := l.TickTime(soonest + 1).Sub(r.opts.Clock.Now())
-				if err := flake.Sleep(ctx, r.opts.Clock, max(wait, l.TimeUnit)); err != nil {
+				if err := clock.Sleep(ctx, r.opts.Clock, max(wait, l.TimeUnit)); err != nil {
 					return claimResult{}, fmt.Errorf("%w: waiting for tick %d: %w", ErrNoMachineID, soonest+1, err)
 				}
 				now = l.Tick(r.opts.Clock.Now())

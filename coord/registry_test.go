@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,11 +15,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/statefile"
 )
 
 // ctxT bounds a test's calls to Redis: 30 s.
@@ -60,7 +61,7 @@ func newReg(t *testing.T, rdb redis.UniversalClient, o coord.Options) *coord.Reg
 		if err := redistest.InitRegistry(context.Background(), rdb, ns, fleetLayout(o).String()); err != nil {
 			t.Fatal(err)
 		}
-	} else if err := coord.InitNoWait(context.Background(), rdb, o); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
+	} else if _, _, err := coord.MakeRegistry(context.Background(), rdb, o); err != nil && !errors.Is(err, coord.ErrRegistryExists) {
 		// flaked init's registry, without init's wait for Redis to grant past its loss floor.
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		l := tinyLayout(t)
 		start := time.Now()
-		gen := func(reg *coord.Registry, clk *flaketest.Clock) (*coord.Lease, *pausable, *flake.Generator) {
+		gen := func(reg *coord.Registry, clk *clocktest.Clock) (*coord.Lease, *pausable, *flake.Generator) {
 			lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -257,7 +258,7 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 			t.Cleanup(func() { g.Close() })
 			return lease, p, g
 		}
-		issue := func(g *flake.Generator, clk *flaketest.Clock, n int, ids []uint64) []uint64 {
+		issue := func(g *flake.Generator, clk *clocktest.Clock, n int, ids []uint64) []uint64 {
 			for i := range n {
 				if i%100 == 0 {
 					clk.Advance(30 * time.Millisecond)
@@ -300,7 +301,7 @@ func TestPausedOwner_IssuesNothingPastReservation(t *testing.T) {
 			t.Fatal(err)
 		}
 		regA, regB := newReg(t, rdb, o), newReg(t, rdb, o)
-		clkA, clkB := flaketest.NewClock(start), flaketest.NewClock(start)
+		clkA, clkB := clocktest.New(start), clocktest.New(start)
 		leaseA, pauseA, genA := gen(regA, clkA)
 		ids := issue(genA, clkA, 2000, nil)
 		// A is stopped; its lease expires; B takes over and issues.
@@ -361,8 +362,8 @@ func TestRestart_ReusesMachineIDFromStateFile(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		path := filepath.Join(t.TempDir(), "node.state")
 		reg := newReg(t, rdb, coord.Options{})
-		claim := func() (*coord.StateFile, *coord.Lease) {
-			sf, prev, err := coord.OpenState(path)
+		claim := func() (*statefile.File, *coord.Lease) {
+			sf, prev, err := statefile.Open(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -504,7 +505,7 @@ func hasEvent(t *testing.T, rdb redis.UniversalClient, kind string) bool {
 func TestClockGuard_RefusesSkew(t *testing.T) {
 	backends(t, func(t *testing.T, rdb redis.UniversalClient) {
 		reg := newReg(t, rdb, coord.Options{MaxSkew: 500 * time.Millisecond,
-			Clock: flake.NewOffsetClock(3 * time.Second)})
+			Clock: clock.NewOffset(3 * time.Second)})
 		_, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
 		if !errors.Is(err, coord.ErrClockSkew) || !strings.Contains(err.Error(), "max skew 500ms") {
 			t.Fatalf("err = %v, want ErrClockSkew naming the limit", err)
@@ -515,124 +516,31 @@ func TestClockGuard_RefusesSkew(t *testing.T) {
 	})
 }
 
-func TestStateFile_CorruptOrMismatched_Refused(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.state")
-	sf, _, err := coord.OpenState(good)
+// A state file of another namespace or layout: the claim refuses it
+// (statefile.ErrMismatch) rather than reuse machine IDs of another fleet.
+func TestClaim_StateFileOfAnotherFleet_Refused(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "good.state")
+	sf, _, err := statefile.Open(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := coord.State{Namespace: "flaked", Layout: flake.DefaultLayout().String(), MachineIDs: []int{3}, Reservation: 42, Token: "t"}
+	st := statefile.State{Namespace: "flaked", Layout: flake.DefaultLayout().String(), MachineIDs: []int{3}, Reservation: 42, Token: "t"}
 	if err := sf.Save(st); err != nil {
 		t.Fatal(err)
 	}
-	// A second process cannot open it while it is locked.
-	// The error names the file and the holder's PID (here ours: flock
-	// locks belong to open files, so a second open in one process is
-	// refused too).
-	_, _, err = coord.OpenState(good)
-	if !errors.Is(err, coord.ErrStateLocked) || !strings.Contains(err.Error(), good) ||
-		!strings.Contains(err.Error(), fmt.Sprintf("held by pid %d", os.Getpid())) {
-		t.Fatalf("second open: %v, want ErrStateLocked naming %s and pid %d", err, good, os.Getpid())
-	}
 	sf.Close()
-	data, _ := os.ReadFile(good)
-	for _, tc := range []struct {
-		name    string
-		content string
-	}{
-		{"garbage", "not json at all"},
-		{"truncated", string(data[:len(data)/2])},
-		{"empty", ""},
-		{"reservation edited", strings.Replace(string(data), `"reservation": 42`, `"reservation": 7`, 1)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(dir, tc.name+".state")
-			os.WriteFile(p, []byte(tc.content), 0o644)
-			if _, _, err := coord.OpenState(p); !errors.Is(err, coord.ErrStateCorrupt) {
-				t.Fatalf("err = %v, want ErrStateCorrupt", err)
-			}
-			if after, _ := os.ReadFile(p); string(after) != tc.content {
-				t.Fatal("a corrupt state file was rewritten")
-			}
-		})
-	}
-	// Another namespace or layout: the claim refuses.
 	rdb := miniRedis(t)
 	for _, o := range []coord.Options{{Namespace: "other"}, {Layout: tinyLayout(t)}} {
-		sf, prev, err := coord.OpenState(good)
+		sf, prev, err := statefile.Open(good)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = newReg(t, rdb, o).Claim(ctxT(t), coord.ClaimOptions{State: sf, Previous: prev})
 		sf.Close()
-		if !errors.Is(err, coord.ErrStateMismatch) {
-			t.Fatalf("options %+v: err = %v, want ErrStateMismatch", o, err)
+		if !errors.Is(err, statefile.ErrMismatch) {
+			t.Fatalf("options %+v: err = %v, want ErrMismatch", o, err)
 		}
 	}
-}
-
-func TestNewClient_URLForms(t *testing.T) {
-	for _, tc := range []struct {
-		url, want string
-	}{
-		{"redis://127.0.0.1:6379/0", "*redis.Client"},
-		{"rediss://u:p@127.0.0.1:6380", "*redis.Client"},
-		{"redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster?db=1", "*redis.Client"},
-		{"redis-cluster://127.0.0.1:7000,127.0.0.1:7001", "*redis.ClusterClient"},
-	} {
-		c, err := coord.NewClient(tc.url)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.url, err)
-		}
-		if got := typeName(c); got != tc.want {
-			t.Fatalf("%s: %s, want %s", tc.url, got, tc.want)
-		}
-		c.Close()
-	}
-	// Timeouts default to 1 s (shorter than a reservation lasts) unless the
-	// URL sets them.
-	for _, tc := range []struct {
-		url        string
-		dial, read time.Duration
-	}{
-		{"redis://127.0.0.1:6379/0", time.Second, time.Second},
-		{"redis://127.0.0.1:6379/0?read_timeout=5s&dial_timeout=2s", 2 * time.Second, 5 * time.Second},
-		{"redis-sentinel://127.0.0.1:26379/mymaster?read_timeout=4s", time.Second, 4 * time.Second},
-	} {
-		c, err := coord.NewClient(tc.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := c.(*redis.Client).Options()
-		if o.DialTimeout != tc.dial || o.ReadTimeout != tc.read || o.WriteTimeout != time.Second {
-			t.Errorf("%s: dial %v read %v write %v, want %v %v 1s", tc.url, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, tc.dial, tc.read)
-		}
-		c.Close()
-	}
-	cc, err := coord.NewClient("redis-cluster://127.0.0.1:7000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o := cc.(*redis.ClusterClient).Options(); o.ReadTimeout != time.Second || o.DialTimeout != time.Second {
-		t.Errorf("cluster: dial %v read %v, want 1s", o.DialTimeout, o.ReadTimeout)
-	}
-	cc.Close()
-	for _, bad := range []string{"localhost:6379", "http://x:1", "redis-sentinel://127.0.0.1:1", "redis-cluster://nohost"} {
-		if _, err := coord.NewClient(bad); err == nil {
-			t.Errorf("%s: no error", bad)
-		}
-	}
-}
-
-func typeName(c redis.UniversalClient) string {
-	switch c.(type) {
-	case *redis.Client:
-		return "*redis.Client"
-	case *redis.ClusterClient:
-		return "*redis.ClusterClient"
-	}
-	return "?"
 }
 
 func TestOptions_Invalid_NameRange(t *testing.T) {

@@ -20,7 +20,7 @@ func BenchmarkRenew(b *testing.B) {
 	rdb := srv.Client(b)
 	ctx := context.Background()
 	o := coord.Options{Horizon: time.Millisecond}
-	if err := coord.InitNoWait(ctx, rdb, o); err != nil {
+	if _, _, err := coord.MakeRegistry(ctx, rdb, o); err != nil {
 		b.Fatal(err)
 	}
 	reg, err := coord.NewRegistry(rdb, o)

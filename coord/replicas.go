@@ -10,13 +10,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/redisinfo"
 	"github.com/flaked/flaked/internal/replwait"
 )
 
 // Where the scripts' grant replies carry the count of replicas that must
-// acknowledge them (contract/replicas.lua), the list of replicas after it.
+// acknowledge them (scripts/lua/replicas.lua), the list of replicas after it.
 const (
 	claimNeedAt = 10
 	renewNeedAt = 5
@@ -61,7 +62,7 @@ func (r *Registry) claimReplicated(ctx context.Context, token string, keys []str
 		if !r.opts.Clock.Now().Before(deadline) {
 			return nil, err
 		}
-		if serr := flake.Sleep(ctx, r.opts.Clock, 100*time.Millisecond); serr != nil {
+		if serr := clock.Sleep(ctx, r.opts.Clock, 100*time.Millisecond); serr != nil {
 			return nil, err
 		}
 	}
@@ -125,7 +126,7 @@ func SplitBrainCheck(ctx context.Context, rdb redis.UniversalClient, namespace s
 		namespace = DefaultNamespace
 	}
 	keys := contract.NewKeys(namespace)
-	c, err := masterOf(ctx, rdb, keys.Meta)
+	c, err := redisinfo.Master(ctx, rdb, keys.Meta)
 	if err != nil {
 		return ReplicaMark{}, err
 	}
@@ -165,11 +166,12 @@ func SetReplicaMark(ctx context.Context, rdb redis.UniversalClient, namespace st
 		namespace = DefaultNamespace
 	}
 	keys := contract.NewKeys(namespace)
-	c, err := masterOf(ctx, rdb, keys.Meta)
+	c, err := redisinfo.Master(ctx, rdb, keys.Meta)
 	if err != nil {
 		return 0, err
 	}
-	prev, err := setMarkScript.Run(ctx, c, []string{keys.Meta, keys.Events}, n, host, DefaultEventsMaxLen).Int()
+	k, argv := contract.MarkArgs{Keys: keys, Replicas: n, Host: host, EventsMaxLen: DefaultEventsMaxLen}.KeysArgv()
+	prev, err := markScript.Run(ctx, c, k, argv...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("set %s %s: %w", keys.Meta, contract.MetaReplicas, err)
 	}
@@ -179,50 +181,16 @@ func SetReplicaMark(ctx context.Context, rdb redis.UniversalClient, namespace st
 	return prev, nil
 }
 
-// setMarkScript sets the mark only where {ns}:meta exists (a partial
-// {ns}:meta would read as a registry made anew), with an event.
-var setMarkScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local prev = tonumber(redis.call('HGET', KEYS[1], 'replicas') or '0') or 0
-redis.call('HSET', KEYS[1], 'replicas', ARGV[1])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'type', 'replicas', 'mid', '', 'host', ARGV[2],
-  'replicas', ARGV[1], 'previous', prev, 'detail', 'replicas high-water mark set by an operator')
-return prev`)
-
-// masterOf is the client of the master serving key (rdb itself unless
-// rdb is a Cluster client).
-func masterOf(ctx context.Context, rdb redis.UniversalClient, key string) (redis.UniversalClient, error) {
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		m, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("the master of %s: %w", key, err)
-		}
-		return m, nil
-	}
-	return rdb, nil
-}
+var markScript = redis.NewScript(contract.Mark)
 
 // parseReplicas reads connected_slaves and the slaveN lines of INFO
 // replication.
 func parseReplicas(info string) (listed, online int, names []string) {
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
-			listed, _ = strconv.Atoi(v)
-			continue
-		}
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasPrefix(k, "slave") || !strings.Contains(v, "ip=") {
-			continue
-		}
-		f := map[string]string{}
-		for _, kv := range strings.Split(v, ",") {
-			if a, b, ok := strings.Cut(kv, "="); ok {
-				f[a] = b
-			}
-		}
-		names = append(names, f["ip"]+":"+f["port"]+" "+f["state"])
-		if f["state"] == "online" {
+	v, _ := redisinfo.Field(info, "connected_slaves")
+	listed, _ = strconv.Atoi(v)
+	for _, r := range redisinfo.Replicas(info) {
+		names = append(names, r.IP+":"+r.Port+" "+r.State)
+		if r.Online() {
 			online++
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/redisinfo"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -57,13 +58,10 @@ func waits(t *testing.T, rdb redis.UniversalClient) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_wait:calls="); ok {
-			n, _ := strconv.Atoi(v[:strings.IndexByte(v, ',')])
-			return n
-		}
-	}
-	return 0
+	stats, _ := redisinfo.Field(info, "cmdstat_wait") // calls=N,usec=...
+	calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+	n, _ := strconv.Atoi(calls)
+	return n
 }
 
 // Fault covered: a replica stops acknowledging (cut off, then down for
@@ -459,7 +457,7 @@ func ackedWrite(t *testing.T, rdb redis.UniversalClient, n int) bool {
 // starts at 0 and nothing waits; a replica promoted meanwhile grants too.
 // MinReplicas floors every grant's count whatever the mark says: on a
 // master with no replica online, claims and counter segments are refused
-// (fail closed), and with MinReplicas 0 they are granted as before.
+// (fail closed), and with MinReplicas 0 they are granted without a wait.
 func TestMinReplicas_NoReplicaOnline_Refused(t *testing.T) {
 	_, rdb := realRedis(t)
 	reg := newReg(t, rdb, coord.Options{ReplicaWait: 50 * time.Millisecond, MinReplicas: 1})

@@ -2,16 +2,17 @@ package coord
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/internal/replwait"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // Sentinels gives the views of every Sentinel watching the fleet's master;
@@ -31,7 +32,7 @@ type SentinelSet struct {
 	opt    redis.Options // the options every Sentinel client is made from
 
 	mu      sync.Mutex
-	clients map[string]*redis.SentinelClient
+	clients map[string]*redis.Client
 }
 
 // sentinelTimeout bounds one Sentinel's answer: past it, the check does
@@ -39,26 +40,29 @@ type SentinelSet struct {
 // WAIT decides.
 const sentinelTimeout = 500 * time.Millisecond
 
-// NewSentinels returns the Sentinels of rawURL (NewClient's forms), or
+// NewSentinels returns the Sentinels of rawURL (redisurl.NewClient's forms), or
 // nil and no error when it does not name Sentinels. Close it when done.
 func NewSentinels(rawURL string) (*SentinelSet, error) {
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if !ok || !strings.HasSuffix(scheme, "-sentinel") {
-		return nil, nil
+	fo, err := redisurl.SentinelOptions(rawURL)
+	if err != nil || fo == nil {
+		return nil, err
 	}
-	fo, err := failoverOptions(scheme, rest)
-	if err != nil {
-		return nil, fmt.Errorf("redis URL %q: %w", rawURL, err)
-	}
-	s := &SentinelSet{master: fo.MasterName, clients: map[string]*redis.SentinelClient{}, opt: redis.Options{
-		Username: fo.SentinelUsername, Password: fo.SentinelPassword, TLSConfig: fo.TLSConfig,
+	return NewSentinelSet(fo.MasterName, fo.SentinelAddrs, fo.SentinelUsername, fo.SentinelPassword, fo.TLSConfig), nil
+}
+
+// NewSentinelSet returns the Sentinels at addrs watching master, logged
+// in as username/password (both may be empty), over TLS when tlsConfig is
+// set. Close it when done.
+func NewSentinelSet(master string, addrs []string, username, password string, tlsConfig *tls.Config) *SentinelSet {
+	s := &SentinelSet{master: master, clients: map[string]*redis.Client{}, opt: redis.Options{
+		Username: username, Password: password, TLSConfig: tlsConfig,
 		DialTimeout: sentinelTimeout, ReadTimeout: sentinelTimeout, WriteTimeout: sentinelTimeout,
 		MaxRetries: -1, DisableIdentity: true, PoolSize: 2,
 	}}
-	for _, a := range fo.SentinelAddrs {
+	for _, a := range addrs {
 		s.add(a)
 	}
-	return s, nil
+	return s
 }
 
 // MasterName is the master the Sentinels are asked about.
@@ -72,92 +76,100 @@ func (s *SentinelSet) add(addr string) {
 	}
 	o := s.opt
 	o.Addr = addr
-	s.clients[addr] = redis.NewSentinelClient(&o)
+	s.clients[addr] = redis.NewClient(&o)
 }
 
-func (s *SentinelSet) known() map[string]*redis.SentinelClient {
+func (s *SentinelSet) known() map[string]*redis.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]*redis.SentinelClient, len(s.clients))
+	out := make(map[string]*redis.Client, len(s.clients))
 	for a, c := range s.clients {
 		out[a] = c
 	}
 	return out
 }
 
-// Views asks every Sentinel it knows at once. When one says there are more
-// than it knows, it asks that one for the others (SENTINEL SENTINELS) and
-// asks them too, so a URL naming one Sentinel of three still reaches all.
+// Views asks every Sentinel it knows at once. When the answers name
+// Sentinels it did not ask (SENTINEL SENTINELS), it asks them too, and
+// keeps them for the next check, so a URL naming one Sentinel of three
+// still reaches all.
 func (s *SentinelSet) Views(ctx context.Context) []SentinelView {
-	views := s.ask(ctx, s.known())
-	more := 0
-	for _, v := range views {
-		if v.Err == nil && v.Known > len(views) {
-			more = max(more, v.Known)
+	asked := s.known()
+	views, found := s.ask(ctx, asked)
+	fresh := map[string]*redis.Client{}
+	for _, addr := range found {
+		if _, ok := asked[addr]; !ok {
+			s.add(addr)
 		}
 	}
-	if more == 0 {
-		return views
-	}
-	before := s.known()
-	for _, v := range views {
-		if v.Err != nil {
-			continue
-		}
-		others, err := before[v.Sentinel].Sentinels(ctx, s.master).Result()
-		if err != nil {
-			continue
-		}
-		for _, o := range others {
-			m := toMap(o)
-			if m["ip"] != "" && m["port"] != "" {
-				s.add(net.JoinHostPort(m["ip"], m["port"]))
-			}
-		}
-		break
-	}
-	fresh := map[string]*redis.SentinelClient{}
 	for a, c := range s.known() {
-		if _, ok := before[a]; !ok {
+		if _, ok := asked[a]; !ok {
 			fresh[a] = c
 		}
 	}
-	return append(views, s.ask(ctx, fresh)...)
+	if len(fresh) == 0 {
+		return views
+	}
+	more, _ := s.ask(ctx, fresh)
+	return append(views, more...)
 }
 
-func (s *SentinelSet) ask(ctx context.Context, clients map[string]*redis.SentinelClient) []SentinelView {
+// ask asks each client for its view at once, and returns the views and
+// the addresses of the Sentinels they name.
+func (s *SentinelSet) ask(ctx context.Context, clients map[string]*redis.Client) ([]SentinelView, []string) {
 	out := make([]SentinelView, len(clients))
+	addrs := make([][]string, len(clients))
 	var wg sync.WaitGroup
 	i := 0
 	for addr, c := range clients {
 		wg.Add(1)
-		go func(i int, addr string, c *redis.SentinelClient) {
+		go func(i int, addr string, c *redis.Client) {
 			defer wg.Done()
-			out[i] = view(ctx, addr, c, s.master)
+			out[i], addrs[i] = view(ctx, addr, c, s.master)
 		}(i, addr, c)
 		i++
 	}
 	wg.Wait()
-	return out
+	var found []string
+	for _, a := range addrs {
+		found = append(found, a...)
+	}
+	return out, found
 }
 
-func view(ctx context.Context, addr string, c *redis.SentinelClient, master string) SentinelView {
+// view asks one Sentinel for its ID, its view of master and the other
+// Sentinels it knows, in one round trip.
+func view(ctx context.Context, addr string, c *redis.Client, master string) (SentinelView, []string) {
 	v := SentinelView{Sentinel: addr}
-	m, err := c.Master(ctx, master).Result()
-	if err != nil {
-		v.Err = fmt.Errorf("SENTINEL MASTER %s: %w", master, err)
-		return v
+	pipe := c.Pipeline()
+	myID := pipe.Do(ctx, "SENTINEL", "MYID")
+	m := pipe.Do(ctx, "SENTINEL", "MASTER", master)
+	others := pipe.Do(ctx, "SENTINEL", "SENTINELS", master)
+	if _, err := pipe.Exec(ctx); err != nil {
+		v.Err = fmt.Errorf("SENTINEL MYID, MASTER %s, SENTINELS %s: %w", master, master, err)
+		return v, nil
 	}
+	fields := toMap(m.Val())
 	ms := func(k string) time.Duration {
-		n, _ := strconv.ParseInt(m[k], 10, 64)
+		n, _ := strconv.ParseInt(fields[k], 10, 64)
 		return time.Duration(n) * time.Millisecond
 	}
-	others, _ := strconv.Atoi(m["num-other-sentinels"])
-	v.MasterAddr = net.JoinHostPort(m["ip"], m["port"])
-	v.RunID, v.Flags, v.Known = m["runid"], m["flags"], others+1
+	n, _ := strconv.Atoi(fields["num-other-sentinels"])
+	v.ID = fmt.Sprint(myID.Val())
+	v.MasterAddr = net.JoinHostPort(fields["ip"], fields["port"])
+	v.RunID, v.Flags, v.Known = fields["runid"], fields["flags"], n+1
 	v.DownAfter = ms("down-after-milliseconds")
 	v.Age = max(ms("last-ping-sent"), ms("last-ok-ping-reply"))
-	return v
+	var addrs []string
+	list, _ := others.Val().([]any)
+	for _, o := range list {
+		om := toMap(o)
+		v.Others = append(v.Others, om["runid"])
+		if om["ip"] != "" && om["port"] != "" {
+			addrs = append(addrs, net.JoinHostPort(om["ip"], om["port"]))
+		}
+	}
+	return v, addrs
 }
 
 func toMap(v any) map[string]string {

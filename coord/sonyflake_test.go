@@ -17,6 +17,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // TestSonyflakeChild is the body of the child processes of
@@ -27,7 +28,7 @@ func TestSonyflakeChild(t *testing.T) {
 		t.Skip("runs only as a child process")
 	}
 	n, _ := strconv.Atoi(os.Getenv("FLAKED_SF_N"))
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // TestCluster_ThreeMasters_ScriptsRunUnchanged claims, renews, checks and
@@ -18,7 +19,7 @@ import (
 func TestCluster_ThreeMasters_ScriptsRunUnchanged(t *testing.T) {
 	redistest.Require(t)
 	c := redistest.StartCluster(t, 3)
-	rdb, err := coord.NewClient("redis-cluster://" + strings.Join(c.Addrs(), ","))
+	rdb, err := redisurl.NewClient("redis-cluster://" + strings.Join(c.Addrs(), ","))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestCluster_ThreeMasters_ScriptsRunUnchanged(t *testing.T) {
 func TestSentinel_Failover_ClaimsAgainAboveTheLoss(t *testing.T) {
 	redistest.Require(t, "redis-server", "redis-sentinel")
 	s := redistest.StartSentinel(t)
-	rdb, err := coord.NewClient("redis-sentinel://" + s.SentinelAddrs()[0] + "/" + s.MasterName())
+	rdb, err := redisurl.NewClient("redis-sentinel://" + s.SentinelAddrs()[0] + "/" + s.MasterName())
 	if err != nil {
 		t.Fatal(err)
 	}

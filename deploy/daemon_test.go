@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/internal/daemontest"
+	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
-// flakedBin is the flaked binary built from the main module (../) for
-// these tests, in TestMain.
+// flakedBin is the flaked binary built from the main module (daemontest)
+// for these tests, in TestMain.
 var flakedBin string
 
 // releaseBudget is how long a stopping daemon gives Redis to release its
@@ -32,22 +34,12 @@ var flakedBin string
 const releaseBudget = node.CloseTimeout
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "flaked-deploy-test")
-	if err != nil {
+	var err error
+	if flakedBin, err = daemontest.Build(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	flakedBin = filepath.Join(dir, "flaked")
-	build := exec.Command("go", "build", "-o", flakedBin, "./cmd/flaked")
-	build.Dir = ".." // the main module: the binary is built as its go.mod says
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building flaked: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(daemontest.Run(m))
 }
 
 // flagInfo is one flag of `flaked serve`, as its --help prints it.
@@ -228,13 +220,13 @@ func checkEnvNames(t *testing.T, flags map[string]flagInfo, env map[string]strin
 	}
 }
 
-// checkLayoutExplicit fails unless all four layout flags are set: the
+// checkLayoutExplicit fails unless all five layout flags are set: the
 // layout must be the same on every node of a fleet, so a deploy file names
 // it rather than trusting each binary's defaults.
 func checkLayoutExplicit(t *testing.T, flags map[string]flagInfo, cfg serveConfig) {
 	t.Helper()
 	vals := parseArgs(t, flags, cfg.args)
-	for _, name := range []string{"bits-sequence", "bits-machine", "tick", "epoch"} {
+	for _, name := range []string{"bits-id", "bits-sequence", "bits-machine", "tick", "epoch"} {
 		if _, ok := vals[name]; ok {
 			continue
 		}
@@ -260,13 +252,13 @@ func checkStopTime(t *testing.T, flags map[string]flagInfo, cfg serveConfig, wha
 }
 
 // checkRedisURL checks a Redis URL the way flaked serve --redis does (the
-// main module's coord.NewClient, which connects to nothing).
+// main module's redisurl.NewClient, which connects to nothing).
 func checkRedisURL(t *testing.T, where, url string) {
 	t.Helper()
 	if url == "" {
 		return // standalone
 	}
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		t.Errorf("%s: %v", where, err)
 		return
@@ -308,7 +300,7 @@ func startServe(t *testing.T, flags map[string]flagInfo, cfg serveConfig) *runni
 				if _, _, err := net.SplitHostPort(val); err != nil {
 					t.Errorf("--%s %q: want host:port: %v", name, val, err)
 				}
-				return freeAddr(t)
+				return redistest.FreeAddr(t)
 			}
 		}
 		for _, f := range pathFlags {
@@ -519,17 +511,6 @@ func childPid(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	return child
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // port is the port of a host:port.

@@ -330,7 +330,7 @@ func TestGrafana_QueriesNameExportedMetrics(t *testing.T) {
 		t.Errorf("a misspelt metric in a query: reported %q; want it, and only it, added", after)
 	}
 
-	// And it sees what the dashboard is about: the figures the README
+	// And it sees what the dashboard is about: the figures docs/operating.md
 	// promises on it are queried.
 	used := map[string]bool{}
 	for _, names := range queries {

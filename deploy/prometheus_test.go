@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 const (
@@ -57,7 +59,7 @@ func loadRules(t *testing.T, b []byte) []alertRule {
 	return out
 }
 
-// wantAlerts are the conditions the rules must cover (README, Deploying).
+// wantAlerts are the conditions the rules must cover (docs/operating.md, Deploying).
 // FlakedRedisUnsafe is flaked serve's watch of the doctor's live checks.
 var wantAlerts = []string{"FlakedNotReady", "FlakedLeaseLost", "FlakedLeaseFenced", "FlakedCloneDetected", "FlakedDataLossDetected",
 	"FlakedReservationHeadroomLow", "FlakedCounterModeEngaged", "FlakedTimeBitsRunningOut", "FlakedRedisUnsafe"}
@@ -84,7 +86,7 @@ func runPromtool(t *testing.T, args ...string) (string, error) {
 	return string(out), err
 }
 
-// promtool check rules accepts the rules, and every alert the README
+// promtool check rules accepts the rules, and every alert docs/operating.md
 // promises is there with a severity, a summary and a description.
 func TestAlerts_PromtoolCheckRules(t *testing.T) {
 	if out, err := runPromtool(t, "check", "rules", rulesFile); err != nil {
@@ -185,7 +187,7 @@ scrape_configs:
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	web := freeAddr(t)
+	web := redistest.FreeAddr(t)
 	var logs strings.Builder
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+web, "--log.level=warn")

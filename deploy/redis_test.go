@@ -37,7 +37,7 @@ func confLines(t *testing.T, path string) []string {
 }
 
 // No deploy file relies on min-replicas-to-write / min-replicas-max-lag for
-// a split brain: they do not make it safe (README, "Split brain"); the
+// a split brain: they do not make it safe (docs/guarantees.md, "Split brain"); the
 // wait after each grant does, and needs the node user's +wait.
 func TestRedis_NoMinReplicas_NodeMayWait(t *testing.T) {
 	files := []string{"../docker-compose.yml"}
@@ -82,7 +82,7 @@ func TestRedis_ShippedConfs_SentinelFailover(t *testing.T) {
 	replica := redistest.Start(t, redistest.Options{Args: append(conf, "replicaof 127.0.0.1 "+strconv.Itoa(master.Port()))})
 	waitOnline(t, master.Client(t), 1)
 
-	sentAddr := freeAddr(t)
+	sentAddr := redistest.FreeAddr(t)
 	var sconf []string
 	for _, l := range confLines(t, "redis/sentinel.conf") {
 		f := strings.Fields(l)
@@ -102,9 +102,9 @@ func TestRedis_ShippedConfs_SentinelFailover(t *testing.T) {
 	if out, err := exec.Command(flakedBin, "init", "--redis", "redis-sentinel://"+sentAddr+"/flaked").CombinedOutput(); err != nil {
 		t.Fatalf("flaked init through Sentinel: %v\n%s", err, out)
 	}
-	listen := freeAddr(t)
+	listen := redistest.FreeAddr(t)
 	d := exec.Command(flakedBin, "serve", "--redis", "redis-sentinel://"+sentAddr+"/flaked", "--listen", listen,
-		"--metrics-addr", freeAddr(t), "--no-state-file", "--mode", "flake")
+		"--metrics-addr", redistest.FreeAddr(t), "--no-state-file", "--mode", "flake")
 	var stderr bytes.Buffer
 	d.Stderr = &stderr
 	if err := d.Start(); err != nil {

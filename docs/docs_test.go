@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -130,6 +131,39 @@ func TestDocs_LinksResolve(t *testing.T) {
 			target, _, _ = strings.Cut(target, "#")
 			if _, err := os.Stat(filepath.Join(filepath.Dir(path), target)); err != nil {
 				t.Errorf("%s: link %q: %v", path, m[1], err)
+			}
+		}
+	}
+}
+
+var testName = regexp.MustCompile(`\b(?:Test|Benchmark|Example)[A-Z][A-Za-z0-9_]*`)
+var testFunc = regexp.MustCompile(`(?m)^func (?:\([^)]*\) )?((?:Test|Benchmark|Example)[A-Za-z0-9_]*)\(`)
+
+// TestDocs_NamedTestsExist: every test, benchmark or example a Markdown
+// file names is a function of the repository (a name used as a -run
+// pattern, such as TestSplitBrain, names the tests it starts).
+func TestDocs_NamedTestsExist(t *testing.T) {
+	var defined []string
+	for _, path := range files(t, "_test.go") {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range testFunc.FindAllStringSubmatch(string(b), -1) {
+			defined = append(defined, m[1])
+		}
+	}
+	if len(defined) < 100 {
+		t.Fatalf("found %d test functions; the walk is wrong", len(defined))
+	}
+	for _, path := range files(t, ".md") {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range testName.FindAllString(string(b), -1) {
+			if !slices.ContainsFunc(defined, func(d string) bool { return strings.HasPrefix(d, name) }) {
+				t.Errorf("%s names %s, which no test file defines", path, name)
 			}
 		}
 	}

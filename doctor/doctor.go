@@ -6,7 +6,7 @@
 // layout and horizon, and the lease TTL's costs. Each check is one file
 // that registers itself (register); `flaked doctor` prints every Result,
 // and `flaked serve` runs them at start (refusing Unsafe, warning Costly)
-// and re-runs the Live ones while it serves (Watcher).
+// and re-runs the Live ones while it serves (package daemon's watch).
 package doctor
 
 import (
@@ -20,9 +20,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 )
+
+// CheckTimeout bounds one run of the checks (Run, RunLive) by flaked
+// doctor and flaked serve.
+const CheckTimeout = 20 * time.Second
 
 // Status is a check's verdict.
 type Status int
@@ -77,7 +82,7 @@ type Target struct {
 	LeaseTTL  time.Duration
 	MaxSkew   time.Duration
 	// Clock is this host's clock; nil means the system clock.
-	Clock flake.Clock
+	Clock clock.Clock
 	// AsNode: the checks send only commands deploy/redis/acl.conf grants
 	// its flaked-node user (no CONFIG GET, no ACL, HMGET rather than
 	// HGETALL), so flaked serve's checks leave ACL LOG free of refusals;
@@ -126,7 +131,7 @@ func (t Target) withDefaults() Target {
 		t.MaxSkew = coord.DefaultMaxSkew
 	}
 	if t.Clock == nil {
-		t.Clock = flake.SystemClock()
+		t.Clock = clock.System()
 	}
 	return t
 }
@@ -135,7 +140,7 @@ func (t Target) withDefaults() Target {
 type check struct {
 	name string
 	// live: the check reads what can change while the fleet runs
-	// (CONFIG SET, ACL SETUSER): Watcher re-runs it.
+	// (CONFIG SET, ACL SETUSER): flaked serve's watch re-runs it.
 	live bool
 	run  func(ctx context.Context, e *env) []Result
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 // eviction: maxmemory-policy allkeys-* may evict {ns}:meta, the
@@ -22,8 +23,8 @@ func checkEviction(ctx context.Context, e *env) []Result {
 	var out []Result
 	for _, s := range ss {
 		r := Result{Server: s.addr}
-		policy, _ := infoField(s.info, "maxmemory_policy")
-		maxmem, _ := infoField(s.info, "maxmemory")
+		policy, _ := redisinfo.Field(s.info, "maxmemory_policy")
+		maxmem, _ := redisinfo.Field(s.info, "maxmemory")
 		switch {
 		case s.refuse != "" && s.refusedCheck() == contract.UnsafeEviction:
 			r.Status, r.Detail = Unsafe, s.refusal()

@@ -14,7 +14,7 @@ import (
 )
 
 // fleet: what the registry holds: the layout every node must run, the
-// fleet's horizon (how long claims wait after Redis lost writes) and the
+// fleet's horizon (how far past a possible loss of writes in Redis every claim starts) and the
 // counter's lead (how far counter segments start above the loss), and
 // whether the next script will record a loss (the server changed since
 // the last write). A namespace without a registry is costly, not unsafe:
@@ -64,13 +64,13 @@ func checkFleet(ctx context.Context, e *env) []Result {
 		}
 		return (time.Duration(n) * l.TimeUnit).String()
 	}
-	r.Detail = fmt.Sprintf("layout %q, generation %s, horizon %s (claims wait this long after Redis lost writes), counter lead %s (counter segments start this far above a loss)",
+	r.Detail = fmt.Sprintf("layout %q, generation %s, horizon %s (claims after Redis may have lost writes start this far past the loss), counter lead %s (counter segments start this far above a loss)",
 		stored, meta[contract.MetaGeneration], ticks(contract.MetaHorizon), ticks(contract.MetaCounterLead))
 	if ms, err := strconv.ParseInt(meta[contract.MetaLossMs], 10, 64); err == nil {
 		r.Detail += ", last possible loss " + time.UnixMilli(ms).UTC().Format(time.RFC3339)
 	}
 	if ss, _ := e.servers(ctx); len(ss) == 1 && ss[0].id != "" && meta[contract.MetaServer] != "" && meta[contract.MetaServer] != ss[0].id {
-		r.Detail += "; the registry was last written under another server (a restart or failover since): the next script records a possible loss and claims wait a horizon"
+		r.Detail += "; the registry was last written under another server (a restart or failover since): the next script records a possible loss and claims start a horizon past it"
 	}
 	return []Result{r}
 }

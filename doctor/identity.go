@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 // identity: guard.lua reads run_id and master_replid (INFO server and
@@ -29,7 +30,7 @@ func checkIdentity(ctx context.Context, e *env) []Result {
 			if s.refuse == "" && s.err == nil {
 				r.Detail += "; INFO is readable from a script here"
 			}
-		case s.err != nil && isNoPerm(s.err):
+		case s.err != nil && redisinfo.IsNoPerm(s.err):
 			r.Status, r.Detail = Unsafe, "the user may not run scripts: "+s.err.Error()
 			r.Fix = "grant +eval +evalsha and the commands of deploy/redis/acl.conf's flaked-node user"
 		case s.err != nil:

@@ -3,6 +3,8 @@ package doctor
 import (
 	"context"
 	"fmt"
+
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 // persistence: what a crash-restart of Redis costs. guard.lua notices the
@@ -26,7 +28,7 @@ func checkPersistence(ctx context.Context, e *env) []Result {
 			out = append(out, r)
 			continue
 		}
-		aof, _ := infoField(info, "aof_enabled")
+		aof, _ := redisinfo.Field(info, "aof_enabled")
 		fsync, save := "unknown (CONFIG GET refused)", "unknown (CONFIG GET refused)"
 		if !e.t.AsNode {
 			if m, err := s.c.ConfigGet(ctx, "appendfsync").Result(); err == nil {
@@ -38,14 +40,14 @@ func checkPersistence(ctx context.Context, e *env) []Result {
 		}
 		switch {
 		case aof == "1" && fsync == "always":
-			r.Detail = "appendonly yes, appendfsync always: a crash-restart loses no acknowledged write; guard.lua still sees the new run_id and claims wait a horizon"
+			r.Detail = "appendonly yes, appendfsync always: a crash-restart loses no acknowledged write; guard.lua still sees the new run_id and claims start a horizon past the restart"
 		case aof == "1":
 			r.Status = Costly
-			r.Detail = "appendonly yes, appendfsync " + fsync + ": a crash-restart may lose the last second of writes; guard.lua sees the new run_id: claims wait a horizon, counter segments start a lead later (no duplicate)"
+			r.Detail = "appendonly yes, appendfsync " + fsync + ": a crash-restart may lose the last second of writes; guard.lua sees the new run_id: claims start a horizon past the restart, counter segments start a lead later (no duplicate)"
 			r.Fix = "appendfsync always loses nothing (at a cost per write)"
 		default:
 			r.Status = Costly
-			r.Detail = "appendonly no (save " + save + "): a crash-restart loses every write since the last snapshot, or all of them, with the audit trail; guard.lua sees the new run_id: the registry is remade, claims wait a horizon (no duplicate)"
+			r.Detail = "appendonly no (save " + save + "): a crash-restart loses every write since the last snapshot, or all of them, with the audit trail; guard.lua sees the new run_id: the registry is remade, claims start a horizon past the restart (no duplicate)"
 			r.Fix = "appendonly yes with appendfsync everysec or always"
 		}
 		out = append(out, r)

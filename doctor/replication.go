@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 // replication: the role of each server the fleet writes to, its replicas
@@ -28,8 +30,8 @@ func checkReplication(ctx context.Context, e *env) []Result {
 				continue
 			}
 		}
-		role, _ := infoField(info, "role")
-		slaves, _ := infoField(info, "connected_slaves")
+		role, _ := redisinfo.Field(info, "role")
+		slaves, _ := redisinfo.Field(info, "connected_slaves")
 		minTo, minLag := "unknown (CONFIG GET refused)", "unknown"
 		if !e.t.AsNode {
 			if m, err := s.c.ConfigGet(ctx, "min-replicas-*").Result(); err == nil {

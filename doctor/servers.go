@@ -2,13 +2,13 @@ package doctor
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 // env is what the checks of one run share: the target, the servers the
@@ -96,37 +96,12 @@ func (s *server) refusedCheck() string {
 	return check
 }
 
-// infoField reads field from INFO text ("name:value" lines).
-func infoField(info, field string) (string, bool) {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), field+":"); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-// replicaAddrs are the replicas INFO replication lists (slaveN:ip=..,port=..).
+// replicaAddrs are the addresses of the replicas INFO replication lists.
 func replicaAddrs(info string) []string {
 	var out []string
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimRight(line, "\r")
-		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, ":ip=") {
-			continue
-		}
-		_, kv, _ := strings.Cut(line, ":")
-		var ip, port string
-		for _, p := range strings.Split(kv, ",") {
-			k, v, _ := strings.Cut(p, "=")
-			switch k {
-			case "ip":
-				ip = v
-			case "port":
-				port = v
-			}
-		}
-		if ip != "" && port != "" {
-			out = append(out, net.JoinHostPort(ip, port))
+	for _, r := range redisinfo.Replicas(info) {
+		if r.IP != "" && r.Port != "" {
+			out = append(out, r.Addr())
 		}
 	}
 	return out
@@ -139,10 +114,4 @@ func (s *server) dial(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
 		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, MaxRetries: -1,
 		DisableIdentity: true})
-}
-
-// isNoPerm reports a Redis ACL refusal (NOPERM, or a script's "can't run
-// this command").
-func isNoPerm(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "NOPERM") || strings.Contains(err.Error(), "can't run this command"))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/segment"
 )
 
 // TryNextBlock hands out up to n consecutive IDs of the current segment as
@@ -17,7 +18,7 @@ func (c *Counter) TryNextBlock(n int64) (flake.Block, bool) {
 	if n < 1 {
 		return flake.Block{}, false
 	}
-	return c.take(c.cur.Load(), n)
+	return c.take(c.buf.Current(), n)
 }
 
 // NextBlock is TryNextBlock that waits for a segment when the buffer is
@@ -27,7 +28,7 @@ func (c *Counter) NextBlock(ctx context.Context, n int64) (flake.Block, error) {
 		return flake.Block{}, fmt.Errorf("block of %d IDs: want >= 1", n)
 	}
 	for {
-		s := c.cur.Load()
+		s := c.buf.Current()
 		if b, ok := c.take(s, n); ok {
 			return b, nil
 		}
@@ -41,18 +42,17 @@ func (c *Counter) NextBlock(ctx context.Context, n int64) (flake.Block, error) {
 // Indices past its end were spent already (another caller's add, Close or
 // SetFloor took them), so an add that lands there issues nothing and
 // takes nothing anyone could have.
-func (c *Counter) take(s *segment, n int64) (flake.Block, bool) {
-	if s.next.Load() >= s.n {
+func (c *Counter) take(s *segment.Segment[span], n int64) (flake.Block, bool) {
+	if s.Spent() {
 		return flake.Block{}, false
 	}
-	n = min(n, s.n) // a block never holds more than a segment; no add can overflow next
-	i := s.next.Add(n) - n
-	if i >= s.n {
+	n = min(n, s.N()) // a block never holds more than a segment; no add can overflow next
+	i, got := s.Take(n)
+	if got == 0 {
 		return flake.Block{}, false
 	}
-	got := min(n, s.n-i)
-	if fa := s.fetchAt.Load(); fa >= i && fa < i+got {
-		c.prefetch(s)
+	if s.Triggers(i, got) {
+		c.buf.Prefetch(s)
 	}
-	return flake.Block{First: c.id(s.first + uint64(i)), Count: got, Stride: 1 << c.shift}, true
+	return flake.Block{First: c.id(s.Meta.first + uint64(i)), Count: got, Stride: 1 << c.shift}, true
 }

@@ -2,19 +2,18 @@ package fallback
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
+	"github.com/flaked/flaked/internal/segment"
 )
 
 // Errors of the counter.
@@ -37,7 +36,7 @@ var (
 var counterScript = redis.NewScript(contract.Counter)
 
 // counterNeedAt is where counter.lua's segment reply carries the count of
-// replicas that must acknowledge it (contract/replicas.lua).
+// replicas that must acknowledge it (scripts/lua/replicas.lua).
 const counterNeedAt = 6
 
 // ErrNotReplicated is wrapped by the error of a segment the replicas did
@@ -45,55 +44,35 @@ const counterNeedAt = 6
 // are a gap in the counter), and the fetch is retried.
 var ErrNotReplicated = replwait.ErrNotReplicated
 
-// segment is a run of consecutive counter values [first, first+n). Values
-// are taken with one atomic add on next; indices >= n are spent.
-type segment struct {
-	next      atomic.Int64 // index of the next value to hand out
-	fetchAt   atomic.Int64 // taking this index starts the prefetch
-	first     uint64       // counter value of index 0
-	n         int64
-	installed time.Time // when it became the current segment
+// span maps a segment's indices to counter values: index i is first+i.
+type span struct {
+	first     uint64        // counter value of index 0
+	installed time.Time     // when it became the current segment
+	rtt       time.Duration // the round trip of the counter.lua run that granted it
 }
 
-// newSegment is a segment whose next one is fetched when half of it is
-// left. Segments last about 2 x Options.Hold at the observed rate
-// (nextSizeLocked), so a node holds at least Hold of IDs and a Redis that
-// is slow or paused for that long does not stop it. A buffered value's
-// tick is its segment's fetch time, never later than Redis TIME + MaxLead
-// then, so a loss of Redis (which restarts the counter past that) leaves
-// the buffer unique however long it is held; at rates where a segment
-// would run past the lead, MaxSegment or the lead caps it first.
-func newSegment(first uint64, n int64) *segment {
-	s := &segment{first: first, n: n}
-	s.fetchAt.Store(n - max(1, n/2)) // half left
+// newSegment is a segment of [first, first+n) whose next one is fetched
+// when half of it is left. Segments last about 2 x Options.Hold at the
+// observed rate (nextSizeLocked), so a node holds at least Hold of IDs and
+// a Redis that is slow or paused for that long does not stop it. A
+// buffered value's tick is its segment's fetch time, never later than
+// Redis TIME + MaxLead then, so a loss of Redis (which restarts the
+// counter past that) leaves the buffer unique however long it is held; at
+// rates where a segment would run past the lead, MaxSegment or the lead
+// caps it first.
+func newSegment(first uint64, n int64) *segment.Segment[span] {
+	s := segment.New[span](n, n-max(1, n/2)) // half left
+	s.Meta.first = first
 	return s
-}
-
-// skipTo makes sure no index below i is handed out from now on.
-func (s *segment) skipTo(i int64) {
-	i = min(i, s.n)
-	for {
-		old := s.next.Load()
-		if old >= i || s.next.CompareAndSwap(old, i) {
-			return
-		}
-	}
-}
-
-func (s *segment) left() int64 { return max(0, s.n-s.next.Load()) }
-
-// fetchRun is one trip (or a few, while Redis says AHEAD) to counter.lua,
-// run in the background on the clock.
-type fetchRun struct {
-	task *flake.Task
-	err  error // set before the task is done
 }
 
 // Counter issues counter-mode IDs: values of the Redis counter
 // {ns}:counter, fetched in segments, encoded as (tick, sequence) under the
 // layout's counter machine ID. It is safe for concurrent use.
 type Counter struct {
-	cur atomic.Pointer[segment] // the segment NextID takes from
+	// buf holds the segment NextID takes from and the one fetched ahead;
+	// mu guards it.
+	buf segment.Buffer[span]
 
 	rdb       redis.UniversalClient
 	wait      replwait.Waiter // the WAIT after each segment
@@ -107,8 +86,6 @@ type Counter struct {
 	maxValue  uint64 // value of (MaxTick, MaxSequence)
 
 	mu      sync.Mutex
-	next    *segment      // prefetched, not yet current
-	run     *fetchRun     // the fetch in flight, if any
 	floor   uint64        // lowest value that may be handed out (SetFloor)
 	high    uint64        // one past the last value of the latest segment
 	size    int64         // size asked for by the latest fetch
@@ -151,16 +128,18 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	}
 	c.wait.Meta = c.keys.Meta
 	c.wait.Floor = int64(c.opts.MinReplicas)
-	c.wait.Sentinels, c.wait.Monotonic = c.opts.Sentinels, c.opts.Clock.Monotonic
+	c.wait.Sentinels, c.wait.Clock = c.opts.Sentinels, c.opts.Clock
 	c.args = contract.CounterArgs{
 		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
 		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,
 		CounterID: l.CounterMachineID(), Host: o.Host, PID: o.PID, Identity: o.RedisIdentity,
 	}
 	c.known.Store(o.Known)
-	empty := newSegment(0, 0)
-	empty.fetchAt.Store(-1)
-	c.cur.Store(empty)
+	c.buf.Mu, c.buf.Clock, c.buf.ErrClosed = &c.mu, o.Clock, ErrClosed
+	c.buf.Closed = func() bool { return c.closed }
+	c.buf.Begin, c.buf.Landed, c.buf.Install = c.beginLocked, c.landedLocked, c.installLocked
+	c.buf.Waiting = func() { c.waits.Add(1) }
+	c.buf.SetCurrent(newSegment(0, 0)) // empty: the first call fetches
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -180,13 +159,12 @@ func (c *Counter) id(v uint64) uint64 { return v<<c.shift | c.machine }
 // ErrUnavailable.
 func (c *Counter) NextID(ctx context.Context) (uint64, error) {
 	for {
-		s := c.cur.Load()
-		i := s.next.Add(1) - 1
-		if i < s.n {
-			if i == s.fetchAt.Load() {
-				c.prefetch(s)
+		s := c.buf.Current()
+		if i, got := s.Take(1); got > 0 {
+			if s.Triggers(i, got) {
+				c.buf.Prefetch(s)
 			}
-			return c.id(s.first + uint64(i)), nil
+			return c.id(s.Meta.first + uint64(i)), nil
 		}
 		if err := c.await(ctx, s); err != nil {
 			return 0, err
@@ -199,24 +177,20 @@ func (c *Counter) NextID(ctx context.Context) (uint64, error) {
 // (at most on a lock held for a moment, to start a prefetch); when it
 // reports false nothing was taken.
 func (c *Counter) TryNextIDs(dst []uint64) bool {
-	s := c.cur.Load()
+	s := c.buf.Current()
 	want := int64(len(dst))
-	for {
-		i := s.next.Load()
-		if i+want > s.n {
-			return false
-		}
-		if s.next.CompareAndSwap(i, i+want) {
-			if fa := s.fetchAt.Load(); fa >= i && fa < i+want {
-				c.prefetch(s)
-			}
-			v := s.first + uint64(i)
-			for k := range dst {
-				dst[k] = c.id(v + uint64(k))
-			}
-			return true
-		}
+	i, ok := s.TryTake(want)
+	if !ok {
+		return false
 	}
+	if s.Triggers(i, want) {
+		c.buf.Prefetch(s)
+	}
+	v := s.Meta.first + uint64(i)
+	for k := range dst {
+		dst[k] = c.id(v + uint64(k))
+	}
+	return true
 }
 
 // NextIDs fills dst with strictly increasing IDs and returns how many it
@@ -224,15 +198,12 @@ func (c *Counter) TryNextIDs(dst []uint64) bool {
 func (c *Counter) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 	filled := 0
 	for filled < len(dst) {
-		s := c.cur.Load()
-		want := int64(len(dst) - filled)
-		i := s.next.Add(want) - want
-		if i < s.n {
-			got := min(want, s.n-i)
-			if fa := s.fetchAt.Load(); fa >= i && fa < i+got {
-				c.prefetch(s)
+		s := c.buf.Current()
+		if i, got := s.Take(int64(len(dst) - filled)); got > 0 {
+			if s.Triggers(i, got) {
+				c.buf.Prefetch(s)
 			}
-			v := s.first + uint64(i)
+			v := s.Meta.first + uint64(i)
 			for k := range dst[filled : filled+int(got)] {
 				dst[filled+k] = c.id(v + uint64(k))
 			}
@@ -253,8 +224,8 @@ func (c *Counter) NextIDs(ctx context.Context, dst []uint64) (int, error) {
 func (c *Counter) Warm() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closed && c.next == nil && c.run == nil && c.cur.Load().left() == 0 {
-		c.startFetchLocked()
+	if !c.closed && c.buf.IdleLocked() && c.buf.Current().Left() == 0 {
+		c.buf.StartLocked()
 	}
 }
 
@@ -283,93 +254,51 @@ func (c *Counter) CheckLayout(ctx context.Context) error {
 	return nil
 }
 
-// prefetch starts fetching the next segment in the background, unless one
-// is buffered or on its way.
-func (c *Counter) prefetch(s *segment) {
-	c.mu.Lock()
-	if !c.closed && c.next == nil && c.run == nil && c.cur.Load() == s {
-		c.startFetchLocked()
-	}
-	c.mu.Unlock()
-}
-
 // await is the slow path, once s is spent: it makes the prefetched segment
 // current, or waits for a fetch. It returns nil when the caller should try
 // again.
-func (c *Counter) await(ctx context.Context, s *segment) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return ErrClosed
-	}
-	if c.cur.Load() != s {
-		c.mu.Unlock()
-		return nil
-	}
-	if c.next != nil {
-		c.installLocked(c.next)
-		c.next = nil
-		c.mu.Unlock()
-		return nil
-	}
-	joined := c.run != nil // a fetch started before this call, maybe while Redis was away
-	run := c.startFetchLocked()
-	c.mu.Unlock()
-	c.waits.Add(1)
-	if err := run.task.Wait(ctx); err != nil {
+func (c *Counter) await(ctx context.Context, s *segment.Segment[span]) error {
+	err := c.buf.Await(ctx, s)
+	var waited *segment.WaitError
+	switch {
+	case err == nil || err == ErrClosed:
+		return err
+	case errors.As(err, &waited):
 		// The caller's wait ended with a fetch in flight: the last fetch's
 		// failure, if any, says what the counter waits for (no registry,
 		// Redis away), not only that time ran out.
-		c.mu.Lock()
-		last := c.lastErr
-		c.mu.Unlock()
-		if last != nil {
-			return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w (the last fetch: %w)", ErrUnavailable, c.keys.Counter, err, last)
+		if waited.Last != nil {
+			return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w (the last fetch: %w)", ErrUnavailable, c.keys.Counter, waited.Err, waited.Last)
 		}
-		return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w", ErrUnavailable, c.keys.Counter, err)
+		return fmt.Errorf("%w: waiting for a segment of %s from Redis: %w", ErrUnavailable, c.keys.Counter, waited.Err)
 	}
-	if run.err != nil {
-		if errors.Is(run.err, ErrClosed) {
-			return ErrClosed
-		}
-		if joined && ctx.Err() == nil {
-			// That fetch's failure may predate this call (Redis back
-			// since): the caller tries once more, with a fetch of its own.
-			return nil
-		}
-		return fmt.Errorf("%w: %w", ErrUnavailable, run.err)
-	}
-	return nil
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// installLocked makes seg the current segment. The old one is spent.
-// The prefetch starts when half of seg is left, or earlier when, at the
-// rate the old one was used, less would not outlast 4 round trips.
-func (c *Counter) installLocked(seg *segment) {
+// installLocked is called as seg becomes the current segment; the old one
+// is spent. The prefetch starts when half of seg is left, or earlier when,
+// at the rate the old one was used, less would not last the hold (or 4
+// round trips): a segment Redis cut short at its TIME + the lead (the
+// counter runs that far ahead when segments are large or the rate high)
+// would otherwise hold less than the hold when its prefetch fails.
+func (c *Counter) installLocked(seg *segment.Segment[span]) {
 	now := c.opts.Clock.Now()
-	if prev := c.cur.Load(); prev.n > 0 && c.latency > 0 {
-		if el := now.Sub(prev.installed); el > 0 {
-			need := int64(float64(prev.n) * float64(4*c.latency) / float64(el))
-			if need > seg.n/2 {
-				seg.fetchAt.Store(max(seg.n-min(need, seg.n), seg.next.Load()))
+	if prev := c.buf.Current(); prev.N() > 0 {
+		if el := now.Sub(prev.Meta.installed); el > 0 {
+			need := int64(float64(prev.N()) * float64(max(c.opts.Hold, 4*c.latency)) / float64(el))
+			if need > seg.N()/2 {
+				seg.SetFetchAt(max(seg.N()-min(need, seg.N()), seg.Taken()))
 			}
 		}
 	}
-	seg.installed = now
-	c.cur.Store(seg)
+	seg.Meta.installed = now
 }
 
-// startFetchLocked returns the fetch in flight, starting one if none is.
-func (c *Counter) startFetchLocked() *fetchRun {
-	if c.run != nil {
-		return c.run
-	}
-	r := &fetchRun{}
-	c.run = r
+// beginLocked sizes the fetch that starts and returns it.
+func (c *Counter) beginLocked() segment.Fetch[span] {
 	c.size = c.nextSizeLocked()
 	size := c.size
-	r.task = flake.Go(c.opts.Clock, func() { c.fetch(r, size) })
-	return r
+	return func() (*segment.Segment[span], error) { return c.fetchSegment(size) }
 }
 
 // nextSizeLocked sizes the next segment so that it lasts about
@@ -377,13 +306,13 @@ func (c *Counter) startFetchLocked() *fetchRun {
 // size when the buffer ran dry before a prefetch could refill it.
 func (c *Counter) nextSizeLocked() int64 {
 	lo, hi := int64(c.opts.MinSegment), int64(c.opts.MaxSegment)
-	cur := c.cur.Load()
+	cur := c.buf.Current()
 	size := c.size
-	if cur.n > 0 {
-		used := min(cur.next.Load(), cur.n)
-		if cur.left() == 0 {
+	if cur.N() > 0 {
+		used := min(cur.Taken(), cur.N())
+		if cur.Left() == 0 {
 			size *= 2
-		} else if el := c.opts.Clock.Now().Sub(cur.installed); el <= 0 {
+		} else if el := c.opts.Clock.Now().Sub(cur.Meta.installed); el <= 0 {
 			size = hi
 		} else if used > 0 {
 			size = int64(float64(used) * float64(2*c.opts.Hold) / float64(el))
@@ -392,48 +321,40 @@ func (c *Counter) nextSizeLocked() int64 {
 	return min(max(size, lo), hi)
 }
 
-// fetch runs one fetch and hands its segment over.
-func (c *Counter) fetch(r *fetchRun, size int64) {
-	seg, rtt, err := c.fetchSegment(size)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.run = nil
+// landedLocked records a fetch's outcome; the buffer hands its segment
+// over unless it returns an error.
+func (c *Counter) landedLocked(seg *segment.Segment[span], err error) error {
 	switch {
 	case c.closed:
-		err = ErrClosed
+		return ErrClosed
 	case err != nil:
 		c.lastErr = err
 		c.fetchErrs.Add(1)
 		// Try again when half of what is left is used.
-		if cur := c.cur.Load(); cur.left() > 0 {
-			i := cur.next.Load()
-			cur.fetchAt.Store(i + (cur.n-i)/2)
+		if cur := c.buf.Current(); cur.Left() > 0 {
+			i := cur.Taken()
+			cur.SetFetchAt(i + (cur.N()-i)/2)
 		}
-	default:
-		c.lastErr = nil
-		if c.latency == 0 {
-			c.latency = rtt
-		} else {
-			c.latency = (3*c.latency + rtt) / 4
-		}
-		c.fetched.Add(1)
-		c.high = max(c.high, seg.first+uint64(seg.n))
-		if c.floor > seg.first {
-			seg.next.Store(min(int64(c.floor-seg.first), seg.n))
-		}
-		if c.cur.Load().left() == 0 {
-			c.installLocked(seg)
-		} else {
-			c.next = seg
-		}
+		return err
 	}
-	r.err = err
+	c.lastErr = nil
+	if rtt := seg.Meta.rtt; c.latency == 0 {
+		c.latency = rtt
+	} else {
+		c.latency = (3*c.latency + rtt) / 4
+	}
+	c.fetched.Add(1)
+	c.high = max(c.high, seg.Meta.first+uint64(seg.N()))
+	if c.floor > seg.Meta.first {
+		seg.SkipTo(min(int64(c.floor-seg.Meta.first), seg.N()))
+	}
+	return nil
 }
 
 // fetchSegment runs counter.lua until it hands out a segment: while Redis
-// says the counter is at its lead, it waits for the ticks to pass. It also
-// returns the round trip of the last run.
-func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
+// says the counter is at its lead, it waits for the ticks to pass. The
+// segment records the round trip of the last run.
+func (c *Counter) fetchSegment(size int64) (*segment.Segment[span], error) {
 	unit := c.opts.Layout.TimeUnit
 	// After a loss the counter restarts loss + the fleet's lead + the Redis
 	// clocks' skew ahead (counter.lua): wait for that when the fleet's lead
@@ -447,7 +368,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		a := c.args
 		a.Size = size
 		if c.known.Load() {
-			a.Generation = newGeneration(c.opts.Rand)
+			a.Generation = segment.NewGeneration(c.opts.Rand)
 		}
 		a.MinTick, a.MinSeq = int64(minValue>>c.seqBits), int64(minValue&(1<<c.seqBits-1))
 		keys, argv := a.KeysArgv()
@@ -455,40 +376,42 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 		rtt := c.opts.Clock.Monotonic() - start
 		if err != nil {
 			if c.ctx.Err() != nil {
-				return nil, 0, ErrClosed
+				return nil, ErrClosed
 			}
-			return nil, 0, fmt.Errorf("counter.lua on %s: %w", c.keys.Counter, err)
+			return nil, fmt.Errorf("counter.lua on %s: %w", c.keys.Counter, err)
 		}
 		if len(res) == 2 && res[0] == "LAYOUT" {
-			return nil, 0, fmt.Errorf("counter.lua on %s: %w: layout %s differs from the fleet layout %v",
+			return nil, fmt.Errorf("counter.lua on %s: %w: layout %s differs from the fleet layout %v",
 				c.keys.Counter, ErrLayoutMismatch, a.Layout, res[1])
 		}
 		if len(res) >= 6 && res[0] == "OK" {
 			first, err1 := c.composeValue(res[1], res[2])
 			last, err2 := c.composeValue(res[3], res[4])
 			if err := errors.Join(err1, err2); err != nil || last < first {
-				return nil, 0, fmt.Errorf("counter.lua on %s: bad reply %v: %v", c.keys.Counter, res, err)
+				return nil, fmt.Errorf("counter.lua on %s: bad reply %v: %v", c.keys.Counter, res, err)
 			}
 			if last > c.maxValue {
-				return nil, 0, fmt.Errorf("counter.lua on %s: value %d is past the last tick of the layout %v (tick %d > %d)",
+				return nil, fmt.Errorf("counter.lua on %s: value %d is past the last tick of the layout %v (tick %d > %d)",
 					c.keys.Counter, last, c.opts.Layout, last>>c.seqBits, c.opts.Layout.MaxTick())
 			}
 			c.known.Store(true)
-			return newSegment(first, int64(last-first+1)), rtt, nil
+			seg := newSegment(first, int64(last-first+1))
+			seg.Meta.rtt = rtt
+			return seg, nil
 		}
 		if len(res) != 3 || res[0] != "AHEAD" {
-			return nil, 0, fmt.Errorf("counter.lua on %s: unexpected reply %v", c.keys.Counter, res)
+			return nil, fmt.Errorf("counter.lua on %s: unexpected reply %v", c.keys.Counter, res)
 		}
 		now, _ := res[1].(int64)
 		want, _ := res[2].(int64)
 		ahead := want - now - c.leadTicks // ticks until the next value is within the lead
 		if ahead > maxWait {
-			return nil, 0, fmt.Errorf("counter %s: the next value is at tick %d, %d ticks ahead of Redis TIME (tick %d); max lead is %v (%d ticks): is the floor from a clock far ahead?",
+			return nil, fmt.Errorf("counter %s: the next value is at tick %d, %d ticks ahead of Redis TIME (tick %d); max lead is %v (%d ticks): is the floor from a clock far ahead?",
 				c.keys.Counter, want, want-now, now, c.opts.MaxLead, c.leadTicks)
 		}
 		// Wait for the tick to pass on Redis's clock, re-reading it then.
 		if !c.waitTicks(ahead) {
-			return nil, 0, ErrClosed
+			return nil, ErrClosed
 		}
 	}
 }
@@ -496,7 +419,7 @@ func (c *Counter) fetchSegment(size int64) (*segment, time.Duration, error) {
 // waitTicks waits n ticks (at least one), or until the counter closes:
 // then it reports false.
 func (c *Counter) waitTicks(n int64) bool {
-	return flake.Sleep(c.ctx, c.opts.Clock, time.Duration(max(n, 1))*c.opts.Layout.TimeUnit) == nil
+	return clock.Sleep(c.ctx, c.opts.Clock, time.Duration(max(n, 1))*c.opts.Layout.TimeUnit) == nil
 }
 
 // composeValue is the counter value of counter.lua's (tick, seq) pair.
@@ -527,16 +450,16 @@ func (c *Counter) SetFloor(minID uint64) {
 		return
 	}
 	c.floor = lo
-	if c.next != nil && lo > c.next.first {
-		c.next.skipTo(int64(min(lo-c.next.first, uint64(c.next.n))))
-		if c.next.left() == 0 {
-			c.next = nil
+	if next := c.buf.NextLocked(); next != nil && lo > next.Meta.first {
+		next.SkipTo(int64(min(lo-next.Meta.first, uint64(next.N()))))
+		if next.Left() == 0 {
+			c.buf.DropNextLocked()
 		}
 	}
-	if cur := c.cur.Load(); lo > cur.first && cur.n > 0 {
-		cur.skipTo(int64(min(lo-cur.first, uint64(cur.n))))
-		if !c.closed && c.next == nil && c.run == nil && cur.next.Load() > cur.fetchAt.Load() {
-			c.startFetchLocked()
+	if cur := c.buf.Current(); lo > cur.Meta.first && cur.N() > 0 {
+		cur.SkipTo(int64(min(lo-cur.Meta.first, uint64(cur.N()))))
+		if !c.closed && c.buf.IdleLocked() && cur.Taken() > cur.FetchAt() {
+			c.buf.StartLocked()
 		}
 	}
 }
@@ -563,6 +486,11 @@ type Stats struct {
 	SegmentSize     int    // size asked for by the latest fetch
 	Buffered        int64  // values left in the current and the prefetched segment
 	LastError       error  // of the latest fetch; nil after a success
+	// Replicas is the latest segment's outcome as far as the replicas go:
+	// what it waited for, what acknowledged, or that the Sentinels
+	// vouched for it (nil before the first, or when it never reached
+	// Redis).
+	Replicas *replwait.Status
 }
 
 // Stats returns the counter's statistics.
@@ -575,11 +503,12 @@ func (c *Counter) Stats() Stats {
 		Waits:           c.waits.Load(),
 		SegmentSize:     int(c.size),
 		LastError:       c.lastErr,
+		Replicas:        c.wait.Last(),
 	}
 	if !c.closed {
-		st.Buffered = c.cur.Load().left()
-		if c.next != nil {
-			st.Buffered += c.next.left()
+		st.Buffered = c.buf.Current().Left()
+		if next := c.buf.NextLocked(); next != nil {
+			st.Buffered += next.Left()
 		}
 	}
 	return st
@@ -592,24 +521,14 @@ func (c *Counter) Close() error {
 	if !c.closed {
 		c.closed = true
 		c.cancel()
-		cur := c.cur.Load()
-		cur.skipTo(cur.n)
-		c.next = nil
+		cur := c.buf.Current()
+		cur.SkipTo(cur.N())
+		c.buf.DropNextLocked()
 	}
-	run := c.run
+	run := c.buf.RunLocked()
 	c.mu.Unlock()
 	if run != nil {
-		run.task.Stop()
+		run.Stop()
 	}
 	return nil
-}
-
-// newGeneration is the generation a fetch creates {ns}:meta with if it
-// finds none: new each time, as a claim's (coord) is, so the owners of a
-// registry made anew by this counter are never taken for owners from
-// before it when Redis loses its data again (renew.lua).
-func newGeneration(r io.Reader) string {
-	b := make([]byte, 16)
-	_, _ = io.ReadFull(r, b)
-	return hex.EncodeToString(b)
 }

@@ -1,5 +1,5 @@
 // Package fallback is flaked's counter mode: IDs from the Redis counter
-// {ns}:counter, fetched in segments by contract/counter.lua (an INCRBY
+// {ns}:counter, fetched in segments by scripts/lua/counter.lua (an INCRBY
 // with floors) and encoded in the flake layout as (tick, sequence) under the
 // reserved counter machine ID 2^BitsMachineID-1. flake.Layout.Decompose
 // reads them like any other ID.

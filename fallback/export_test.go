@@ -5,8 +5,8 @@ package fallback
 func (c *Counter) FetchDone() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.run != nil {
-		return c.run.task.Done()
+	if r := c.buf.RunLocked(); r != nil {
+		return r.Done()
 	}
 	ch := make(chan struct{})
 	close(ch)

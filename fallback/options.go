@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
@@ -58,9 +59,9 @@ type Options struct {
 	// counter, it restarts this far ahead of Redis TIME (plus one tick).
 	MaxLead time.Duration
 	// Clock measures the rate, checks the epoch and runs fetches and
-	// waits; nil means flake.SystemClock(). The simulator (package sim)
+	// waits; nil means clock.System(). The simulator (package sim)
 	// sets its virtual one.
-	Clock flake.Clock
+	Clock clock.Clock
 	// Rand makes the registry generation a fetch creates {ns}:meta with
 	// when it finds none; nil means crypto/rand.
 	Rand io.Reader
@@ -102,7 +103,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.Clock == nil {
-		o.Clock = flake.SystemClock()
+		o.Clock = clock.System()
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Reader

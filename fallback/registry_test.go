@@ -14,6 +14,7 @@ import (
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/statefile"
 )
 
 // noKeys fails when rdb holds any key: what a refused counter must leave.
@@ -85,7 +86,7 @@ func TestGuard_CounterOtherLayoutAfterTotalLoss_OwnerWins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prev := &coord.State{Namespace: "flaked", Layout: x.String(), MachineIDs: []int{16383}, Reservation: -1, Token: "old"}
+		prev := &statefile.State{Namespace: "flaked", Layout: x.String(), MachineIDs: []int{16383}, Reservation: -1, Token: "old"}
 		a, err := reg.Claim(ctx, coord.ClaimOptions{Previous: prev})
 		if err != nil {
 			t.Fatal(err)

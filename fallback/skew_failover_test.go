@@ -6,18 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/simredis"
 )
 
-// stepClock is a flake.Stepped clock the test moves: the counter's waits
+// stepClock is a clock.Stepped clock the test moves: the counter's waits
 // move it instead of sleeping.
 type stepClock struct{ t time.Time }
 
 func (c *stepClock) Now() time.Time                                 { return c.t }
 func (c *stepClock) Monotonic() time.Duration                       { return time.Duration(c.t.UnixNano()) }
-func (c *stepClock) AfterFunc(time.Duration, func()) flake.Timer    { return stopped{} }
+func (c *stepClock) AfterFunc(time.Duration, func()) clock.Timer    { return stopped{} }
 func (c *stepClock) Sleep(_ context.Context, d time.Duration) error { c.t = c.t.Add(d); return nil }
 
 type stopped struct{}
@@ -26,10 +27,10 @@ func (stopped) Stop() bool { return true }
 
 // Fault: Redis fails over to a replica that missed the last counter
 // segments and whose clock is behind the old master's (by 500 ms, within
-// the 1 s guard.lua allows for). Found by the simulator (sim, seed 1831
-// under a mutation, seed 3550 before the fix): the loss moment read on the
-// new master's clock is earlier than the TIME the old one handed values
-// out by, so loss + lead did not cover them. Guard: counter.lua floors to
+// the 1 s guard.lua allows for), a fault the simulator drives: the loss
+// moment read on the new master's clock is earlier than the TIME the old
+// one handed values out by, so loss + lead alone would not cover them.
+// Guard: counter.lua floors to
 // loss + the Redis clocks' skew + lead. A duplicate shows as the counter
 // after the failover starting at or below the last value before it.
 func TestGuard_FailoverToAServerBehind_CounterAboveEarlierIDs(t *testing.T) {

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 )
 
 // issuedPerSecond runs a generator on machineIDs at its full rate for one
 // second of an injected clock (never ahead of it) and counts the IDs.
 func issuedPerSecond(t *testing.T, l flake.Layout, machineIDs []int) int {
 	t.Helper()
-	clk := flaketest.NewClock(t0)
+	clk := clocktest.New(t0)
 	s := l.Settings()
 	s.MachineIDs, s.Clock, s.MaxLead = machineIDs, clk, time.Nanosecond // never borrows a tick
 	g, err := flake.New(s)
@@ -86,7 +86,7 @@ func TestCapacity_End_IsWhereTheGeneratorStops(t *testing.T) {
 	}{{time.Millisecond, 1 << 15}, {0, 0}} {
 		epoch := t0.Add(-l.End().Sub(l.StartTime) + tc.before)
 		s := l.Settings()
-		s.StartTime, s.Clock, s.MaxLead = epoch, flaketest.NewClock(t0), time.Hour
+		s.StartTime, s.Clock, s.MaxLead = epoch, clocktest.New(t0), time.Hour
 		g, err := flake.New(s)
 		if err != nil {
 			t.Fatal(err)

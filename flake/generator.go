@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/internal/bugs"
 )
 
@@ -64,9 +65,10 @@ type Settings struct {
 	// a tick's sequence is used up: >= 0, 0 means 1 s. Less than one
 	// TimeUnit means it never runs ahead. A generator whose Floor is ahead
 	// of the clock starts at Floor+1 as soon as Reserve granted it (or
-	// Reserved covers it), not when the clock nears it, and may then stay
+	// Reserved covers it), not when the clock nears it, and may then run
 	// as far ahead as it started plus MaxLead, within what Reserve grants
-	// (a store caps that at its clock + a horizon).
+	// (a store caps that at its clock + a horizon), giving the start back
+	// at half the clock's pace (runLimit).
 	MaxLead time.Duration
 
 	// Floor is the last tick the generator must not use, typically the
@@ -92,8 +94,8 @@ type Settings struct {
 	// each asks up to two round trips further (reserve.go).
 	ReserveAhead time.Duration
 
-	// Clock is the source of time; nil means SystemClock().
-	Clock Clock
+	// Clock is the source of time; nil means clock.System().
+	Clock clock.Clock
 }
 
 // Generator issues IDs. It is safe for concurrent use; its NextID takes no
@@ -118,17 +120,17 @@ type Generator struct {
 	seqBits   uint
 	machBits  uint
 	leadTicks int64        // MaxLead: how far ahead of the clock Reserve is asked
-	runTicks  atomic.Int64 // leadTicks + how far ahead of the clock it started
+	aheadAt   atomic.Int64 // 1 + the clock's tick when it started ahead of the clock (startAhead), 0 if it did not
 	ahead     int64
 	floor     int64
 	reserve   func(context.Context, int64) (int64, error)
 
-	clock      Clock
+	clock      clock.Clock
 	sinceEpoch time.Duration // wall time since epoch at New
 	mono0      time.Duration
 
 	mu       sync.Mutex // guards timer, tickCh, lastErr, prefetch; not on the hot path
-	timer    Timer
+	timer    clock.Timer
 	tickCh   chan struct{} // closed whenever the tick moves
 	lastErr  error
 	sem      chan struct{} // one Reserve at a time
@@ -179,7 +181,7 @@ func New(s Settings) (*Generator, error) {
 		return nil, fmt.Errorf("%w: %d, valid range is -1..%d", ErrInvalidFloor, s.Floor, l.MaxTick()-1)
 	}
 	if s.Clock == nil {
-		s.Clock = SystemClock()
+		s.Clock = clock.System()
 	}
 	wall := s.Clock.Now()
 	if wall.Before(l.StartTime) {
@@ -215,7 +217,6 @@ func New(s Settings) (*Generator, error) {
 		g.granted.Store(max(s.Reserved, s.Floor))
 	}
 	g.now.Store(g.clockTick())
-	g.runTicks.Store(g.leadTicks)
 	g.startAhead(s.Floor+1, g.now.Load())
 	g.updateLimit()
 	g.mu.Lock()
@@ -406,14 +407,21 @@ func (g *Generator) slow(ctx context.Context) error {
 			continue
 		}
 		// Past the branch above a tick within max lead is granted, so this
-		// covers it too (runTicks >= leadTicks).
+		// covers it too (runLimit(now) >= now + leadTicks).
 		g.startAhead(need, now)
-		if need <= min(g.granted.Load(), now+g.runTicks.Load()) {
+		if need <= min(g.granted.Load(), g.runLimit(now)) {
 			g.updateLimit()
 			return nil
 		}
+		// Wait for the clock: to let need be issued, or, when the clock
+		// lets it already and the grant does not, to bring it within max
+		// lead, where it is reserved (the branch above).
+		until := need - g.leadTicks
+		if need > g.runLimit(now) {
+			until = g.clockFor(need)
+		}
 		g.waits.Add(1)
-		if err := g.waitTick(ctx, ch, need-g.leadTicks); err != nil {
+		if err := g.waitTick(ctx, ch, until); err != nil {
 			return fmt.Errorf("%w: next tick %d is %v ahead of the clock, max lead is %v: %w",
 				ErrMaxLead, need, time.Duration(need-now)*g.layout.TimeUnit,
 				time.Duration(g.leadTicks)*g.layout.TimeUnit, err)
@@ -427,18 +435,61 @@ func (g *Generator) slow(ctx context.Context) error {
 // store grants no further ahead than is safe (Redis: its TIME + the
 // fleet's horizon), so the grant, not the clock, bounds how far ahead the
 // generator runs (docs/decisions.md). From then on it may run that far
-// ahead plus MaxLead. Without Reserve nothing bounds the grant: it waits.
+// ahead plus MaxLead, less what it gives back (runLimit). Without Reserve
+// nothing bounds the grant: it waits.
 func (g *Generator) startAhead(need, now int64) {
-	if g.reserve != nil && need == g.floor+1 && need <= g.granted.Load() {
-		g.runTicks.CompareAndSwap(g.leadTicks, g.leadTicks+max(0, need-now))
+	if g.reserve != nil && need == g.floor+1 && need <= g.granted.Load() && need > now {
+		g.aheadAt.CompareAndSwap(0, now+1)
 	}
 }
 
+// catchUp is how many ticks of the clock a generator that started ahead
+// of it takes to give one tick of that start back (runLimit).
+const catchUp = 2
+
+// runLimit is the highest tick the clock lets the generator issue when it
+// is at tick now: MaxLead ahead of it, and for a generator that started
+// ahead of its clock (startAhead) as far as it started ahead, less one
+// tick for every catchUp ticks of the clock since, until only MaxLead is
+// left. Why it gives the start back: the store grants no further than its
+// clock + the fleet's horizon, which counts MaxLead + ReserveAhead, so
+// whatever a generator runs ahead of its clock past MaxLead is taken from
+// the reservation it holds beyond what it issues, the reach that rides out
+// a store that is away or does not acknowledge. A generator left as far
+// ahead as it started would, under a load at its sequence limit, stay
+// there (and hold a second or two of reach instead of ReserveAhead) for
+// as long as the load lasts; giving the start back costs such a load half
+// the ticks for twice the start (28 s after a start 14 s ahead), and a
+// load below half the sequence limit nothing, the clock catching up faster
+// than it gives back. runLimit never falls as now rises.
+func (g *Generator) runLimit(now int64) int64 {
+	lim := now + g.leadTicks
+	if at := g.aheadAt.Load(); at != 0 {
+		start := at - 1
+		lim += max(0, g.floor+1-start-(now-start)/catchUp)
+	}
+	return lim
+}
+
+// clockFor is the first tick of the clock at which runLimit reaches need.
+func (g *Generator) clockFor(need int64) int64 {
+	lo, hi := g.now.Load(), max(g.now.Load(), need-g.leadTicks)
+	for lo < hi { // runLimit only rises with the clock
+		mid := lo + (hi-lo)/2
+		if g.runLimit(mid) >= need {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
 // waitTick waits until the tick moves (ch is closed) or ctx ends. On a
-// Stepped clock nothing else moves the tick while the caller waits, so it
+// clock.Stepped nothing else moves the tick while the caller waits, so it
 // lets the clock run to the start of tick instead.
 func (g *Generator) waitTick(ctx context.Context, ch chan struct{}, tick int64) error {
-	if s, ok := g.clock.(Stepped); ok {
+	if s, ok := g.clock.(clock.Stepped); ok {
 		d := g.sinceEpoch + g.clock.Monotonic() - g.mono0
 		return s.Sleep(ctx, max(time.Duration(tick)*g.layout.TimeUnit-d, time.Nanosecond))
 	}
@@ -481,13 +532,13 @@ func (g *Generator) tickChan() chan struct{} {
 	return g.tickCh
 }
 
-// updateLimit raises limit to min(granted, now+run lead, max tick). Both
+// updateLimit raises limit to min(granted, runLimit(now), max tick). Both
 // inputs only grow, so a value computed from older loads is merely
 // conservative.
 func (g *Generator) updateLimit() {
-	l := min(g.granted.Load(), g.now.Load()+g.runTicks.Load(), g.layout.MaxTick())
+	l := min(g.granted.Load(), g.runLimit(g.now.Load()), g.layout.MaxTick())
 	if bugs.IssuePastReservation {
-		l = min(g.now.Load()+g.runTicks.Load(), g.layout.MaxTick())
+		l = min(g.runLimit(g.now.Load()), g.layout.MaxTick())
 	}
 	for {
 		cur := g.limit.Load()

@@ -12,18 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 	"github.com/flaked/flaked/internal/idtest"
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func newGen(t *testing.T, s flake.Settings) (*flake.Generator, *flaketest.Clock) {
+func newGen(t *testing.T, s flake.Settings) (*flake.Generator, *clocktest.Clock) {
 	t.Helper()
-	clk, _ := s.Clock.(*flaketest.Clock)
+	clk, _ := s.Clock.(*clocktest.Clock)
 	if clk == nil {
-		clk = flaketest.NewClock(t0)
+		clk = clocktest.New(t0)
 		s.Clock = clk
 	}
 	g, err := flake.New(s)
@@ -46,7 +46,7 @@ func next(t *testing.T, g *flake.Generator) uint64 {
 }
 
 // drive advances the clock one tick at a time until stop is closed.
-func drive(clk *flaketest.Clock, unit time.Duration, stop <-chan struct{}) <-chan struct{} {
+func drive(clk *clocktest.Clock, unit time.Duration, stop <-chan struct{}) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -242,7 +242,7 @@ type reserver struct {
 	fail    error
 	calls   int
 
-	clk     *flaketest.Clock
+	clk     *clocktest.Clock
 	horizon int64
 	short   int
 }
@@ -452,7 +452,7 @@ func TestClose_StopsIssuing_LastTickBoundsEveryID(t *testing.T) {
 }
 
 func TestNew_InvalidSettings(t *testing.T) {
-	clk := flaketest.NewClock(t0)
+	clk := clocktest.New(t0)
 	for _, tc := range []struct {
 		name string
 		s    flake.Settings
@@ -485,7 +485,7 @@ func TestNextID_ZeroAllocations(t *testing.T) {
 func TestNextID_OverTimeLimit(t *testing.T) {
 	// 32 time bits of 1 ms last ~49.7 days: start 50 days after the epoch.
 	start := t0.Add(-50 * 24 * time.Hour)
-	clk := flaketest.NewClock(t0)
+	clk := clocktest.New(t0)
 	g, _ := newGen(t, flake.Settings{BitsSequence: 15, BitsMachineID: 16, TimeUnit: time.Millisecond, StartTime: start, Clock: clk})
 	if _, err := g.NextID(); !errors.Is(err, flake.ErrOverTimeLimit) {
 		t.Fatalf("err = %v, want ErrOverTimeLimit", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/flaked/flaked/clock"
 )
 
 // Reserving ahead of use, at the pace of the store.
@@ -51,7 +53,7 @@ const cappedEvery = 100 * time.Millisecond
 // reservation is one background Reserve call: err is its outcome, set
 // before task is done.
 type reservation struct {
-	task *Task
+	task *clock.Task
 	err  error
 }
 
@@ -119,7 +121,7 @@ func (g *Generator) startReserve(need, want int64) *reservation {
 	}
 	g.fetching.Store(true)
 	r := &reservation{}
-	r.task = Go(g.clock, func() {
+	r.task = clock.Go(g.clock, func() {
 		defer g.fetching.Store(false)
 		r.err = g.reserveUpTo(g.ctx, need, want)
 	})
@@ -135,11 +137,10 @@ func (g *Generator) reserveWait(ctx context.Context, need, want int64) error {
 	if r == nil {
 		return ErrClosed
 	}
-	if !firesTimers(g.clock) && r.task.state.Load() == taskPending {
+	if !clock.FiresTimers(g.clock) {
 		// A test's hand-driven clock runs no timer while the caller
-		// waits: the caller makes the call itself, as before.
-		r.task.timer.Stop()
-		r.task.run()
+		// waits: the caller makes the call itself.
+		r.task.RunPending()
 	}
 	if err := r.task.Wait(ctx); err != nil {
 		return fmt.Errorf("%w: waiting for tick %d (%s), a reservation in flight: %w", ErrReserve, need,
@@ -213,15 +214,4 @@ func (g *Generator) reserveFailed(need int64, err error) error {
 	g.reserveErrs.Add(1)
 	return fmt.Errorf("%w: tick %d (%s): %w", ErrReserve, need,
 		g.layout.TickTime(need).Format(time.RFC3339Nano), err)
-}
-
-// firesTimers reports whether c runs its timers by itself: the system
-// clock and OffsetClock do; a Stepped clock runs a waited-for task in the
-// waiter (Task.Wait), and a hand-driven test clock only when told to.
-func firesTimers(c Clock) bool {
-	switch c.(type) {
-	case systemClock, *OffsetClock:
-		return true
-	}
-	return false
 }

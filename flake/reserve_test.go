@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 )
 
 // slowStore is a Reserve hook answering after delay (or when gate is
@@ -193,7 +193,7 @@ func TestReserve_FreshMachineID_FirstReservationWithinReach(t *testing.T) {
 // show as an ID at or below the floor, or above the grant.
 func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 	l := flake.DefaultLayout()
-	clk := flaketest.NewClock(t0)
+	clk := clocktest.New(t0)
 	st := &reserver{limit: -1, clk: clk, horizon: 301} // ticks: the store's cap ahead of its clock
 	floor := l.Tick(t0) + st.horizon + 100             // loss + 1 s skew + horizon
 	st.granted = floor
@@ -225,7 +225,7 @@ func TestReserve_FloorPastStoreCap_WaitsForClockNotRefused(t *testing.T) {
 // strictly increasing.
 func TestReserve_FloorAheadGranted_IssuesAtOnceWithinGrant(t *testing.T) {
 	l := flake.DefaultLayout()
-	clk := flaketest.NewClock(t0)
+	clk := clocktest.New(t0)
 	st := &reserver{limit: -1, clk: clk, horizon: 301} // ticks: the store's cap ahead of its clock
 	floor := l.Tick(t0) + st.horizon - 1               // loss + skew + horizon, a second after the loss
 	got, _ := st.reserve(context.Background(), floor+200)
@@ -280,7 +280,7 @@ func TestReserve_FloorAheadGranted_IssuesAtOnceWithinGrant(t *testing.T) {
 // grant.
 func TestReserve_FloorGrantedLater_StartsAheadThen(t *testing.T) {
 	l := flake.DefaultLayout()
-	clk := flaketest.NewClock(t0)
+	clk := clocktest.New(t0)
 	st := &reserver{limit: -1, clk: clk, horizon: 301}
 	floor := l.Tick(t0) + st.horizon + 100 // loss + 1 s skew + horizon
 	st.granted = floor
@@ -348,5 +348,69 @@ func TestReserve_StoreAway_RiddenOutForReachLessASecond(t *testing.T) {
 	}
 	if want := ahead - time.Second - 20*time.Millisecond; since < want {
 		t.Fatalf("issued for %v after the first refused renewal, want at least %v (the reach less a second)", since, want)
+	}
+}
+
+// Fault: the store stops granting (Redis away, or its replicas not
+// acknowledging) while a generator that started at a floor 14 s ahead of
+// its clock (the loss floor after flaked init or a failover, a takeover
+// of a reservation made ahead) serves a load at its sequence limit. The
+// store caps every grant at its clock + the horizon, so a generator that
+// stayed as far ahead as it started held a tick or two beyond what it
+// issued and stopped at once. It gives the start back (runLimit) at half
+// the clock's pace, so once the clock gained the start back it holds its
+// reach again and issues on for all of it but a second. Every ID checked:
+// strictly increasing, above the floor, within the grant (a duplicate
+// across nodes would need an ID past the grant or at the floor).
+func TestReserve_StartedAheadUnderFullLoad_GivesStartBackAndHoldsReach(t *testing.T) {
+	const ahead, lead = 12 * time.Second, time.Second
+	l := flake.DefaultLayout()
+	clk := clocktest.New(t0)
+	st := &reserver{limit: -1, clk: clk, horizon: 1401} // the fleet horizon: lead + reach + skew + a tick
+	floor := l.Tick(t0) + st.horizon - 1                // a loss floor, granted past a second after the loss
+	got, _ := st.reserve(context.Background(), floor+1)
+	g, _ := newGen(t, flake.Settings{Clock: clk, Floor: floor, Reserved: got, Reserve: st.reserve,
+		MaxLead: lead, ReserveAhead: ahead})
+	var last uint64
+	issued := 0
+	// step moves the clock a tick and takes every ID the generator hands
+	// out at once: a load at its sequence limit.
+	step := func() int {
+		clk.Advance(l.TimeUnit)
+		n := 0
+		for {
+			id, ok := g.TryNextID()
+			if !ok {
+				return n
+			}
+			tick := l.Decompose(id).Tick
+			if granted, _ := st.get(); id <= last || tick <= floor || tick > granted {
+				t.Fatalf("ID %d at tick %d after %d: want strictly increasing, in floor %d < tick <= grant %d", id, tick, last, floor, granted)
+			}
+			last = id
+			n++
+		}
+	}
+	const catchUpTicks = 2 * 1400 // twice the start
+	for range catchUpTicks + 200 {
+		issued += step()
+	}
+	perTick := 1 << l.BitsSequence
+	if half := (catchUpTicks + 200) * perTick / 2; issued < half {
+		t.Fatalf("issued %d IDs in %d ticks at the sequence limit; want at least half of it (%d) while the start is given back", issued, catchUpTicks+200, half)
+	}
+	st.mu.Lock()
+	st.fail = errors.New("store away")
+	st.mu.Unlock()
+	for i := 0; ; i++ {
+		if step() == 0 {
+			if want := int((ahead - time.Second) / l.TimeUnit); i < want {
+				t.Fatalf("issued for %d ticks after the store went away; want its reach less a second (%d ticks)", i, want)
+			}
+			return
+		}
+		if i > 2000 {
+			t.Fatal("issued for 20 s with the store away: past every grant")
+		}
 	}
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/sony/sonyflake/v2"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 )
 
 // TestSonyflakeV2_DecomposesOurIDs checks bit compatibility with the real
@@ -25,7 +25,7 @@ func TestSonyflakeV2_DecomposesOurIDs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := flaketest.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+			clk := clocktest.New(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 			tc.s.Clock = clk
 			g, err := flake.New(tc.s)
 			if err != nil {

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 )
 
-// jsSafe is the JS-safe layout the README recommends.
+// jsSafe is the JS-safe layout docs/layout.md recommends.
 func jsSafe(t *testing.T, start time.Time) flake.Layout {
 	t.Helper()
 	l, err := flake.Settings{BitsID: 53, BitsSequence: 8, BitsMachineID: 8, StartTime: start}.Layout()
@@ -132,7 +132,7 @@ func TestLayout53_GeneratorsUniqueBelow2to53_RefuseAtEnd(t *testing.T) {
 	if got := l.Tick(now); got != l.MaxTick()-ticksLeft+1 {
 		t.Fatalf("start tick %d, want %d", got, l.MaxTick()-ticksLeft+1)
 	}
-	clk := flaketest.NewClock(now)
+	clk := clocktest.New(now)
 	done, cancel := context.WithCancel(context.Background())
 	cancel() // never wait
 	seen := make(map[uint64]int, ticksLeft*256*255)

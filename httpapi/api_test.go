@@ -224,7 +224,7 @@ func TestAPI_NotReady(t *testing.T) {
 	}
 }
 
-// The README's curl commands work as shown, over plain HTTP and TLS (curl
+// docs/http.md's curl commands work as shown, over plain HTTP and TLS (curl
 // --cacert with the daemon's certificate), with the bearer token: Debian's
 // curl, as an operator runs it.
 func TestAPI_Curl(t *testing.T) {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"fmt"
@@ -49,7 +50,8 @@ type statusData struct {
 	MachineIDs  string
 	Namespace   string
 	Layout      string
-	Headroom    string // reservation headroom, "" when not in flake mode
+	Headroom    string   // reservation headroom, "" when not in flake mode
+	Grants      []string // what the last grants waited for, per kind (grantText)
 	Info        [][2]string
 	Decode      string // the ID asked for, "" when none
 	Decoded     *parseBody
@@ -83,6 +85,11 @@ func (a *api) statusPage(w http.ResponseWriter, r *http.Request) {
 	d.Configured, d.ModeReason, d.MachineIDs, d.Namespace = info["mode_configured"], info["mode_reason"], info["machine_ids"], info["namespace"]
 	if v, ok := info["reservation_headroom_ms"]; ok {
 		d.Headroom = v + " ms"
+	}
+	for _, kind := range []string{"lease", "counter"} {
+		if t := grantText(kind, info); t != "" {
+			d.Grants = append(d.Grants, t)
+		}
 	}
 	if !d.Ready {
 		d.Reason = notReadyReason(g)
@@ -195,4 +202,24 @@ func fmtAgeMs(ms *int64) string {
 		return "-"
 	}
 	return (time.Duration(*ms) * time.Millisecond).Round(100 * time.Millisecond).String()
+}
+
+// grantText says, from a node's INFO, what its last grant of a kind
+// (lease: claims and renewals; counter: segments) was safe by, or why it
+// was refused: "" when the node has made none of that kind.
+func grantText(kind string, info map[string]string) string {
+	p := kind + "_grant_"
+	switch {
+	case info[p+"refused"] == "1":
+		return kind + ": refused: " + info[p+"refused_why"]
+	case info[p+"safe_by"] == "sentinels":
+		return kind + ": used: every Sentinel reported the master up (the replicas were not waited for)"
+	case info[p+"safe_by"] == "replicas":
+		if info[p+"replicas_needed"] == "0" {
+			return kind + ": used: no replica to wait for"
+		}
+		return fmt.Sprintf("%s: used: %s of %s replicas acknowledged (the master lists %s)", kind,
+			info[p+"replicas_acked"], info[p+"replicas_needed"], cmp.Or(info[p+"replicas_listed"], "none"))
+	}
+	return ""
 }

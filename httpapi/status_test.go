@@ -111,6 +111,9 @@ func checkPage(dom string, w pageWant) []string {
 	if h, _ := section(dom, "td", "headroom"); !strings.HasSuffix(h, " ms") {
 		bad = append(bad, fmt.Sprintf("headroom cell %q, want ms", h))
 	}
+	if g, _ := section(dom, "td", "grants"); !strings.Contains(g, "lease: used") {
+		bad = append(bad, fmt.Sprintf("grants cell %q, want the lease's last grant used", g))
+	}
 	fleet, _ := section(dom, "table", "fleet")
 	rows := bodyRows(fleet)
 	for id, owner := range w.owners {
@@ -149,6 +152,7 @@ func joinInts(ids []int) string {
 // A page that breaks (a section missing, a template error) fails the
 // checks: see the teeth at the end.
 func TestStatusPage_Chromium(t *testing.T) {
+	redistest.SkipShort(t, "Chromium")
 	need(t, "chromium", "chromium")
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})

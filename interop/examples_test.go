@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The README's snippets of "Using flaked from your language" are these
+// docs/protocol.md's snippets of "Using flaked from your language" are these
 // files, whole. Each runnable one prints the ID, how many NEXTIDS gave,
 // the machine ID from PARSE, and, for some, a last check ("True"/"true").
 var examples = []string{

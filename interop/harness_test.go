@@ -23,32 +23,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/internal/daemontest"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
-// binary is the flaked binary, built once for the package.
+// binary is the flaked binary (daemontest), built once for the package.
 var binary string
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(idtest.QuietRedis{}) // dials to daemons stopped on purpose
-	dir, err := os.MkdirTemp("", "flaked-interop-")
-	if err != nil {
+	var err error
+	if binary, err = daemontest.Build(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "flaked")
-	// Built in the main module, with its go.sum, not this one's.
-	build := exec.Command("go", "build", "-o", binary, "./cmd/flaked")
-	build.Dir = ".."
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building flaked:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(daemontest.Run(m))
 }
 
 const (
@@ -225,7 +215,7 @@ func (f *flavours) env(control string) []string {
 }
 
 // startFleet makes the registry of a new fleet on one new redis-server
-// with the flaked init binary (as the README's quick start does), then
+// with the flaked init binary (as the README's fleet steps do), then
 // starts n daemons with the given layout flags, all at once.
 func startFleet(t *testing.T, n int, layout ...string) []*daemon {
 	t.Helper()

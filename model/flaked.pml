@@ -18,8 +18,8 @@
  * snapshot: restarts from it or empty), CFG_FAILOVER (a master and a
  * replica holding a prefix of its writes; a failover), CFG_SPLIT (the
  * replica is promoted while the old master, cut off from it, still accepts
- * writes from some nodes). Switches: WAITSW (DESIGN-26 point 3: a grant is
- * used only after WAIT n), MINREP (the old master refuses writes LAG ticks
+ * writes from some nodes). Switches: WAITSW (a grant is used only after WAIT
+ * n, n the replicas' high-water mark), MINREP (the old master refuses writes LAG ticks
  * after the cut: min-replicas-to-write 1), LAYOUT (a node of another
  * layout; STRAY_SILENT asserts it never issues), MIXED (the fleet in
  * counter mode, the last slot in flake mode), CLONE (a process started
@@ -60,37 +60,76 @@
 #ifndef LAG
 #define LAG 3          /* min-replicas-max-lag (MINREP) */
 #endif
+#ifndef MAXP
+#define MAXP MAXF      /* promotions (CFG_REPL), within the fault budget */
+#endif
 #ifndef P
 #define P 2            /* process slots; slot p runs node p (CLONE: the last slot copies node 0's file) */
+#endif
+
+/* servers: two (CFG_LOSS: the server and its snapshot; CFG_FAILOVER and
+ * CFG_SPLIT: a master and its replica), or NS with CFG_REPL (a master and
+ * NS-1 replicas) */
+#ifdef CFG_REPL
+#ifndef NS
+#define NS 3
+#endif
+#else
+#define NS 2
 #endif
 
 #define NONE -2       /* a missing key or field (claim.lua reads a missing reservation as -2 and writes -1) */
 #define MAXV 31        /* counter values are tracked in a 32-bit mask */
 
-/* ---- Redis: two servers' data (index 0 and 1) ---- */
-byte lease[2*M];     /* lease token, 0: none */
-short resv[2*M];     /* {ns}:reserved, NONE: no field */
-bit meta[2];         /* {ns}:meta exists */
-byte msrv[2];        /* meta server: the identity it was last written under */
-short mloss[2];      /* meta loss_ms, in ticks */
-byte mlid[2];        /* meta loss_id, abstracted to a fresh number per loss */
-byte mgen[2];        /* meta generation */
-bit mres[2];         /* meta reserved: a claim wrote {ns}:reserved (guard.lua reads it gone as a loss) */
-byte mhw[2];         /* meta replicas: the high-water mark (WAITSW) */
-byte lay[2];         /* {ns}:layout: 0 none, 1 the fleet's (A), 2 another (B) */
-short ctr[2];        /* {ns}:counter, NONE: missing */
+/* ---- Redis: the servers' data (index 0 .. NS-1) ---- */
+byte lease[NS*M];    /* lease token, 0: none */
+short resv[NS*M];    /* {ns}:reserved, NONE: no field */
+bit meta[NS];        /* {ns}:meta exists */
+byte msrv[NS];       /* meta server: the identity it was last written under */
+#ifdef WAITSW
+byte msrep[NS];      /* the master_replid part of it (replicasAfterChange) */
+#endif
+short mloss[NS];     /* meta loss_ms, in ticks */
+byte mlid[NS];       /* meta loss_id, abstracted to a fresh number per loss */
+byte mgen[NS];       /* meta generation */
+bit mres[NS];        /* meta reserved: a claim wrote {ns}:reserved (guard.lua reads it gone as a loss) */
+byte mhw[NS];        /* meta replicas: the high-water mark (WAITSW) */
+byte lay[NS];        /* {ns}:layout: 0 none, 1 the fleet's (A), 2 another (B) */
+short ctr[NS];       /* {ns}:counter, NONE: missing */
 #ifdef REGIONS
-short ctr2[2];       /* region 1's counter key */
+short ctr2[NS];      /* region 1's counter key */
 #endif
 
 /* ---- the servers as processes ---- */
-byte ident[2];       /* run_id:master_replid, abstracted to a fresh number */
-short off[2];        /* TIME = now - off: the servers' clocks within SK */
-bit acc[2];          /* accepting writes (a master, up, reachable) */
+byte ident[NS];      /* run_id:master_replid, abstracted to a fresh number */
+#ifdef WAITSW
+byte rid[NS];        /* master_replid alone (a replica has its master's once synced) */
+byte rid2[NS];       /* master_replid2: the replid it had before its promotion, 0: none */
+byte nrid;           /* fresh replids */
+#endif
+short off[NS];       /* TIME = now - off: the servers' clocks within SK */
+bit acc[NS];         /* accepting writes (a master, up, reachable) */
 byte mst;            /* the master Sentinel knows */
+#ifdef CFG_REPL
+/* NS servers: any may be a master (several during a split brain), a
+ * replica following one, or down */
+byte role[NS];       /* 0 down, 1 master, 2 replica */
+byte rof[NS];        /* the master a replica follows */
+byte proms;          /* promotions so far (at most MAXP, within MAXF) */
+#ifdef REPL_LATE
+bit joined;          /* the last replica, away at flaked init, has attached */
+#endif
+#if defined(REPL_LATE) && !defined(REPL_TURNS)
+#define JOINED joined
+#else
+#define JOINED 1
+#endif
+bit rlnk[NS];        /* a replica's link to it is up (it streams and acknowledges) */
+#else
 bit lnk;             /* the replica's link to its master is up */
 byte repof;          /* the server the replica (1 - repof) follows */
 bit listed[2];       /* connected_slaves the server lists (until repl-timeout) */
+#endif
 bit split;           /* two masters accepting writes */
 short cutT;          /* when the split began */
 
@@ -164,6 +203,9 @@ inline copydata(D_, S_) {
 #ifdef REGIONS
   ctr2[D_] = ctr2[S_];
 #endif
+#ifdef WAITSW
+  msrep[D_] = msrep[S_];
+#endif
   xi = 0
 }
 
@@ -173,6 +215,9 @@ inline cleardata(D_) {
   lay[D_] = 0; ctr[D_] = NONE;
 #ifdef REGIONS
   ctr2[D_] = NONE;
+#endif
+#ifdef WAITSW
+  msrep[D_] = 0;
 #endif
   xi = 0
 }
@@ -213,7 +258,11 @@ inline havoc(S_) {
   :: skip
   :: lay[S_] = 0
   :: meta[S_] = 0; msrv[S_] = 0; mloss[S_] = 0; mlid[S_] = 0; mgen[S_] = 0; mhw[S_] = 0; mres[S_] = 0;
-     lay[S_] = 0
+     lay[S_] = 0;
+#ifdef WAITSW
+     msrep[S_] = 0;
+#endif
+     skip
   fi;
   printf("EV DATAX %d %d %d %d\n", S_, ctr[S_], meta[S_], lay[S_]);
   xi = 0; xq = 0
@@ -225,6 +274,19 @@ inline havoc(S_) {
 #define PREFIX(D_, S_) skip
 #else
 #define PREFIX(D_, S_) copydata(D_, S_); havoc(D_)
+#endif
+
+/* replids: a promoted replica takes a new one and shows the one it had
+ * (its master's) as master_replid2; a replica takes its master's when it
+ * syncs; a restart takes a new one, with no master_replid2 */
+#ifdef WAITSW
+#define RIDPROMOTE(S_) rid2[S_] = rid[S_]; nrid++; rid[S_] = nrid
+#define RIDFOLLOW(D_, S_) rid[D_] = rid[S_]
+#define RIDRESTART(S_) nrid++; rid[S_] = nrid; rid2[S_] = 0
+#else
+#define RIDPROMOTE(S_) skip
+#define RIDFOLLOW(D_, S_) skip
+#define RIDRESTART(S_) skip
 #endif
 
 /* {ns}:reserved gone while {ns}:meta says a claim wrote it (evicted or
@@ -250,42 +312,105 @@ inline havoc(S_) {
 #define KNOWS(K_) (K_)
 #endif
 
+/* connected_slaves: the replicas server S_ lists */
+#ifdef CFG_REPL
+/* a master lists exactly the replicas streaming from it: listing one for
+ * repl-timeout after its link broke only raises the count a grant waits
+ * for (a listed replica that cannot acknowledge fails the WAIT), so
+ * dropping it at once explores every grant that a longer listing allows */
+#define STREAMS(r, S_) (role[r] == 2 && rlnk[r] && rof[r] == (S_))
+#define LISTED(S_) (STREAMS(0, S_) + STREAMS(1, S_) + STREAMS(2, S_))
+#else
+#define LISTED(S_) (listed[S_])
+#endif
+
+/* replicasAfterChange: the mark once server S_ took {ns}:meta over from
+ * the identity stored: one less when S_ is a replica promoted in place of
+ * that server (its master_replid2 is the replid stored), the same after a
+ * restart; never below the replicas listed now */
+#ifdef WAITSW
+#if defined(BUG_mark_reset)
+/* the bug (DESIGN-26 as written): reset to the replicas listed now */
+#define MARKDEC(S_) (mhw[S_])
+#elif defined(BUG_mark_dec_always)
+/* the bug: one less on any new identity, a restart too */
+#define MARKDEC(S_) (1)
+#elif defined(MARK_KEEP)
+/* a design to compare: the mark kept whole across a promotion too */
+#define MARKDEC(S_) (0)
+#elif defined(BUG_mark_dec_any)
+/* the bug: one less for any promoted replica, whichever master wrote last */
+#define MARKDEC(S_) (rid2[S_] != 0)
+#else
+#define MARKDEC(S_) (rid2[S_] != 0 && rid2[S_] == msrep[S_])
+#endif
+inline afterChange(S_) {
+  xd = MARKDEC(S_);
+  if :: mhw[S_] > xd -> mhw[S_] = mhw[S_] - xd :: else -> mhw[S_] = 0 fi;
+  mhw[S_] = MAX(mhw[S_], LISTED(S_));
+  msrep[S_] = rid[S_]
+}
+#else
+#define afterChange(S_) skip
+#endif
+
+/* a fresh loss ID: only renewals read it (flake mode) */
+#ifdef FLAKE
+#define NEWLID(S_) nlid++; mlid[S_] = nlid
+#else
+#define NEWLID(S_) skip
+#endif
+
 /* how: 0 same server, 1 created, 2 server changed */
 inline guard(S_, G_, K_) {
   xnoreg = 0;
   if
   :: !meta[S_] && !KNOWS(K_) -> xnoreg = 1; xhow = 0
   :: !meta[S_] && KNOWS(K_) ->
-     meta[S_] = 1; msrv[S_] = ident[S_]; mloss[S_] = RT(S_); nlid++; mlid[S_] = nlid;
-     if :: G_ == 0 -> ngen++; mgen[S_] = ngen :: else -> mgen[S_] = G_ fi; mhw[S_] = 0; xhow = 1
+     meta[S_] = 1; msrv[S_] = ident[S_]; mloss[S_] = RT(S_); NEWLID(S_);
+     if :: G_ == 0 -> ngen++; mgen[S_] = ngen :: else -> mgen[S_] = G_ fi; xhow = 1;
+     /* the mark starts from the replicas listed */
+     mhw[S_] = 0; afterChange(S_)
   :: meta[S_] && msrv[S_] == ident[S_] && !RESGONE(S_) -> xhow = 0
   :: else ->
      /* reservations gone under the same server: the next claim writes both again */
      if :: msrv[S_] == ident[S_] -> mres[S_] = 0 :: else -> skip fi;
-     mloss[S_] = MAX(mloss[S_], RT(S_)); msrv[S_] = ident[S_]; nlid++; mlid[S_] = nlid; xhow = 2;
+     mloss[S_] = MAX(mloss[S_], RT(S_)); msrv[S_] = ident[S_]; NEWLID(S_); xhow = 2;
+     afterChange(S_)
+  fi
+}
+
+/* replicas.lua, at the end of a grant (claim, renewal, counter segment):
+ * the mark raised to the replicas listed, and the count the grant must
+ * reach (xn), floored by the operator's --min-replicas (WAIT_MIN, which
+ * internal/replwait applies) */
 #ifdef WAITSW
-#ifndef WAIT_NORESET
-     mhw[S_] = 0;       /* reset to the replicas connected now (raised below) */
+inline needed(S_) {
+#ifndef BUG_mark_unraised
+  mhw[S_] = MAX(mhw[S_], LISTED(S_));
 #endif
+#ifdef BUG_wait_listed
+  xn = LISTED(S_);        /* the bug: the replicas listed now, not the mark */
+#else
+  xn = MAX(mhw[S_], LISTED(S_));
 #endif
-     skip
-  fi;
-#ifdef WAITSW
-  /* the script reads connected_slaves and raises the high-water mark */
-  if
-  :: !xnoreg ->
-     mhw[S_] = MAX(mhw[S_], listed[S_]);
-     xn = MAX(listed[S_], mhw[S_]);
 #ifdef WAIT_MIN
-     /* a floor the operator configures: the replicas the deployment has */
-     xn = MAX(xn, WAIT_MIN);
+#ifndef BUG_floor_ignored
+  xn = MAX(xn, WAIT_MIN);
 #endif
-     skip
-  :: else -> skip
-  fi;
 #endif
   skip
 }
+#endif
+
+/* COUNTED (an assumption of the rule, docs/model.md): a granting script
+ * runs on a master right after a replica attached to it (its grant not
+ * used), so the mark counts the replica before anything else happens */
+#ifdef COUNTED
+#define COUNT(S_) guard(S_, mgen[S_], 1); if :: !xnoreg -> needed(S_) :: else -> skip fi; printf("EV COUNTED %d\n", S_)
+#else
+#define COUNT(S_) skip
+#endif
 
 /* ---- guard.lua: fleetLayout, after the guard ----
  * A missing {ns}:layout is restored with the caller's layout by a caller
@@ -374,11 +499,39 @@ inline usecounter(P_, C_, F_, E_) {
 #define CTRP(p) (1)
 #endif
 
+#ifdef CFG_REPL
+#define ISMASTER(s) (role[s] == 1)
+#define ISREPL(s) (role[s] == 2)
+#ifdef REPL_FOLLOWED
+/* (an assumption: only a replica of the newest master is promoted) */
+#define PROMOTABLE(s) (role[s] == 2 && rof[s] == mst)
+#else
+#define PROMOTABLE(s) (role[s] == 2)
+#endif
+#define LINKED(r) (role[r] == 2 && rlnk[r])
+#define ANY3(C) (C(0) || C(1) || C(2))
+#define PICK3(C) if :: C(0) -> xo = 0 :: C(1) -> xo = 1 :: C(2) -> xo = 2 fi
+/* server r, not streaming, may attach to master s: a replica to the
+ * master it followed (it reconnects) or to the master Sentinel knows (it
+ * re-points it there); a master other than that one only to it (Sentinel
+ * turns an old master into a replica of the newest one) */
+#define ATT(r, s) (role[s] == 1 && \
+  ((role[r] == 2 && !rlnk[r] && (rof[r] == (s) || (s) == mst)) || (role[r] == 1 && (s) == mst)))
+#define ANYATTACH (ATT(0, 1) || ATT(0, 2) || ATT(1, 0) || ATT(1, 2) || ATT(2, 0) || ATT(2, 1))
+#define PICKATTACH if :: ATT(0, 1) -> xo = 0; ws = 1 :: ATT(0, 2) -> xo = 0; ws = 2 \
+  :: ATT(1, 0) -> xo = 1; ws = 0 :: ATT(1, 2) -> xo = 1; ws = 2 \
+  :: ATT(2, 0) -> xo = 2; ws = 0 :: ATT(2, 1) -> xo = 2; ws = 1 fi
+/* node p may move to master s */
+#define MOVE(p, s) (up[p] && role[s] == 1 && pconn[p] != (s))
+#define MOVES(p) (MOVE(p, 0) || MOVE(p, 1) || MOVE(p, 2))
+#define PICKMOVE(p) if :: MOVE(p, 0) -> xo = 0 :: MOVE(p, 1) -> xo = 1 :: MOVE(p, 2) -> xo = 2 fi
+#endif
+
 /* a server takes writes from p */
 #define CANWRITE(p) (acc[pconn[p]])
 
 /* scratch variables of one atomic step: hidden, so not part of the state */
-hidden byte xi, ws, xm, xc, xhow, xn, xnoreg, xg, xtok, xq;
+hidden byte xi, ws, xm, xc, xhow, xn, xnoreg, xg, xtok, xq, xd, xo;
 hidden short xfl, wr, xv, xt, xcur, xfirst, xlast, xlim, xcap, xminv;
 hidden byte xok;
 
@@ -468,6 +621,7 @@ end:
           printf("EV CLAIM %d %d %d %d %d OK %d %d\n", p, ws, xm, play[p], pknown[p], xfl, xtok);
           pknown[p] = 1;     /* set at the reply, before any WAIT */
 #ifdef WAITSW
+          needed(ws);
           ppend[p] = 1; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfl; pc[p] = xtok; pd[p] = xm;
           pe[p] = mlid[ws]; pg[p] = mgen[ws]
 #else
@@ -512,6 +666,7 @@ end:
           resv[ws*M+xm] = wr;
           printf("EV RENEW %d %d OK %d %d\n", p, ws, wr, RT(ws));
 #ifdef WAITSW
+          needed(ws);
           ppend[p] = 2; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = wr
 #else
           presv[p] = wr; sffloor[p] = wr
@@ -590,6 +745,7 @@ end:
                 printf("EV COUNTER %d %d %d %d %d OK %d %d\n", p, ws, xminv, play[p], pknown[p], xfirst, xlast);
                 pknown[p] = 1;     /* fallback.Counter.known, set at the reply */
 #ifdef WAITSW
+                needed(ws);
                 ppend[p] = 3; pn[p] = xn; pps[p] = ws; pi[p] = ident[ws]; pa[p] = xfirst; pb[p] = xlast
 #else
                 usecounter(p, CCELL, xfirst, xlast)
@@ -618,13 +774,37 @@ end:
   /* WAIT n on the connection that ran the grant: the replica acknowledges
    * when it is attached to that server (and then holds all of its writes) */
   :: atomic { up[p] && ppend[p] != 0 ->
-       ws = pps[p];
+       ws = pps[p]; xc = 0;
+#ifdef CFG_REPL
+       /* each replica streaming from that server acknowledges within the
+        * timeout, or lags (or its link is down: it cannot) */
+       if
+       :: acc[ws] && ident[ws] == pi[p] ->
+          for (xo : 0 .. NS-1) {
+            if
+            :: role[xo] == 2 && rlnk[xo] && rof[xo] == ws ->
+               if
+               :: copydata(xo, ws); xc++; printf("EV SYNC %d %d\n", ws, xo)
+               :: skip
+               fi
+            :: else -> skip
+            fi
+          }; xo = 0
+       :: else -> skip
+       fi;
+#else
        if
        :: lnk && repof == ws && acc[ws] && ident[ws] == pi[p] -> copydata(REP, ws); xc = 1; printf("EV SYNC %d %d\n", ws, REP)
-       :: else -> xc = 0
+       :: else -> skip
        fi;
+#endif
+       printf("EV WAIT %d %d %d\n", p, xc, pn[p]);
        if
+#ifdef BUG_wait_one_fewer
+       :: xc + 1 >= pn[p] ->     /* the bug: one replica fewer than the count */
+#else
        :: xc >= pn[p] ->
+#endif
           printf("EV WAITOK %d\n", p);
           if
           :: ppend[p] == 1 ->
@@ -648,9 +828,19 @@ end:
 init {
   byte p;
   d_step {
-    cleardata(0); cleardata(1);
-    nid = 2; ident[0] = 1; ident[1] = 2;
-    acc[0] = 1; acc[1] = 0; mst = 0; repof = 0; now = SK;
+    for (p : 0 .. NS-1) { cleardata(p); ident[p] = p + 1 };
+    nid = NS; acc[0] = 1; mst = 0; now = SK;
+#ifdef WAITSW
+    /* a replica has its master's replid */
+    for (p : 0 .. NS-1) { rid[p] = 1 }; nrid = 1;
+#endif
+#ifdef CFG_REPL
+    /* server 0 the master, the others its replicas, streaming */
+    role[0] = 1;
+    for (p : 1 .. NS-1) { role[p] = 2; rof[p] = 0; rlnk[p] = 1 };
+#else
+    repof = 0;
+#endif
 #if defined(CFG_FAILOVER) || defined(CFG_SPLIT)
     lnk = 1; listed[0] = 1;
 #endif
@@ -664,12 +854,19 @@ init {
     p = 0
   }
   /* the servers' clocks: either may be up to SK behind the other */
+#ifdef CFG_REPL
+  /* (each 0 or SK behind: any two within SK) */
+  for (p : 0 .. NS-1) { if :: off[p] = 0 :: off[p] = SK fi };
+  p = 0;
+  printf("EV OFF %d %d %d\n", off[0], off[1], off[2]);
+#else
   if
   :: off[0] = 0; off[1] = 0
   :: off[0] = 0; off[1] = SK
   :: off[0] = SK; off[1] = 0
   fi;
   printf("EV OFF %d %d\n", off[0], off[1]);
+#endif
   /* flaked init makes the registry on server 0 before any node starts:
    * {ns}:meta with a possible loss at its time (init.lua), and the
    * fleet's layout */
@@ -677,7 +874,22 @@ init {
     meta[0] = 1; msrv[0] = ident[0]; mloss[0] = RT(0); nlid = 1; mlid[0] = 1; ngen = 1; mgen[0] = 1;
     lay[0] = 1;
 #ifdef WAITSW
-    mhw[0] = listed[0];
+    mhw[0] = LISTED(0); msrep[0] = rid[0];
+#endif
+#ifdef CFG_REPL
+    /* the replicas hold the registry */
+    for (p : 1 .. NS-1) { copydata(p, 0) }; p = 0;
+    skip
+  }
+#ifdef REPL_LATE
+  /* flaked init ran with both replicas streaming, or while the last one
+   * was away (it attaches later: the mark counts it from the next grant) */
+  if
+  :: joined = 1
+  :: d_step { rlnk[NS-1] = 0; mhw[0] = LISTED(0); copydata(1, 0); cleardata(NS-1) }
+  fi;
+#endif
+  d_step {
 #endif
 #ifdef WAIT_NOFIRST
     /* the fleet ran with the replica attached before: {ns}:meta holds it
@@ -686,14 +898,20 @@ init {
 #endif
     skip
   }
-#if defined(WAITSW) && !defined(WAIT_NOFIRST)
+#if defined(WAITSW) && !defined(WAIT_NOFIRST) && !defined(CFG_REPL)
   /* init ran while the replica was listed, or before it attached */
   if
   :: skip
   :: mhw[0] = 0
   fi;
+  atomic { COUNT(0) };
 #endif
   printf("EV INIT 0\n");
+#ifdef CFG_REPL
+  /* (the replay: what the replicas hold and which stream) */
+  printf("EV SYNC 0 1\n");
+  if :: rlnk[2] -> printf("EV SYNC 0 2\n") :: else -> printf("EV DETACH 2\n") fi;
+#endif
   atomic {
     for (p : 0 .. P-1) { run Proc(p) }
     p = 0
@@ -704,7 +922,7 @@ end:
   :: atomic { now < TMAX -> now++; printf("EV TIME %d\n", now) }
 
   /* a lease expires (a pause past the TTL) or is evicted (volatile-*) */
-  :: atomic { ANYLEASE(0) || ANYLEASE(1) ->
+  :: atomic { ANYLEASE(0) || ANYLEASE(1) || (NS > 2 && ANYLEASE(NS-1)) ->
        if
        :: LEASEAT(0, 0) -> ws = 0; xm = 0
        :: LEASEAT(0, 1) -> ws = 0; xm = 1
@@ -713,6 +931,10 @@ end:
 #if M > 2
        :: LEASEAT(0, 2) -> ws = 0; xm = 2
        :: LEASEAT(1, 2) -> ws = 1; xm = 2
+#endif
+#if NS > 2
+       :: LEASEAT(2, 0) -> ws = 2; xm = 0
+       :: LEASEAT(2, 1) -> ws = 2; xm = 1
 #endif
        fi;
        lease[ws*M+xm] = 0; printf("EV EXPIRE %d %d\n", ws, xm) }
@@ -747,7 +969,7 @@ end:
 #ifdef CFG_FAILOVER
   /* failover: the master dies, the replica (holding a prefix) is promoted */
   :: atomic { faults < MAXF && lnk -> faults++;
-       ws = REP; acc[repof] = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws;
+       ws = REP; acc[repof] = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws; RIDPROMOTE(ws);
        lnk = 0; listed[0] = 0; listed[1] = 0;
        printf("EV PROMOTE %d\n", ws); PREFIX(ws, repof);
 #ifndef WAITSW
@@ -755,7 +977,7 @@ end:
 #endif
        skip }
   /* the old master comes back as a replica of the new one (full sync) */
-  :: atomic { !lnk -> repof = mst; lnk = 1; listed[mst] = 1;
+  :: atomic { !lnk -> repof = mst; lnk = 1; listed[mst] = 1; RIDFOLLOW(REP, repof);
 #ifdef WAITSW
        copydata(REP, repof);
 #endif
@@ -772,7 +994,7 @@ end:
   /* split brain: the master is cut off from its replica and from Sentinel
    * (not from every node); the replica is promoted at once */
   :: atomic { faults < MAXF && !split && lnk -> faults++;
-       ws = REP; lnk = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws;
+       ws = REP; lnk = 0; acc[ws] = 1; nid++; ident[ws] = nid; mst = ws; RIDPROMOTE(ws);
        split = 1; cutT = now; listed[ws] = 0;
        printf("EV PROMOTE %d\n", ws); PREFIX(ws, repof) }
   /* the old master drops its replica from its list after repl-timeout */
@@ -784,8 +1006,8 @@ end:
 #endif
   /* the partition heals: Sentinel turns the old master into a replica */
   :: atomic { split -> split = 0; ws = 1 - mst; acc[ws] = 0;
-       repof = mst; lnk = 1; listed[mst] = 1; copydata(ws, mst);
-       printf("EV SYNC %d %d\n", mst, ws) }
+       repof = mst; lnk = 1; listed[mst] = 1; copydata(ws, mst); RIDFOLLOW(ws, mst);
+       printf("EV SYNC %d %d\n", mst, ws); COUNT(mst) }
 #ifdef SPLIT_RESTART
   /* the old master restarts while cut off (keeping its data, or empty),
    * still a master for the nodes that reach it */
@@ -793,7 +1015,7 @@ end:
        if
        :: printf("EV RESTART %d\n", ws); havoc(ws)
        fi;
-       nid++; ident[ws] = nid; listed[ws] = 0 }
+       nid++; ident[ws] = nid; RIDRESTART(ws); listed[ws] = 0 }
 #endif
   /* a node reaches the other master */
   :: atomic { split && acc[1 - pconn[0]] -> pconn[0] = 1 - pconn[0] }
@@ -806,6 +1028,63 @@ end:
   :: atomic { !split && pconn[1] != mst -> pconn[1] = mst }
 #if P > 2
   :: atomic { !split && pconn[2] != mst -> pconn[2] = mst }
+#endif
+#endif
+
+#ifdef CFG_REPL
+#if NS != 3
+#error "CFG_REPL models three servers"
+#endif
+  /* ---- three servers: replicas attach, detach, resync, follow a
+   * promoted replica or not; promotions one after another ---- */
+  /* a replica streaming from its master catches up (it holds a prefix of
+   * the master's writes, as of some moment) */
+  :: atomic { ANY3(LINKED) -> PICK3(LINKED);
+       copydata(xo, rof[xo]); printf("EV SYNC %d %d\n", rof[xo], xo); xo = 0 }
+  /* its link breaks (a reboot, a network blip, a partition); its master
+   * stops listing it (LISTED) */
+  :: atomic { JOINED && ANY3(LINKED) -> PICK3(LINKED);
+       rlnk[xo] = 0; printf("EV DETACH %d\n", xo); xo = 0 }
+  /* a server attaches to a master (a resync after a blip, a replica
+   * Sentinel re-points to a promoted one, an old master turned replica,
+   * one that stays with the master it had): a full copy of the master's
+   * data and its replid */
+  :: atomic { ANYATTACH -> PICKATTACH;
+       if
+       :: role[xo] == 1 ->
+          /* a master turned replica: its replicas lose their stream */
+          acc[xo] = 0;
+          for (xi : 0 .. NS-1) { if :: rof[xi] == xo -> rlnk[xi] = 0 :: else -> skip fi }; xi = 0
+       :: else -> skip
+       fi;
+       role[xo] = 2; rof[xo] = ws; rlnk[xo] = 1; RIDFOLLOW(xo, ws);
+       copydata(xo, ws);
+       printf("EV ATTACH %d %d\n", xo, ws); COUNT(ws);
+#ifdef REPL_LATE
+       if :: xo == NS-1 -> joined = 1 :: else -> skip fi;
+#endif
+       xo = 0 }
+  /* a replica is promoted (REPLICAOF NO ONE: by Sentinel or by hand),
+   * whether its master is down, cut off or still reached by some nodes,
+   * with the data it holds: a new replid, the one it had (its master's)
+   * as master_replid2 */
+  :: atomic { JOINED && faults < MAXF && proms < MAXP && ANY3(PROMOTABLE) -> PICK3(PROMOTABLE); faults++; proms++;
+       role[xo] = 1; acc[xo] = 1; rlnk[xo] = 0;
+       RIDPROMOTE(xo); nid++; ident[xo] = nid; mst = xo;
+       printf("EV PROMOTED %d\n", xo); xo = 0 }
+#ifdef REPL_RESTART
+  /* a master restarts with its data (a new run_id and replid, no
+   * master_replid2); its replicas lose their stream */
+  :: atomic { JOINED && faults < MAXF && ANY3(ISMASTER) -> PICK3(ISMASTER); faults++;
+       RIDRESTART(xo); nid++; ident[xo] = nid;
+       for (xi : 0 .. NS-1) { if :: rof[xi] == xo -> rlnk[xi] = 0 :: else -> skip fi }; xi = 0;
+       printf("EV RESTART %d\n", xo); xo = 0 }
+#endif
+  /* a node reaches another master (each at its own moment) */
+  :: atomic { MOVES(0) -> PICKMOVE(0); pconn[0] = xo; printf("EV CONN 0 %d\n", xo); xo = 0 }
+  :: atomic { MOVES(1) -> PICKMOVE(1); pconn[1] = xo; printf("EV CONN 1 %d\n", xo); xo = 0 }
+#if P > 2
+  :: atomic { MOVES(2) -> PICKMOVE(2); pconn[2] = xo; printf("EV CONN 2 %d\n", xo); xo = 0 }
 #endif
 #endif
   od

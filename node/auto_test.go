@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
@@ -189,7 +190,7 @@ func TestAuto_ClockBehindFloor_FallsBackAndReturns(t *testing.T) {
 	}
 	// Restarted with its clock 4 s back: the state file's ID starts 4 s
 	// ahead of it, more than max wait.
-	clk := flake.NewOffsetClock(-4 * time.Second)
+	clk := clock.NewOffset(-4 * time.Second)
 	breg := reg
 	breg.MaxWait = time.Second
 	b := newNode(t, fast(node.Options{Redis: rdb, Registry: breg, StateFile: state, Mode: node.ModeAuto, Clock: clk}))
@@ -221,7 +222,7 @@ func TestAuto_ClockBehindFloor_FallsBackAndReturns(t *testing.T) {
 func TestAuto_ClockSkewed_CounterUntilFixed(t *testing.T) {
 	srv := realRedis(t)
 	rdb := client(t, srv)
-	clk := flake.NewOffsetClock(-time.Hour)
+	clk := clock.NewOffset(-time.Hour)
 	if _, err := node.New(ctxT(t), node.Options{Redis: rdb, Clock: clk}); !errors.Is(err, coord.ErrClockSkew) {
 		t.Fatalf("flake mode with a clock 1h off: err = %v, want ErrClockSkew", err)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
@@ -105,14 +107,109 @@ func drainAcrossRestart(t *testing.T, aof bool) {
 	}
 	is.halt()
 	is.checkIDs(t, lay, "A")
-	drained := 0
-	for _, id := range is.ids[lost:] {
-		if d := lay.Decompose(id); d.MachineID == 0 && d.Tick <= granted {
-			drained++
-		}
-	}
-	if drained == 0 {
+	if drained := drainedIDs(lay, is.ids[lost:], granted); drained == 0 {
 		t.Errorf("A issued nothing under its grant (tick <= %d) after its lease was lost", granted)
 	}
 	idtest.Unique(t, lay, slices.Concat(is.ids, fromB))
+}
+
+// Fault: Redis evicts a flake node's lease key (maxmemory-policy
+// volatile-*, the lease keys the only ones with a TTL), in a layout with a
+// single leasable machine ID, and a second node takes that ID over before
+// the first one's next renewal. An evicted lease reads as an expired one. Guard (drain.go): the
+// first node's generator goes on under what it had already granted while
+// it claims again (it stopped at once before, and waited for a machine ID
+// with nothing to issue); the second node takes the ID over above its
+// reservation, which holds every grant the first one used. A duplicate
+// shows as an ID issued by both, which the drained ticks and the second
+// node's would share if the drain reached past the grant or the takeover
+// started below it.
+func TestFlake_LeaseEvicted_DrainsGrantWhileOtherTakesItOver(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	lay, err := flake.NewLayout(8, 1, 0, time.Time{}) // machine ID 0 leasable, 1 the counter's
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := fast(node.Options{Redis: client(t, srv), Registry: coord.Options{Layout: lay}, ReserveAhead: 3 * time.Second,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	a := newNode(t, opts)
+	is := startIssuer(a)
+	poll.Until(t, 5*time.Second, "IDs from A", func() bool { return is.count() > 1000 })
+	old := a.Lease()
+	evict(t, srv, old)
+	// B takes the ID over before A's next renewal finds its lease gone.
+	b, err := node.New(ctxT(t), opts)
+	if err != nil {
+		t.Fatalf("B's claim of the evicted machine ID: %v", err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	poll.Until(t, 10*time.Second, "A's lease lost", func() bool { return old.Err() != nil })
+	lost, granted := is.count(), old.Granted()
+	if b.Lease().Floor() < granted {
+		t.Fatalf("B starts after tick %d, below A's grant %d", b.Lease().Floor(), granted)
+	}
+	fromB := issue(t, b, 2000)
+	poll.Until(t, 5*time.Second, "A issuing after its lease was lost", func() bool { return is.count() > lost+1000 })
+	is.halt()
+	is.checkIDs(t, lay, "A")
+	if drained := drainedIDs(lay, is.ids[lost:], granted); drained < 1000 {
+		t.Errorf("A issued %d IDs under its grant (tick <= %d) after its lease was lost; want it to issue on", drained, granted)
+	}
+	idtest.Unique(t, lay, slices.Concat(is.ids, fromB))
+}
+
+// Fault: as above, the lease key evicted, with the machine ID free
+// afterwards and another one free that was never used (its floor below
+// the clock, which a claim takes first). Guard: the node claims its own
+// machine ID again (its floor is the node's own reservation), issuing on
+// under its grant meanwhile, so no caller waits and its IDs stay on the
+// machine ID it had. Every ID checked: unique and strictly increasing.
+func TestFlake_LeaseEvicted_ClaimsItsOwnIDAgain_NoWait(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	lay, err := flake.NewLayout(8, 2, 0, time.Time{}) // machine IDs 0-2 leasable
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, fast(node.Options{Redis: client(t, srv), Registry: coord.Options{Layout: lay}}))
+	is := startIssuer(n)
+	poll.Until(t, 5*time.Second, "IDs", func() bool { return is.count() > 1000 })
+	old := n.Lease()
+	evict(t, srv, old)
+	poll.Until(t, 10*time.Second, "a lease in place of the evicted one", func() bool {
+		l := n.Lease()
+		return old.Err() != nil && l != nil && l != old
+	})
+	after := is.count()
+	poll.Until(t, 5*time.Second, "IDs under the new lease", func() bool { return is.count() > after+1000 })
+	is.halt()
+	is.checkIDs(t, lay, "node")
+	if is.errs != 0 {
+		t.Errorf("%d NextID calls failed across the eviction; want none (the grant held covers the claim)", is.errs)
+	}
+	if got, want := n.Lease().MachineIDs(), old.MachineIDs(); !slices.Equal(got, want) {
+		t.Errorf("claimed machine IDs %v after the eviction; want its own %v again", got, want)
+	}
+}
+
+// evict deletes the lease keys of l, as Redis evicting them would.
+func evict(t *testing.T, srv *redistest.Server, l *coord.Lease) {
+	t.Helper()
+	keys := contract.NewKeys(coord.DefaultNamespace)
+	for _, id := range l.MachineIDs() {
+		if err := srv.Client(t).Del(ctxT(t), keys.Lease(strconv.Itoa(id))).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// drainedIDs counts the IDs of machine ID 0 at or below granted: those
+// issued under a grant made before the lease was lost.
+func drainedIDs(lay flake.Layout, ids []uint64, granted int64) int {
+	n := 0
+	for _, id := range ids {
+		if d := lay.Decompose(id); d.MachineID == 0 && d.Tick <= granted {
+			n++
+		}
+	}
+	return n
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // A node without Redis runs standalone on an embedded store, as
@@ -36,7 +36,7 @@ func ExampleNew() {
 // restart takes it again at once. (Not run by go test: it needs a Redis.)
 func ExampleNew_redis() {
 	ctx := context.Background()
-	rdb, err := coord.NewClient("redis://127.0.0.1:6379") // or redis-sentinel://, redis-cluster://
+	rdb, err := redisurl.NewClient("redis://127.0.0.1:6379") // or redis-sentinel://, redis-cluster://
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock/clocktest"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
-	"github.com/flaked/flaked/flake/flaketest"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 )
@@ -126,7 +126,7 @@ func TestCounterMode_RedisRestartWithoutPersistence_NoDuplicate(t *testing.T) {
 func TestMachineIDs_K_InterleavesAndMultipliesRate(t *testing.T) {
 	// Standalone: a new registry on Redis starts IDs a horizon ahead,
 	// which a fake clock that does not move would never reach.
-	clk := flaketest.NewClock(time.Now())
+	clk := clocktest.New(time.Now())
 	n := newNode(t, node.Options{MachineIDs: 4, MaxLead: time.Nanosecond, Clock: clk})
 	clk.Advance(100 * time.Millisecond) // past the floor: the store's clock ran on since the fake one was made
 	mids := n.MachineIDs()

@@ -86,7 +86,7 @@ func (n *Node) checkAutoFlakeLocked(ctx context.Context, now time.Duration) {
 		if !n.drainingLocked() {
 			return
 		}
-		reason = "the ticks granted before a possible data loss are spent"
+		reason = "the ticks granted under the lost lease are spent"
 	}
 	if err := n.restartFlakeLocked(ctx, true); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
 		return // a fresh lease fixed it (e.g. a lost lease reclaimed)
@@ -162,7 +162,9 @@ func (n *Node) flakeUnsafeLocked(ctx context.Context, now time.Duration) string 
 	if st.LastError != nil && st.Granted <= max(st.Now, st.Last) {
 		return fmt.Sprintf("reservation spent at tick %d and not extended: %v", st.Granted, st.LastError)
 	}
-	if st.Floor-st.Now > n.maxW {
+	if st.Floor-st.Now > n.maxW && st.Granted <= st.Floor {
+		// Callers wait for the clock; past the floor's grant the generator
+		// issues ahead of it instead (startFlakeLocked).
 		return fmt.Sprintf("%v: clock at tick %d, floor %d, max wait %v", ErrClockBehind, st.Now, st.Floor, n.reg.Options().MaxWait)
 	}
 	if now >= n.skewAt {

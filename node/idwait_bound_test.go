@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"errors"
-	"github.com/flaked/flaked/internal/poll"
 	"testing"
 	"time"
 
@@ -13,14 +12,16 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/faultproxy"
+	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // Fault: Redis slow (every reply delayed 1.5 s, longer than IDWait) and
 // then paused (nothing delivered), under a node in each mode, with the
-// Redis client's default timeouts (coord.DefaultTimeout). The promise of
-// IDWait (issue 28: no client waits more than a second): every NextID,
+// Redis client's default timeouts (redisurl.DefaultTimeout). The promise of
+// IDWait (no client waits more than a second): every NextID,
 // NextIDs and NextBlock returns within IDWait, with an ID or an error
 // naming what the node waits for, never later, whatever Redis does; the
 // renewals and segments in flight go on in the background. A duplicate
@@ -39,8 +40,8 @@ func TestIDWait_SlowAndPausedRedis_EveryCallWithinBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := faultproxy.Start(t, srv.Addr())
-			rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), DialTimeout: coord.DefaultTimeout,
-				ReadTimeout: coord.DefaultTimeout, WriteTimeout: coord.DefaultTimeout, MaxRetries: -1})
+			rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), DialTimeout: redisurl.DefaultTimeout,
+				ReadTimeout: redisurl.DefaultTimeout, WriteTimeout: redisurl.DefaultTimeout, MaxRetries: -1})
 			t.Cleanup(func() { rdb.Close() })
 			n := newNode(t, node.Options{Redis: rdb, Mode: mode, IDWait: idWait,
 				Registry: coord.Options{LeaseTTL: 6 * time.Second},

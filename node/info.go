@@ -7,6 +7,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
 )
 
 // Ready reports whether IDs can be issued now: in flake mode the lease is
@@ -59,6 +60,7 @@ func (n *Node) Info() [][2]string {
 	}
 	if n.lease != nil {
 		out = append(out, leaseInfo(n.lease.Stats())...)
+		out = append(out, grantInfo("lease", n.reg.ReplicaStatus())...)
 	}
 	return append(out, [2]string{"claim_last_error", errText(n.claimErr)})
 }
@@ -89,13 +91,37 @@ func generatorInfo(st flake.Stats) [][2]string {
 }
 
 func counterInfo(cs fallback.Stats) [][2]string {
-	return [][2]string{
+	return append([][2]string{
 		{"counter_segments", strconv.FormatUint(cs.SegmentsFetched, 10)},
 		{"counter_segment_size", strconv.Itoa(cs.SegmentSize)},
 		{"counter_buffered", strconv.FormatInt(cs.Buffered, 10)},
 		{"counter_waits", strconv.FormatUint(cs.Waits, 10)},
 		{"counter_fetch_errors", strconv.FormatUint(cs.FetchErrors, 10)},
 		{"counter_last_error", errText(cs.LastError)},
+	}, grantInfo("counter", cs.Replicas)...)
+}
+
+// grantInfo is what the last grant of a kind (lease: claims and renewals;
+// counter: segments) waited for: "sentinels" or "replicas" in
+// <kind>_grant_safe_by when it was used, the replicas it needed and that
+// acknowledged, those the master listed, why the Sentinels did not vouch
+// for it, and why it was refused, with the fix. Empty before the first.
+func grantInfo(kind string, st *replwait.Status) [][2]string {
+	if st == nil {
+		st = &replwait.Status{}
+	}
+	refused := "0"
+	if st.Err != "" {
+		refused = "1"
+	}
+	return [][2]string{
+		{kind + "_grant_safe_by", st.Via},
+		{kind + "_grant_replicas_needed", strconv.FormatInt(st.Need, 10)},
+		{kind + "_grant_replicas_acked", strconv.FormatInt(st.Acked, 10)},
+		{kind + "_grant_replicas_listed", st.Listed},
+		{kind + "_grant_sentinels", st.Sentinels},
+		{kind + "_grant_refused", refused},
+		{kind + "_grant_refused_why", st.Err},
 	}
 }
 

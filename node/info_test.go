@@ -24,10 +24,18 @@ func TestInfo_FieldsPerMode(t *testing.T) {
 	head := []string{"mode_configured", "mode_reason", "mode_switches", "standalone", "namespace", "state_file", "machine_ids"}
 	flakeKeys := append(slices.Clone(head), "tick_now", "tick_last", "tick_reserved", "tick_floor", "lead_ms",
 		"reservation_headroom_ms", "nextid_waits", "reserve_errors",
-		"state_file_error", "lease_renewals", "lease_renewal_failures", "lease_lost", "lease_last_error",
-		"claim_last_error")
+		"state_file_error", "lease_renewals", "lease_renewal_failures", "lease_lost", "lease_last_error")
+	grant := func(kind string) []string {
+		var out []string
+		for _, f := range []string{"safe_by", "replicas_needed", "replicas_acked", "replicas_listed", "sentinels", "refused", "refused_why"} {
+			out = append(out, kind+"_grant_"+f)
+		}
+		return out
+	}
+	flakeKeys = append(append(flakeKeys, grant("lease")...), "claim_last_error")
 	counterKeys := append(slices.Clone(head), "counter_segments", "counter_segment_size", "counter_buffered",
-		"counter_waits", "counter_fetch_errors", "counter_last_error", "claim_last_error")
+		"counter_waits", "counter_fetch_errors", "counter_last_error")
+	counterKeys = append(append(counterKeys, grant("counter")...), "claim_last_error")
 
 	t.Run("flake standalone", func(t *testing.T) {
 		n := newNode(t, node.Options{MachineIDs: 2})

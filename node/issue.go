@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
 )
@@ -126,7 +127,7 @@ func (n *Node) awaitSwitch(ctx context.Context, s *source) bool {
 			n.mu.Unlock()
 			return n.src.Load() != s
 		}
-		if flake.Sleep(ctx, n.opts.Clock, retryPause) != nil {
+		if clock.Sleep(ctx, n.opts.Clock, retryPause) != nil {
 			return false
 		}
 	}

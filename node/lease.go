@@ -11,20 +11,26 @@ import (
 // claimLocked claims machine IDs; in auto mode it does not wait for IDs
 // further ahead than MaxWait, and drops a preferred one that is.
 func (n *Node) claimLocked(ctx context.Context) error {
-	prev := n.prev
+	prev, lost := n.prev, n.lost
 	n.prev = nil // the state file's IDs are preferred once
-	lease, err := n.reg.Claim(ctx, coord.ClaimOptions{Count: n.opts.MachineIDs, State: n.state, Previous: prev})
+	lease, err := n.reg.Claim(ctx, coord.ClaimOptions{Count: n.opts.MachineIDs, State: n.state, Previous: prev, Prefer: lost})
 	if err != nil {
 		return err
 	}
-	if gap := max(lease.Floor(), n.bound) - n.clockTick(); gap > n.maxW && prev != nil && n.mini == nil {
-		// The state file's IDs start too far ahead of our clock (it was
-		// set back): give them back untouched and take others, whose
-		// reservations Redis keeps. Not standalone: the embedded store
-		// knows no other reservation, so others would start at no floor
-		// (standaloneClock keeps this from happening).
+	gap := max(lease.Floor(), n.bound) - n.clockTick()
+	if lost != nil && prev == nil {
+		gap = lease.Floor() - n.clockTick() // n.bound is what any ID starts after
+	}
+	if gap > n.maxW && (prev != nil || lost != nil) && n.mini == nil {
+		// The preferred IDs (the state file's, or the lost lease's) start
+		// too far ahead of our clock (it was set back, or a loss floor is
+		// ahead): give them back untouched and take others, as any claim
+		// takes only IDs within max wait, whose reservations Redis keeps.
+		// Not standalone: the embedded store knows no other reservation,
+		// so others would start at no floor (standaloneClock keeps this
+		// from happening).
 		n.log.Warn().Ints("machine_ids", lease.MachineIDs()).Dur("behind", time.Duration(gap)*n.reg.Layout().TimeUnit).
-			Msg("clock is behind the reservation of the state file's machine IDs; claiming others")
+			Msg("clock is behind the reservation of the preferred machine IDs; claiming others")
 		_ = lease.Release(ctx, lease.Floor())
 		lease, err = n.reg.Claim(ctx, coord.ClaimOptions{Count: n.opts.MachineIDs, State: n.state})
 		if err != nil {
@@ -32,6 +38,7 @@ func (n *Node) claimLocked(ctx context.Context) error {
 		}
 	}
 	n.lease = lease
+	n.lost = nil
 	n.claimErr = nil
 	if fleet, own := n.reg.FleetHorizon(), n.reg.Options().Horizon; fleet < own && !n.warnedHorizon {
 		n.warnedHorizon = true
@@ -73,6 +80,13 @@ func (n *Node) dropLeaseLocked(ctx context.Context) {
 			Msg("lease fenced: two processes run from copies of one state file; claiming other machine IDs")
 	} else if err != nil {
 		n.log.Warn().Err(err).Ints("machine_ids", n.lease.MachineIDs()).Msg("lease lost")
+	}
+	if err != nil && !errors.Is(err, coord.ErrLayoutMismatch) && !errors.Is(err, coord.ErrFenced) {
+		// Claimed again first when free: their floor is this node's own
+		// reservation, where its IDs go on (an evicted lease key leaves
+		// the machine ID free), rather than another node's reservation.
+		// Not when fenced: a copy of the state file holds them.
+		n.lost = n.lease.MachineIDs()
 	}
 	// Releasing a lost lease touches nothing in Redis (the scripts check
 	// the token); it stops the keep-alive and records the last tick.

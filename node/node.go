@@ -12,9 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Errors of a node.
@@ -52,9 +54,10 @@ type Node struct {
 	mini  *miniredis.Miniredis
 	rdb   redis.UniversalClient
 	reg   *coord.Registry
-	state *coord.StateFile
-	prev  *coord.State // the state file as opened
-	maxW  int64        // MaxWait in ticks
+	state *statefile.File
+	prev  *statefile.State // the state file as opened
+	lost  []int            // the machine IDs of the last lease lost, preferred by the next claim
+	maxW  int64            // MaxWait in ticks
 
 	// mu serializes mode switches and lease changes; NextID takes it only
 	// to wait out a switch.
@@ -79,7 +82,7 @@ type Node struct {
 	entered       Mode          // of the last mode event: ModeNone before the first
 	switches      atomic.Uint64
 	alarms        alarms                       // counts for the alert rules (alarms.go)
-	monitor       atomic.Pointer[flake.Ticker] // the health checks
+	monitor       atomic.Pointer[clock.Ticker] // the health checks
 	seqs          seqState                     // named sequences (seq.go)
 }
 
@@ -106,7 +109,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		n.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	n.monitor.Store(flake.Every(opts.Clock, opts.CheckInterval, n.check))
+	n.monitor.Store(clock.Every(opts.Clock, opts.CheckInterval, n.check))
 	return n, nil
 }
 
@@ -121,7 +124,7 @@ func (n *Node) open(ctx context.Context) error {
 		return err
 	}
 	if n.opts.StateFile != "" {
-		if n.state, n.prev, err = coord.OpenStateFS(n.opts.StateFS, n.opts.StateFile, ro.Rand); err != nil {
+		if n.state, n.prev, err = statefile.OpenFS(n.opts.StateFS, n.opts.StateFile, ro.Rand); err != nil {
 			return err
 		}
 	}

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // ctxT bounds a test's calls to a node: 30 s.
@@ -77,7 +77,7 @@ func TestStandalone_RestartWithStateFile_NoDuplicate(t *testing.T) {
 // state file path; the caller closes it.
 func stateNode(t *testing.T, url, path string) *node.Node {
 	t.Helper()
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 // Defaults of Options.
@@ -104,10 +106,10 @@ type Options struct {
 	// guard, lease renewals, counter mode, the health checks and every
 	// wait; nil means the system clock. The simulator (package sim) runs
 	// whole nodes on its virtual one.
-	Clock flake.Clock
+	Clock clock.Clock
 	// StateFS holds the state file; nil means the operating system's
-	// (coord.OSFS). The simulator keeps state files in memory.
-	StateFS coord.StateFS
+	// (statefile.OSFS). The simulator keeps state files in memory.
+	StateFS statefile.FS
 	// Rand is the source of owner tokens, state-file node IDs and the
 	// machine IDs a claim tries; nil means crypto/rand.
 	Rand io.Reader
@@ -149,7 +151,7 @@ func (o *Options) withDefaults() error {
 		}
 	}
 	if o.Clock == nil {
-		o.Clock = flake.SystemClock()
+		o.Clock = clock.System()
 	}
 	return nil
 }
@@ -234,6 +236,25 @@ func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
 		// The reach that rides out a Redis outage in flake mode does in
 		// counter mode too.
 		co.Hold = max(fallback.DefaultHold, o.ReserveAhead)
+	}
+	if co.MaxLead == 0 {
+		// What a counter node holds are values ahead of Redis TIME: a
+		// segment runs from the tick of its fetch on, 2^seq bits values a
+		// tick, and Redis hands out none past TIME + the lead. A lead of
+		// a second held at most a second of the counter machine ID's rate
+		// (25,600 IDs/s at the default layout: 2,560 IDs/s held for 10 s);
+		// the reach of a flake reservation (max lead + reserve ahead) holds
+		// the hold at any rate the counter machine ID sustains. After a
+		// possible loss the counter restarts as far ahead (loss + skew +
+		// lead), as claims start at loss + skew + horizon.
+		co.MaxLead = max(fallback.DefaultMaxLead, o.MaxLead+o.ReserveAhead)
+	}
+	if co.MaxSegment == 0 {
+		// A segment sized for twice the hold at the rate (nextSizeLocked)
+		// is cut short by nothing but the lead: up to what the counter
+		// machine ID issues in twice the hold.
+		perSecond := int64(time.Second/co.Layout.TimeUnit) << co.Layout.BitsSequence
+		co.MaxSegment = int(min(max(fallback.DefaultMaxSegment, int64(co.MinSegment), 2*int64(co.Hold/time.Second)*perSecond), fallback.SegmentLimit))
 	}
 	return co
 }

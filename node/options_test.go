@@ -69,18 +69,30 @@ func TestOptions_AtTheLimits_Accepted(t *testing.T) {
 }
 
 // Counter mode holds at least what a flake reservation reaches, so a
-// Redis outage a fleet's --reserve-ahead rides out in flake mode is ridden
-// out in counter mode too (fallback.TestCounter_Hold_RidesOutRedisAway).
+// Redis outage (or replicas that do not acknowledge) a fleet's
+// --reserve-ahead rides out in flake mode is ridden out in counter mode
+// too: the hold is the reach, the counter's lead (how far ahead of Redis
+// TIME its values go, which bounds what a buffer can hold) is as long as
+// a flake reservation reaches (max lead + reserve ahead), and a segment
+// may hold what the counter machine ID issues in twice the hold
+// (fallback.TestCounter_HoldAtHighRate_RidesOutRedisAway).
 func TestOptions_CounterHoldsTheReach(t *testing.T) {
 	for _, tc := range []struct {
-		ahead, want time.Duration
-	}{{time.Second, fallback.DefaultHold}, {0, node.DefaultReserveAhead}, {20 * time.Second, 20 * time.Second}} {
+		ahead, want, lead time.Duration
+		segment           int
+	}{
+		{time.Second, fallback.DefaultHold, 2 * time.Second, 2 * 10 * 25_600},
+		{0, node.DefaultReserveAhead, 13 * time.Second, 2 * 12 * 25_600},
+		{20 * time.Second, 20 * time.Second, 21 * time.Second, 2 * 20 * 25_600},
+	} {
 		n, err := node.New(ctxT(t), node.Options{ReserveAhead: tc.ahead})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := n.CounterOptions().Hold; got != tc.want {
-			t.Errorf("reserve ahead %v: counter hold %v, want %v", tc.ahead, got, tc.want)
+		co := n.CounterOptions()
+		if co.Hold != tc.want || co.MaxLead != tc.lead || co.MaxSegment != tc.segment {
+			t.Errorf("reserve ahead %v: counter hold %v, lead %v, max segment %d; want %v, %v, %d",
+				tc.ahead, co.Hold, co.MaxLead, co.MaxSegment, tc.want, tc.lead, tc.segment)
 		}
 		if err := n.Close(ctxT(t)); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
@@ -173,7 +174,7 @@ func TestNode_NoRegistryWhileRunning_WaitsWithinIDWaitNamingInit(t *testing.T) {
 func TestNode_AutoFallbackAtStart_ChecksRegistryAndLayout(t *testing.T) {
 	srv := realRedis(t)
 	rdb := client(t, srv)
-	clk := flake.NewOffsetClock(-time.Hour)
+	clk := clock.NewOffset(-time.Hour)
 	o := node.Options{Redis: rdb, Mode: node.ModeAuto, Clock: clk}
 	if n, err := node.New(ctxT(t), o); !errors.Is(err, coord.ErrNoRegistry) {
 		if err == nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
-	"github.com/flaked/flaked/flake"
 )
 
 // startStore starts the embedded store of a standalone node on a loopback
@@ -18,7 +18,7 @@ import (
 // not the host's: the store runs on the node's host, so a clock set back
 // there is set back for both, and the clock guard compares the node with
 // its own store. miniredis would answer from time.Now.
-func startStore(clock flake.Clock) (*miniredis.Miniredis, error) {
+func startStore(clk clock.Clock) (*miniredis.Miniredis, error) {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("standalone store: %w", err)
@@ -31,7 +31,7 @@ func startStore(clock flake.Clock) (*miniredis.Miniredis, error) {
 		if cmd != "TIME" || len(args) != 0 {
 			return false
 		}
-		now := clock.Now()
+		now := clk.Now()
 		c.WriteLen(2)
 		c.WriteBulk(strconv.FormatInt(now.Unix(), 10))
 		c.WriteBulk(strconv.Itoa(now.Nanosecond() / 1000))
@@ -50,7 +50,7 @@ func startStore(clock flake.Clock) (*miniredis.Miniredis, error) {
 // forward by the difference, so every ID is above every ID the file
 // covers. IDs then carry times ahead of the host's clock by that much, as
 // they would have if the clock had not been set back.
-func (n *Node) standaloneClock(ro coord.Options) flake.Clock {
+func (n *Node) standaloneClock(ro coord.Options) clock.Clock {
 	st := n.prev
 	if st == nil || st.Namespace != cmp.Or(ro.Namespace, coord.DefaultNamespace) || st.Layout != ro.Layout.String() {
 		return n.opts.Clock // nothing to go by; a foreign file fails the claim
@@ -68,7 +68,7 @@ func (n *Node) standaloneClock(ro coord.Options) flake.Clock {
 // shiftedClock is a clock whose wall time is ahead of another's by a fixed
 // amount; its monotonic clock and timers are the other's.
 type shiftedClock struct {
-	flake.Clock
+	clock.Clock
 	by time.Duration
 }
 

@@ -7,16 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/node"
 )
 
-// standaloneRun starts a standalone node on clock, takes n IDs, checks the
+// standaloneRun starts a standalone node on clk, takes n IDs, checks the
 // embedded store's TIME against the node's clock, and stops cleanly.
-func standaloneRun(t *testing.T, stateFile string, clock flake.Clock, n int) []uint64 {
+func standaloneRun(t *testing.T, stateFile string, clk clock.Clock, n int) []uint64 {
 	t.Helper()
-	nd, err := node.New(ctxT(t), node.Options{StateFile: stateFile, Clock: clock})
+	nd, err := node.New(ctxT(t), node.Options{StateFile: stateFile, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,9 +45,9 @@ func standaloneRun(t *testing.T, stateFile string, clock flake.Clock, n int) []u
 
 // A standalone node restarted with its clock set back a minute (further
 // than max wait) starts, and every ID after the restart is above every ID
-// before it: the embedded store's TIME follows the node's clock (before,
-// the clock guard refused the start: skew against the store), and the node
-// runs from the state file's reservation on. Without a state file the
+// before it: the embedded store's TIME follows the node's clock (on the
+// host's clock the clock guard would refuse the start: skew against the
+// store), and the node runs from the state file's reservation on. Without a state file the
 // same restart issues below the first run, which is what the default state
 // file of flaked serve is for.
 func TestStandalone_RestartClockSetBack_AboveEverythingBefore(t *testing.T) {
@@ -54,7 +55,7 @@ func TestStandalone_RestartClockSetBack_AboveEverythingBefore(t *testing.T) {
 		t.Run(back.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "node.state")
 			before := standaloneRun(t, path, nil, 3000)
-			after := standaloneRun(t, path, flake.NewOffsetClock(back), 3000)
+			after := standaloneRun(t, path, clock.NewOffset(back), 3000)
 			top := slices.Max(before)
 			for _, id := range after {
 				if id <= top {
@@ -66,7 +67,7 @@ func TestStandalone_RestartClockSetBack_AboveEverythingBefore(t *testing.T) {
 	}
 	t.Run("no state file: below", func(t *testing.T) {
 		before := standaloneRun(t, "", nil, 100)
-		after := standaloneRun(t, "", flake.NewOffsetClock(-time.Minute), 100)
+		after := standaloneRun(t, "", clock.NewOffset(-time.Minute), 100)
 		if slices.Min(after) > slices.Max(before) {
 			t.Fatal("without a state file the restart with the clock set back issued above the first run: this test cannot tell")
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/statefile"
 )
 
 func (n *Node) clockTick() int64 { return n.reg.Layout().Tick(n.opts.Clock.Now()) }
@@ -87,8 +88,8 @@ func fallsBack(err error) bool {
 	switch {
 	case errors.Is(err, coord.ErrLayoutMismatch), errors.Is(err, fallback.ErrLayoutMismatch), errors.Is(err, coord.ErrInvalidOptions),
 		errors.Is(err, coord.ErrNoRegistry),
-		errors.Is(err, coord.ErrStateCorrupt), errors.Is(err, coord.ErrStateMismatch),
-		errors.Is(err, coord.ErrStateLocked), errors.Is(err, ErrClosed):
+		errors.Is(err, statefile.ErrCorrupt), errors.Is(err, statefile.ErrMismatch),
+		errors.Is(err, statefile.ErrLocked), errors.Is(err, ErrClosed):
 		return false
 	}
 	return true
@@ -110,15 +111,17 @@ func (n *Node) startFlakeLocked(ctx context.Context) error {
 			return err
 		}
 	}
+	// The floor's next tick granted when Redis can, so nobody waits for
+	// the clock. A floor further ahead than max wait is refused only when
+	// callers would wait for it: one Redis grants past already (the last
+	// counter value a node in auto mode issued, its counter running up to
+	// its lead ahead of Redis TIME) starts at once.
 	floor := n.floorLocked()
-	if gap := floor - n.clockTick(); gap > n.maxW {
+	if gap := floor - n.clockTick(); !n.startsNowLocked(ctx) && gap > n.maxW {
 		return fmt.Errorf("%w: machine IDs %v start at tick %d (%s), %v ahead of this clock, max wait %v; fix the clock or run in auto mode",
 			ErrClockBehind, n.lease.MachineIDs(), floor+1, n.reg.Layout().TickTime(floor+1).Format(time.RFC3339Nano),
 			time.Duration(gap)*n.reg.Layout().TimeUnit, n.reg.Options().MaxWait)
 	}
-	// The floor's next tick granted when Redis can, so nobody waits for
-	// the clock.
-	n.startsNowLocked(ctx)
 	s := n.reg.Layout().Settings() // the whole layout: width and region too
 	s.MachineIDs, s.MaxLead = n.lease.MachineIDs(), n.opts.MaxLead
 	s.Floor, s.Reserved, s.Reserve, s.ReserveAhead = floor, n.lease.Granted(), n.lease.Reserve, n.opts.ReserveAhead
@@ -168,9 +171,9 @@ func (n *Node) stopFlakeLocked() {
 }
 
 // restartFlakeLocked replaces a lost (or missing) lease and its generator,
-// staying in flake mode. A lease lost to a possible data loss keeps its
-// generator issuing under what it had granted while a new lease is
-// claimed, until the new one's generator can take over (drain.go). With
+// staying in flake mode. A lost lease keeps its generator issuing under
+// what it had granted while a new lease is claimed, until the new one's
+// generator can take over (drain.go). With
 // noWait a new lease whose generator would not issue at once (claimed
 // again within a second of a Redis restart or failover: at the loss floor,
 // which Redis does not grant past yet) gets no generator, so no caller
@@ -178,13 +181,17 @@ func (n *Node) stopFlakeLocked() {
 // callers wait (up to MaxWait, which startFlakeLocked checks).
 func (n *Node) restartFlakeLocked(ctx context.Context, noWait bool) error {
 	if n.lease != nil && n.lease.Err() != nil {
-		if n.drainsLocked() {
+		switch {
+		case n.drainsLocked():
 			// Everything the generator may still issue is at most this.
 			n.bound = max(n.bound, n.lease.Granted())
 			n.log.Warn().Err(n.lease.Err()).Ints("machine_ids", n.lease.MachineIDs()).Int64("granted", n.lease.Granted()).
 				Msg("issuing on under the ticks already granted while claiming again")
-		} else {
+		case n.genLease == n.lease || errors.Is(n.lease.Err(), coord.ErrLayoutMismatch):
 			n.stopFlakeLocked()
+		default:
+			// A replacement lost while the generator drains an older
+			// lease: that grant is as safe to issue from as before.
 		}
 		n.dropLeaseLocked(ctx)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
@@ -62,7 +63,7 @@ func (n *Node) retry(ctx context.Context, err error) bool {
 		errors.Is(err, coord.ErrLayoutMismatch) || errors.Is(err, fallback.ErrLayoutMismatch) {
 		return false
 	}
-	return flake.Sleep(ctx, n.opts.Clock, retryPause) == nil
+	return clock.Sleep(ctx, n.opts.Clock, retryPause) == nil
 }
 
 // waitError is what a caller gets when IDWait ran out (parent, the

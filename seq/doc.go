@@ -26,5 +26,5 @@
 //     blocked after a loss) is an error naming the cause and the fix.
 //
 // Uniqueness after Redis lost writes rests on the tag's rate bound,
-// described in contract/seq.lua and the README (Named sequences).
+// described in scripts/lua/seq.lua and docs/sequences.md.
 package seq

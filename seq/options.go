@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/replwait"
 )
 
@@ -24,8 +24,8 @@ type Options struct {
 	// PrefetchAt is the fraction of a segment used when the next one is
 	// fetched: (0, 1], 0 means 0.1 (Leaf's 10%).
 	PrefetchAt float64
-	// Clock runs fetches and waits; nil means flake.SystemClock().
-	Clock flake.Clock
+	// Clock runs fetches and waits; nil means clock.System().
+	Clock clock.Clock
 	// Rand makes the generation a call restores {ns}:meta with when Redis
 	// lost it; nil means crypto/rand.
 	Rand io.Reader
@@ -68,7 +68,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: prefetch at %v: valid range is (0, 1]", ErrInvalidOptions, o.PrefetchAt)
 	}
 	if o.Clock == nil {
-		o.Clock = flake.SystemClock()
+		o.Clock = clock.System()
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Reader

@@ -2,11 +2,8 @@ package seq
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/flaked/flaked/internal/replwait"
-	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,8 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/replwait"
+	"github.com/flaked/flaked/internal/segment"
 )
 
 // Errors of sequences. Each is wrapped with the tag and the fix.
@@ -42,14 +41,12 @@ var (
 
 var script = redis.NewScript(contract.Seq)
 
-// segment is the run of values [first, first+n) granted under lossID.
-// Values are taken with one atomic add on next; indices >= n are spent.
-type segment struct {
-	next    atomic.Int64
-	first   int64
-	n       int64
-	fetchAt int64 // taking this index starts the prefetch
-	lossID  string
+// grant maps a segment's indices to values (index i is first+i) and says
+// what Redis granted them under.
+type grant struct {
+	first  int64
+	lossID string
+	step   int64 // the tag's step when granted
 	// expires is the clock's Monotonic past which no value is taken
 	// before a check renews it (SegmentTTL).
 	expires atomic.Int64
@@ -67,48 +64,14 @@ const SegmentTTL = 10 * time.Second
 // closeWait bounds how long Close waits for fetches in flight.
 const closeWait = time.Second
 
-func (s *segment) expired(now time.Duration) bool { return int64(now) >= s.expires.Load() }
-
-// take reserves up to want values and returns the index of the first and
-// how many it got (0 when spent).
-func (s *segment) take(want int64) (int64, int64) {
-	i := s.next.Add(want) - want
-	if i >= s.n {
-		return i, 0
-	}
-	return i, min(want, s.n-i)
-}
-
-// tryTake takes exactly want values or none.
-func (s *segment) tryTake(want int64) (int64, bool) {
-	for {
-		i := s.next.Load()
-		if i+want > s.n {
-			return 0, false
-		}
-		if s.next.CompareAndSwap(i, i+want) {
-			return i, true
-		}
-	}
-}
-
-// seal closes the segment to takers and returns the index of its first
-// unused value (n when all were used).
-func (s *segment) seal() int64 { return min(s.next.Swap(s.n), s.n) }
-
-type fetchRun struct {
-	task *flake.Task
-	err  error // set before the task is done
-}
+func (g *grant) expired(now time.Duration) bool { return int64(now) >= g.expires.Load() }
 
 // tag is one tag's buffer: the segment in use and the one fetched ahead.
 type tag struct {
 	name string
-	cur  atomic.Pointer[segment]
+	buf  segment.Buffer[grant] // guarded by mu
 
 	mu      sync.Mutex
-	next    *segment
-	run     *fetchRun
 	floor   int64 // the highest value this process was granted
 	lastErr error
 	// size is how many values the next fetch asks for: the tag's step
@@ -177,7 +140,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Sequences, error) {
 		return nil, err
 	}
 	s := &Sequences{rdb: rdb, opts: o, keys: contract.NewKeys(o.Namespace)}
-	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Monotonic: o.Clock.Monotonic}
+	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Clock: o.Clock}
 	s.tags.Store(&map[string]*tag{})
 	s.known.Store(o.Known)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -187,7 +150,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Sequences, error) {
 func (s *Sequences) args(op, tagName string) contract.SeqArgs {
 	gen := ""
 	if s.known.Load() {
-		gen = newGeneration(s.opts.Rand)
+		gen = segment.NewGeneration(s.opts.Rand)
 	}
 	return contract.SeqArgs{Keys: s.keys, Op: op, Tag: tagName, EventsMaxLen: s.opts.EventsMaxLen,
 		Host: s.opts.Host, PID: s.opts.PID, Generation: gen, Identity: s.opts.RedisIdentity}
@@ -213,9 +176,7 @@ func (s *Sequences) tagOf(name string) (*tag, error) {
 	if t := old[name]; t != nil {
 		return t, nil
 	}
-	t := &tag{name: name}
-	empty := &segment{fetchAt: -1}
-	t.cur.Store(empty)
+	t := s.newTag(name)
 	m := make(map[string]*tag, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -223,6 +184,35 @@ func (s *Sequences) tagOf(name string) (*tag, error) {
 	m[name] = t
 	s.tags.Store(&m)
 	return t, nil
+}
+
+// newTag returns a tag whose buffer fetches from seq.lua.
+func (s *Sequences) newTag(name string) *tag {
+	t := &tag{name: name}
+	b := &t.buf
+	b.Mu, b.Clock, b.ErrClosed = &t.mu, s.opts.Clock, ErrClosed
+	b.Closed = s.closed.Load
+	b.Begin = func() segment.Fetch[grant] { return func() (*segment.Segment[grant], error) { return s.fetch(t) } }
+	b.Landed = func(seg *segment.Segment[grant], err error) error {
+		if err == nil {
+			// Recorded even when closed: Close gives it back.
+			t.floor = max(t.floor, seg.Meta.first+seg.N()-1)
+			if step := seg.Meta.step; t.step != step {
+				t.step, t.size = step, max(t.size, step)
+			}
+			s.fetched.Add(1)
+		}
+		t.lastErr = err
+		return err
+	}
+	b.Final = func(err error) bool {
+		// A refusal by seq.lua: a joined waiter reports it at once.
+		var fe *fetchError
+		return errors.As(err, &fe)
+	}
+	b.Waiting = func() { s.waits.Add(1) }
+	b.SetCurrent(segment.New[grant](0, -1)) // empty: the first call fetches
+	return t
 }
 
 // Next returns the next value of the tag.
@@ -242,12 +232,12 @@ func (s *Sequences) TryNext(name []byte, dst []int64) bool {
 	if t == nil {
 		return false
 	}
-	seg := t.cur.Load()
+	seg := t.buf.Current()
 	now := s.opts.Clock.Monotonic()
-	if seg.expired(now) {
+	if seg.Meta.expired(now) {
 		return false // the slow path checks it with Redis
 	}
-	i, ok := seg.tryTake(int64(len(dst)))
+	i, ok := seg.TryTake(int64(len(dst)))
 	if !ok {
 		// Spent: install the segment fetched ahead, if it is there and the
 		// lock is free, rather than send the caller to wait.
@@ -256,24 +246,23 @@ func (s *Sequences) TryNext(name []byte, dst []int64) bool {
 		}
 		// Only a spent one is replaced: values left in it (fewer than
 		// dst) go to the slow path's caller, not into a hole.
-		if t.cur.Load() == seg && t.next != nil && !s.closed.Load() && seg.next.Load() >= seg.n {
-			t.cur.Store(t.next)
-			t.next = nil
+		if t.buf.Current() == seg && t.buf.NextLocked() != nil && !s.closed.Load() && seg.Spent() {
+			t.buf.InstallNextLocked()
 		}
 		t.mu.Unlock()
-		seg = t.cur.Load()
-		if seg.expired(now) {
+		seg = t.buf.Current()
+		if seg.Meta.expired(now) {
 			return false
 		}
-		if i, ok = seg.tryTake(int64(len(dst))); !ok {
+		if i, ok = seg.TryTake(int64(len(dst))); !ok {
 			return false
 		}
 	}
-	if seg.fetchAt >= i && seg.fetchAt < i+int64(len(dst)) {
-		s.prefetch(t, seg)
+	if seg.Triggers(i, int64(len(dst))) {
+		t.buf.Prefetch(seg)
 	}
 	for k := range dst {
-		dst[k] = seg.first + i + int64(k)
+		dst[k] = seg.Meta.first + i + int64(k)
 	}
 	return true
 }
@@ -288,20 +277,20 @@ func (s *Sequences) NextN(ctx context.Context, tagName string, dst []int64) (int
 	}
 	filled := 0
 	for filled < len(dst) {
-		seg := t.cur.Load()
-		if seg.n > 0 && seg.next.Load() < seg.n && seg.expired(s.opts.Clock.Monotonic()) {
+		seg := t.buf.Current()
+		if seg.N() > 0 && !seg.Spent() && seg.Meta.expired(s.opts.Clock.Monotonic()) {
 			if err := s.renew(ctx, t, seg); err != nil {
 				return filled, err
 			}
 			continue
 		}
-		i, got := seg.take(int64(len(dst) - filled))
+		i, got := seg.Take(int64(len(dst) - filled))
 		if got > 0 {
-			if seg.fetchAt >= i && seg.fetchAt < i+got {
-				s.prefetch(t, seg)
+			if seg.Triggers(i, got) {
+				t.buf.Prefetch(seg)
 			}
 			for k := range got {
-				dst[filled+int(k)] = seg.first + i + k
+				dst[filled+int(k)] = seg.Meta.first + i + k
 			}
 			filled += int(got)
 			continue
@@ -313,89 +302,27 @@ func (s *Sequences) NextN(ctx context.Context, tagName string, dst []int64) (int
 	return filled, nil
 }
 
-// prefetch starts fetching the next segment unless one is buffered or on
-// its way.
-func (s *Sequences) prefetch(t *tag, seg *segment) {
-	t.mu.Lock()
-	if !s.closed.Load() && t.next == nil && t.run == nil && t.cur.Load() == seg {
-		s.startFetchLocked(t)
-	}
-	t.mu.Unlock()
-}
-
 // await runs once seg is spent: it installs the segment fetched ahead or
 // waits for a fetch. nil means try again.
-func (s *Sequences) await(ctx context.Context, t *tag, seg *segment) error {
-	t.mu.Lock()
-	if s.closed.Load() {
-		t.mu.Unlock()
-		return ErrClosed
-	}
-	if t.cur.Load() != seg {
-		t.mu.Unlock()
-		return nil
-	}
-	if t.next != nil {
-		t.cur.Store(t.next)
-		t.next = nil
-		t.mu.Unlock()
-		return nil
-	}
-	joined := t.run != nil
-	run := s.startFetchLocked(t)
-	t.mu.Unlock()
-	s.waits.Add(1)
-	if err := run.task.Wait(ctx); err != nil {
-		return fmt.Errorf("%w: tag %s: waiting for a segment from Redis: %w", ErrUnavailable, t.name, err)
-	}
-	if run.err != nil {
-		if errors.Is(run.err, ErrClosed) {
-			return ErrClosed
+func (s *Sequences) await(ctx context.Context, t *tag, seg *segment.Segment[grant]) error {
+	err := t.buf.Await(ctx, seg)
+	var waited *segment.WaitError
+	if errors.As(err, &waited) {
+		if waited.Last != nil {
+			return fmt.Errorf("%w: tag %s: waiting for a segment from Redis: %w (the last fetch: %w)", ErrUnavailable, t.name, waited.Err, waited.Last)
 		}
-		var fe *fetchError
-		if joined && ctx.Err() == nil && !errors.As(run.err, &fe) {
-			return nil // that failure may predate this call: fetch again
-		}
-		return run.err
+		return fmt.Errorf("%w: tag %s: waiting for a segment from Redis: %w", ErrUnavailable, t.name, waited.Err)
 	}
-	return nil
+	return err
 }
 
-func (s *Sequences) startFetchLocked(t *tag) *fetchRun {
-	if t.run != nil {
-		return t.run
-	}
-	r := &fetchRun{}
-	t.run = r
-	r.task = flake.Go(s.opts.Clock, func() { s.fetch(t, r) })
-	return r
-}
-
-// fetch runs one fetch and hands its segment over.
-func (s *Sequences) fetch(t *tag, r *fetchRun) {
+// fetch runs one fetch of t's next segment, sized as the last one lasted.
+func (s *Sequences) fetch(t *tag) (*segment.Segment[grant], error) {
 	t.mu.Lock()
 	floor := t.floor
 	size := t.nextSizeLocked(s.opts.Clock.Monotonic())
 	t.mu.Unlock()
-	seg, step, err := s.fetchSegment(t.name, floor, size)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.run = nil
-	if err == nil {
-		// Recorded even when closed: Close gives it back.
-		t.floor = max(t.floor, seg.first+seg.n-1)
-		if t.step != step {
-			t.step, t.size = step, max(t.size, step)
-		}
-		s.fetched.Add(1)
-		if t.cur.Load().next.Load() >= t.cur.Load().n {
-			t.cur.Store(seg)
-		} else {
-			t.next = seg
-		}
-	}
-	t.lastErr = err
-	r.err = err
+	return s.fetchSegment(t.name, floor, size)
 }
 
 // fetchError is a refusal by seq.lua (unknown tag, maximum, blocked):
@@ -407,8 +334,8 @@ func (e *fetchError) Unwrap() error { return e.err }
 
 // fetchSegment runs seq.lua until it grants a segment of up to size
 // values (0: the tag's step) above floor, waiting while the tag's rate
-// says so. It also returns the tag's step.
-func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int64, error) {
+// says so. The segment records the tag's step.
+func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment.Segment[grant], error) {
 	for {
 		a := s.args(contract.SeqNext, name)
 		a.Floor, a.N = floor, size
@@ -417,12 +344,12 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 		res, err := s.runGrant(keys, argv)
 		if err != nil {
 			if s.ctx.Err() != nil {
-				return nil, 0, ErrClosed
+				return nil, ErrClosed
 			}
 			if errors.Is(err, ErrNotAcknowledged) {
-				return nil, 0, fmt.Errorf("%w: tag %s: %w", ErrUnavailable, name, err)
+				return nil, fmt.Errorf("%w: tag %s: %w", ErrUnavailable, name, err)
 			}
-			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: %w", ErrUnavailable, name, err)
+			return nil, fmt.Errorf("%w: tag %s: seq.lua: %w", ErrUnavailable, name, err)
 		}
 		s.known.Store(true)
 		status, _ := res[0].(string)
@@ -438,28 +365,29 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 			first, err1 := strconv.ParseInt(arg(1), 10, 64)
 			last, err2 := strconv.ParseInt(arg(2), 10, 64)
 			if err := errors.Join(err1, err2); err != nil || last < first || first <= floor {
-				return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: bad reply %v (floor %d)", ErrUnavailable, name, res, floor)
+				return nil, fmt.Errorf("%w: tag %s: seq.lua: bad reply %v (floor %d)", ErrUnavailable, name, res, floor)
 			}
 			n := last - first + 1
 			step, _ := strconv.ParseInt(arg(4), 10, 64)
-			seg := &segment{first: first, n: n, fetchAt: int64(float64(n) * s.opts.PrefetchAt), lossID: arg(3)}
-			seg.expires.Store(int64(asked + SegmentTTL))
-			return seg, step, nil
+			seg := segment.New[grant](n, int64(float64(n)*s.opts.PrefetchAt))
+			seg.Meta.first, seg.Meta.lossID, seg.Meta.step = first, arg(3), step
+			seg.Meta.expires.Store(int64(asked + SegmentTTL))
+			return seg, nil
 		case "RATE":
 			ms, _ := strconv.ParseInt(arg(1), 10, 64)
-			if err := flake.Sleep(s.ctx, s.opts.Clock, time.Duration(max(ms, 1))*time.Millisecond); err != nil {
-				return nil, 0, ErrClosed
+			if err := clock.Sleep(s.ctx, s.opts.Clock, time.Duration(max(ms, 1))*time.Millisecond); err != nil {
+				return nil, ErrClosed
 			}
 		case "MAX":
-			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s handed out its maximum %s", ErrMaxReached, name, arg(1))}
+			return nil, &fetchError{fmt.Errorf("%w: tag %s handed out its maximum %s", ErrMaxReached, name, arg(1))}
 		case "BLOCKED":
-			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, contract.SeqBlockedText(name, arg(1)))}
+			return nil, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, contract.SeqBlockedText(name, arg(1)))}
 		case "LOST":
-			return nil, 0, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, contract.SeqLostText(name, arg(1)))}
+			return nil, &fetchError{fmt.Errorf("%w: tag %s: %s", ErrBlocked, name, contract.SeqLostText(name, arg(1)))}
 		case "UNKNOWN":
-			return nil, 0, &fetchError{fmt.Errorf("%w %s in namespace %s: create it with `flaked seq create %s`", ErrUnknownTag, name, s.opts.Namespace, name)}
+			return nil, &fetchError{fmt.Errorf("%w %s in namespace %s: create it with `flaked seq create %s`", ErrUnknownTag, name, s.opts.Namespace, name)}
 		default:
-			return nil, 0, fmt.Errorf("%w: tag %s: seq.lua: unexpected reply %v", ErrUnavailable, name, res)
+			return nil, fmt.Errorf("%w: tag %s: seq.lua: unexpected reply %v", ErrUnavailable, name, res)
 		}
 	}
 }
@@ -468,18 +396,18 @@ func (s *Sequences) fetchSegment(name string, floor, size int64) (*segment, int6
 // yes when no loss happened since its grant and the tag is there; then
 // it gets another TTL. Otherwise seg and the segment fetched ahead are
 // dropped (a gap), and the caller fetches anew.
-func (s *Sequences) renew(ctx context.Context, t *tag, seg *segment) error {
+func (s *Sequences) renew(ctx context.Context, t *tag, seg *segment.Segment[grant]) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s.closed.Load() {
 		return ErrClosed
 	}
 	now := s.opts.Clock.Monotonic()
-	if t.cur.Load() != seg || !seg.expired(now) {
+	if t.buf.Current() != seg || !seg.Meta.expired(now) {
 		return nil // renewed or replaced meanwhile
 	}
 	a := s.args(contract.SeqCheck, t.name)
-	a.LossID = seg.lossID
+	a.LossID = seg.Meta.lossID
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
@@ -488,15 +416,15 @@ func (s *Sequences) renew(ctx context.Context, t *tag, seg *segment) error {
 	}
 	s.known.Store(true)
 	if len(res) > 0 && res[0] == "OK" {
-		seg.expires.Store(int64(now + SegmentTTL))
-		if t.next != nil && t.next.lossID == seg.lossID {
-			t.next.expires.Store(int64(now + SegmentTTL))
+		seg.Meta.expires.Store(int64(now + SegmentTTL))
+		if next := t.buf.NextLocked(); next != nil && next.Meta.lossID == seg.Meta.lossID {
+			next.Meta.expires.Store(int64(now + SegmentTTL))
 		}
 		return nil
 	}
-	seg.seal()
-	if t.next != nil && t.next.expired(now) {
-		t.next = nil
+	seg.Seal()
+	if next := t.buf.NextLocked(); next != nil && next.Meta.expired(now) {
+		t.buf.DropNextLocked()
 	}
 	return nil
 }
@@ -521,20 +449,20 @@ func (s *Sequences) Close(ctx context.Context) error {
 	var errs []error
 	for _, t := range tags {
 		t.mu.Lock()
-		run := t.run
+		run := t.buf.RunLocked()
 		t.mu.Unlock()
-		if run != nil && run.task.Wait(wctx) != nil {
+		if run != nil && run.Wait(wctx) != nil {
 			s.cancel() // a fetch asleep (rate) or stuck on Redis: its segment is a gap
 		}
 		t.mu.Lock()
-		cur, next := t.cur.Load(), t.next
-		t.next = nil
+		cur, next := t.buf.Current(), t.buf.NextLocked()
+		t.buf.DropNextLocked()
 		t.mu.Unlock()
 		// Sealed first: nothing is taken from them after their rest is
 		// measured.
-		from := cur.seal()
+		from := cur.Seal()
 		if next != nil {
-			next.seal()
+			next.Seal()
 			errs = append(errs, s.giveBack(ctx, t.name, next, 0))
 		}
 		errs = append(errs, s.giveBack(ctx, t.name, cur, from))
@@ -544,12 +472,12 @@ func (s *Sequences) Close(ctx context.Context) error {
 }
 
 // giveBack returns seg's values from index from on.
-func (s *Sequences) giveBack(ctx context.Context, name string, seg *segment, from int64) error {
-	if seg.n == 0 || from >= seg.n {
+func (s *Sequences) giveBack(ctx context.Context, name string, seg *segment.Segment[grant], from int64) error {
+	if seg.N() == 0 || from >= seg.N() {
 		return nil
 	}
 	a := s.args(contract.SeqGiveBack, name)
-	a.FirstUnused, a.LastGranted, a.LossID = seg.first+from, seg.first+seg.n-1, seg.lossID
+	a.FirstUnused, a.LastGranted, a.LossID = seg.Meta.first+from, seg.Meta.first+seg.N()-1, seg.Meta.lossID
 	keys, argv := a.KeysArgv()
 	res, err := script.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
@@ -577,10 +505,4 @@ type Stats struct {
 func (s *Sequences) Stats() Stats {
 	return Stats{Tags: len(*s.tags.Load()), SegmentsFetched: s.fetched.Load(), Waits: s.waits.Load(), GivenBack: s.givenBack.Load(),
 		Unacknowledged: s.unacked.Load()}
-}
-
-func newGeneration(r io.Reader) string {
-	b := make([]byte, 16)
-	_, _ = io.ReadFull(r, b)
-	return hex.EncodeToString(b)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
@@ -348,7 +349,7 @@ func TestSequences_IdleSegmentCheckedAfterTTL(t *testing.T) {
 	}
 }
 
-// stepClock is a flake.Clock the test moves; timers fire at once.
+// stepClock is a clock.Clock the test moves; timers fire at once.
 type stepClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -365,7 +366,7 @@ func (c *stepClock) Monotonic() time.Duration {
 	defer c.mu.Unlock()
 	return c.mon
 }
-func (c *stepClock) AfterFunc(d time.Duration, f func()) flake.Timer { return time.AfterFunc(0, f) }
+func (c *stepClock) AfterFunc(d time.Duration, f func()) clock.Timer { return time.AfterFunc(0, f) }
 func (c *stepClock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

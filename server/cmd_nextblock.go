@@ -22,8 +22,8 @@ const MaxBlock = 1 << 24
 // and the IDs first + i*stride for i < count. A node that interleaves
 // several machine IDs adds them, ascending; its IDs walk the (tick,
 // sequence) steps, one ID per machine ID each (flake.Block.ID; the
-// README's decoder). With STRING every element is a bulk string of its
-// decimal digits, as NEXTID's. The block is issued like count NEXTIDs: a
+// decoder of docs/protocol.md). With STRING every element is a bulk
+// string of its decimal digits, as NEXTID's. The block is issued like count NEXTIDs: a
 // client that drops it leaves a gap; no ID of it is issued again.
 func cmdNextBlock(c *conn, args [][]byte) {
 	s := c.s

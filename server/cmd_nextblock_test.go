@@ -39,7 +39,7 @@ func (t *testGen) NextBlock(ctx context.Context, n int64) (flake.Block, error) {
 	return b, err
 }
 
-// blockIn reads a NEXTBLOCK reply as the README's decoder does: first,
+// blockIn reads a NEXTBLOCK reply as docs/protocol.md's decoder does: first,
 // count, stride, then the machine IDs when several interleave.
 func blockIn(t *testing.T, reply string) flake.Block {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/simredis"
+	"github.com/flaked/flaked/scripts/lua"
 )
 
 // Coverage is what a run (or a hunt) reached: how often each branch of the
@@ -44,49 +45,38 @@ func (c *Coverage) add(o Coverage) {
 }
 
 // The scripts the simulated Redis counts, with the files they are made
-// of. lua.go builds each script as args.lua + the script, and each writing
-// script as args.lua + guard.lua (+ replicas.lua, for those that grant) +
-// the script; where one part ends is where the texts of two scripts
-// sharing it stop agreeing (line by line).
+// of, in the order contract's lua.go puts them together (checked here:
+// a script that is not its files would be counted on the wrong lines).
 func init() {
-	argsLines := sameLines(contract.Check, contract.Prune)
-	guardLines := sameLines(contract.Claim, contract.Release) - argsLines
-	replicasLines := sameLines(contract.Claim, contract.Counter) - argsLines - guardLines
-	lines := func(s string) int { return strings.Count(s, "\n") + 1 }
-	three := func(text, name string) {
-		simredis.Cover(text, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "guard.lua", Lines: guardLines},
-			{File: "replicas.lua", Lines: replicasLines}, {File: name, Lines: lines(text) - argsLines - guardLines - replicasLines}})
+	part := func(file, text string) simredis.Part {
+		return simredis.Part{File: file, Lines: strings.Count(text, "\n")}
 	}
-	three(contract.Claim, "claim.lua")
-	three(contract.Renew, "renew.lua")
-	three(contract.Counter, "counter.lua")
-	two := func(text, name string) {
-		simredis.Cover(text, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "guard.lua", Lines: guardLines},
-			{File: name, Lines: lines(text) - argsLines - guardLines}})
-	}
-	two(contract.Release, "release.lua")
-	two(contract.Init, "init.lua")
-	simredis.Cover(contract.Check, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "check.lua", Lines: lines(contract.Check) - argsLines}})
-	simredis.Cover(contract.Prune, []simredis.Part{{File: "args.lua", Lines: argsLines}, {File: "prune.lua", Lines: lines(contract.Prune) - argsLines}})
-}
-
-// sameLines counts the whole lines a and b start with in common.
-func sameLines(a, b string) int {
-	n := 0
-	for {
-		i, j := strings.IndexByte(a, '\n'), strings.IndexByte(b, '\n')
-		if i < 0 || j < 0 || a[:i] != b[:j] {
-			return n
+	args, events, guard := part("args.lua", lua.Args), part("events.lua", lua.Events), part("guard.lua", lua.Guard)
+	replicas := part("replicas.lua", lua.Replicas)
+	for _, s := range []struct {
+		script string
+		files  []string
+		parts  []simredis.Part
+	}{
+		{contract.Claim, []string{lua.Args, lua.Events, lua.Guard, lua.Replicas, lua.Claim}, []simredis.Part{args, events, guard, replicas, part("claim.lua", lua.Claim)}},
+		{contract.Renew, []string{lua.Args, lua.Events, lua.Guard, lua.Replicas, lua.Renew}, []simredis.Part{args, events, guard, replicas, part("renew.lua", lua.Renew)}},
+		{contract.Counter, []string{lua.Args, lua.Events, lua.Guard, lua.Replicas, lua.Counter}, []simredis.Part{args, events, guard, replicas, part("counter.lua", lua.Counter)}},
+		{contract.Release, []string{lua.Args, lua.Events, lua.Guard, lua.Release}, []simredis.Part{args, events, guard, part("release.lua", lua.Release)}},
+		{contract.Init, []string{lua.Args, lua.Events, lua.Guard, lua.Init}, []simredis.Part{args, events, guard, part("init.lua", lua.Init)}},
+		{contract.Check, []string{lua.Args, lua.Check}, []simredis.Part{args, part("check.lua", lua.Check)}},
+		{contract.Prune, []string{lua.Args, lua.Events, lua.Prune}, []simredis.Part{args, events, part("prune.lua", lua.Prune)}},
+	} {
+		if s.script != strings.Join(s.files, "") {
+			panic("sim: a script is not the files its coverage names; update sim/coverage.go")
 		}
-		n++
-		a, b = a[i+1:], b[j+1:]
+		simredis.Cover(s.script, s.parts)
 	}
 }
 
 // writingFiles are the files of the scripts that write the registry or
 // the counter (those that start with guard.lua): their branches are the
 // guard branches a CI seed set must reach, or list in unreached.txt.
-var writingFiles = []string{"args.lua", "guard.lua", "replicas.lua", "claim.lua", "renew.lua", "release.lua", "counter.lua", "init.lua"}
+var writingFiles = []string{"args.lua", "events.lua", "guard.lua", "replicas.lua", "claim.lua", "renew.lua", "release.lua", "counter.lua", "init.lua"}
 
 // Transitions are the moves of a node's mode machine (node/doc.go) and the
 // lease events within flake mode, as the simulator tells them from the

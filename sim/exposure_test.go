@@ -16,10 +16,13 @@ const exposureSeeds = 300
 // kind must run clean here. Few, under -race: the CI hunt (scripts/sim,
 // 10,000 seeds, coveredWeights) draws each covered kind in 600 to 1,200
 // schedules beside the other faults, and `flaked-sim exposure` forces it
-// in as many as asked. SIM_EXPOSURE_SEEDS overrides.
+// in as many as asked. SIM_EXPOSURE_SEEDS overrides; -short runs 5.
 func coveredSeeds() uint64 {
 	if v, err := strconv.ParseUint(os.Getenv("SIM_EXPOSURE_SEEDS"), 10, 64); err == nil && v > 0 {
 		return v
+	}
+	if testing.Short() {
+		return 5
 	}
 	return 40
 }
@@ -72,9 +75,9 @@ func contains(list []string, s string) bool {
 // A pipeline goes on one connection, so the WAIT after a grant reaches the
 // server that ran the grant. Seed 491 of the split-brain kind sends a
 // counter segment, delayed 10 s, to the old master just before the split
-// ends: the simulator used to send its WAIT to the promoted replica, which
-// answered for writes it never had, and two counter-mode nodes handed out
-// one value. Fault: a split brain with a request delayed across its end.
+// ends: a WAIT sent to the promoted replica instead would be answered for
+// writes it never had, and two counter-mode nodes would hand out one
+// value. Fault: a split brain with a request delayed across its end.
 func TestExposure_SplitBrain_DelayedGrantWaitsOnItsOwnServer(t *testing.T) {
 	s := sim.NewSchedule(491).WithExposure("redis-split-brain")
 	if res := sim.Run(s, sim.Options{}); res.Failure != nil {

@@ -128,7 +128,7 @@ func (d drawer) deploymentFault(s Schedule, kind string) []Fault {
 		f.For, f.Delay = d.dur(5*time.Second, 30*time.Second), d.dur(100*time.Millisecond, 2*time.Second)
 	case FaultSplitBrain:
 		// Some nodes (not none, not all) stay on the old master, for up to
-		// two lease TTLs: longer than a lease, as in issue 26.
+		// two lease TTLs: longer than a lease, so both masters grant it.
 		f.Reach = 1 + uint(d.IntN(1<<n-2))
 		f.For = d.dur(300*time.Millisecond, 2*s.LeaseTTL)
 	case FaultInfoNoPerm, FaultInfoRenamed:

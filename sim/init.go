@@ -1,12 +1,11 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
@@ -17,17 +16,16 @@ import (
 // namespace is the simulated fleet's.
 const namespace = "sim"
 
-var initScript = redis.NewScript(contract.Init)
-
 // initRegistry makes the fleet's registry before its first node starts,
-// as `flaked init` does: init.lua's {ns}:meta and layout (through the
-// mutated scripts too, as a build with the bug would). The fleet is new,
-// made well before its nodes start: its loss floor is cleared, as
-// redistest.InitRegistry does (and coord.Init's wait would leave it),
-// and the replica and the snapshot hold it, so a later failover or
-// restart does not lose it. Only its nodes' claims, renewals and counters
-// restore it after that (guard.lua): a process that never ran under it
-// gets coord.ErrNoRegistry and is retried as any failed start.
+// as `flaked init` does (coord.MakeRegistry: init.lua's {ns}:meta and
+// layout, through the mutated scripts too, as a build with the bug
+// would). The fleet is new, made well before its nodes start: its loss
+// floor is cleared, as redistest.InitRegistry does (and coord.Init's wait
+// would leave it), and the replica and the snapshot hold it, so a later
+// failover or restart does not lose it. Only its nodes' claims, renewals
+// and counters restore it after that (guard.lua): a process that never
+// ran under it gets coord.ErrNoRegistry and is retried as any failed
+// start.
 func (r *run) initRegistry() error {
 	d := r.redis
 	srv := d.srv
@@ -44,20 +42,17 @@ func (r *run) initRegistry() error {
 	if err != nil {
 		return fmt.Errorf("init registry: %w", err)
 	}
-	keys, argv := contract.InitArgs{
-		Keys: contract.NewKeys(namespace), Generation: fmt.Sprintf("sim-%d", r.s.Seed), Layout: lay.String(),
-		EpochUs: lay.StartTime.UnixMicro(), TickUs: float64(lay.TimeUnit) / float64(time.Microsecond),
-		Horizon: int64(horizon / lay.TimeUnit), EventsMaxLen: coord.DefaultEventsMaxLen, Host: "operator", PID: 1,
-	}.KeysArgv()
+	// The generation comes from the seed: the run's own random draws stay
+	// as they are.
+	var gen [16]byte
+	binary.BigEndian.PutUint64(gen[8:], r.s.Seed)
 	ctx := context.Background()
-	v, err := initScript.Run(ctx, rdb, keys, argv...).Slice()
+	_, _, err = coord.MakeRegistry(ctx, rdb, coord.Options{Namespace: namespace, Layout: lay, Horizon: horizon,
+		Owner: coord.Owner{Host: "operator", PID: 1}, Rand: bytes.NewReader(gen[:])})
 	if err != nil {
-		return fmt.Errorf("init registry: %w", contract.Explain(err))
+		return err
 	}
-	if len(v) != 4 || v[0] != "OK" {
-		return fmt.Errorf("init registry: reply %v", v)
-	}
-	if err := rdb.HSet(ctx, keys[0], contract.MetaLossMs, 0).Err(); err != nil {
+	if err := rdb.HSet(ctx, contract.NewKeys(namespace).Meta, contract.MetaLossMs, 0).Err(); err != nil {
 		return fmt.Errorf("init registry: %w", err)
 	}
 	for _, h := range d.replicas() {

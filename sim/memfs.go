@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"slices"
 
-	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/statefile"
 )
 
 // memFS is the fleet's disks: state files by path, in memory, so copying
@@ -19,7 +19,7 @@ type memFS struct {
 	failing map[string]bool
 }
 
-var _ coord.StateFS = (*memFSView)(nil)
+var _ statefile.FS = (*memFSView)(nil)
 
 func newMemFS() *memFS {
 	return &memFS{files: map[string][]byte{}, locks: map[string]*proc{}, failing: map[string]bool{}}
@@ -48,7 +48,7 @@ func (l memLock) Close() error {
 
 func (v *memFSView) Lock(path string) (io.Closer, error) {
 	if h := v.m.locks[path]; h != nil && h != v.p && !h.dead {
-		return nil, fmt.Errorf("%w: %s", coord.ErrStateLocked, path)
+		return nil, fmt.Errorf("%w: %s", statefile.ErrLocked, path)
 	}
 	v.m.locks[path] = v.p
 	return memLock{v.m, path, v.p}, nil

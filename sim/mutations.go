@@ -45,7 +45,7 @@ var Mutations = []Mutation{
 	{Name: "state-file-token", Switch: "StateFileToken",
 		Bug: "fencing by state-file token only: two processes started from copies of one state file share the lease"},
 	{Name: "loss-floor-ignored", Script: &contract.Claim,
-		Edits: []Edit{{"local lossFloor = tickOf(lossMs + redisSkewMs, epochUs, unitUs) + math.max(horizon, metaHorizon)", "local lossFloor = -1"}},
+		Edits: []Edit{{"local lossFloor = tickOf((lossMs + redisSkewMs) * 1000, epochUs, unitUs) + math.max(horizon, metaHorizon)", "local lossFloor = -1"}},
 		Bug:   "a claim trusts a reservation that a failover or restart rolled back"},
 	{Name: "renew-across-loss", Script: &contract.Renew,
 		Edits: []Edit{renewAcrossLoss},
@@ -72,9 +72,9 @@ var Mutations = []Mutation{
 	// hold it.
 	{Name: "split-brain-no-wait", Switch: "ReplicaWaitOff",
 		Bug: "a grant is used without WAIT confirming it on the fleet's replicas: an old master cut off from them keeps granting while the replica promoted in its place grants too"},
-	// INFO refused (NOPERM) or renamed: guard.lua used to read the error
-	// as an empty identity, one that never changes, so a failover while
-	// INFO was unreadable went unseen.
+	// INFO refused (NOPERM) or renamed: read as an empty identity, one
+	// that never changes, the error would hide a failover while INFO is
+	// unreadable.
 	{Name: "identity-silent", Scripts: guarded,
 		Edits: []Edit{{infoCall, "(function(i) if type(i) == 'string' then return i end return " +
 			"'run_id:0 master_replid:0 maxmemory_policy:noeviction' end)(" + infoCall + ")"}},

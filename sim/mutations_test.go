@@ -3,7 +3,7 @@ package sim
 import "testing"
 
 // TestMutations_TextsExist: every script mutation's edits find their
-// text in the scripts as they are now (contract/*.lua), so no tooth
+// text in the scripts as they are now (scripts/lua/*.lua), so no tooth
 // silently stops biting after a script changes; and each changes the
 // script it targets.
 func TestMutations_TextsExist(t *testing.T) {

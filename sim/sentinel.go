@@ -620,6 +620,13 @@ func (ss *sentinels) views(i int) []replwait.SentinelView {
 			continue
 		}
 		v.MasterAddr, v.RunID, v.Flags, v.DownAfter, v.Known = s.master.addr, s.runID, s.flags(), ss.downAfter(), len(ss.all)
+		// A Sentinel's ID is its address here; it knows every other one.
+		v.ID = s.addr
+		for _, o := range ss.all {
+			if o != s {
+				v.Others = append(v.Others, o.addr)
+			}
+		}
 		var pending time.Duration
 		if s.act != 0 {
 			pending = now - s.act

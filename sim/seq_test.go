@@ -11,9 +11,12 @@ import (
 // Named sequences under the simulator's faults (Redis failovers to stale
 // replicas, restarts from old snapshots, total loss, kills, pauses, clean
 // restarts): every value handed out once and increasing per process.
-// SIM_SEQ_SEEDS overrides how many schedules.
+// SIM_SEQ_SEEDS overrides how many schedules (60; 10 under -short).
 func TestSequences_FixedSeeds(t *testing.T) {
 	n := uint64(60)
+	if testing.Short() {
+		n = 10
+	}
 	if v, err := strconv.ParseUint(os.Getenv("SIM_SEQ_SEEDS"), 10, 64); err == nil {
 		n = v
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/clock"
 )
 
 // world is virtual time and the events due on it. Everything in a run
@@ -176,7 +176,7 @@ type procClock struct {
 	slack time.Duration // timers shorter than this fire this late (timer slack)
 }
 
-var _ flake.Stepped = (*procClock)(nil)
+var _ clock.Stepped = (*procClock)(nil)
 
 func (c *procClock) Now() time.Time           { return c.w.epoch.Add(c.w.now + c.wall) }
 func (c *procClock) Monotonic() time.Duration { return c.w.now }
@@ -184,7 +184,7 @@ func (c *procClock) Monotonic() time.Duration { return c.w.now }
 // AfterFunc schedules f on the world. Timers shorter than the slack fire
 // after the slack, as a busy kernel's would: the generator's timer at
 // every tick would otherwise be most of a run's events.
-func (c *procClock) AfterFunc(d time.Duration, f func()) flake.Timer {
+func (c *procClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	if d > 0 && d < c.slack {
 		d = c.slack
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/flaked/flaked/internal/redistest"
 )
 
-// aclFile is the users file the README documents.
+// aclFile is the users file docs/operating.md documents.
 const aclFile = "../deploy/redis/acl.conf"
 
 // aclRules are the rules the users file gives user.
@@ -71,7 +71,7 @@ func flakedCmd(t *testing.T, args ...string) (int, string) {
 // the server's identity (INFO), and Redis logs no refusal (ACL LOG). Prune
 // writes: it works with its own user and is refused to the read-only one,
 // and a node under the read-only user fails at start naming the refused
-// command and the README's ACL section.
+// command and the ACL section of docs/operating.md.
 func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	redistest.Require(t)
 	abs, err := filepath.Abs(aclFile)
@@ -128,6 +128,20 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 			t.Fatalf("flaked %s: exit %d\n%s", strings.Join(args[:2], " "), code, out)
 		}
 	}
+	// The users docs/operating.md names for the other commands that touch
+	// the registry: seq create, seq restore and audit replicas --set write
+	// as the node user; seq list and seq show read as the audit user.
+	for _, args := range [][]string{
+		{"seq", "create", "--redis", nodeURL, "orders"},
+		{"seq", "restore", "--redis", nodeURL, "--above", "5000", "orders"},
+		{"audit", "replicas", "--redis", nodeURL, "--set", "0"},
+		{"seq", "list", "--redis", auditURL},
+		{"seq", "show", "--redis", auditURL, "orders"},
+	} {
+		if code, out := flakedCmd(t, args...); code != 0 {
+			t.Fatalf("flaked %s: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+	}
 	if users := aclLogUsers(t, admin); len(users) != 0 {
 		t.Fatalf("ACL LOG names users %v: the users file misses a permission flaked uses", users)
 	}
@@ -146,7 +160,7 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "NOPERM") || !strings.Contains(out, "Redis ACLs") {
 		t.Fatalf("prune under the read-only user: exit %d\n%s\nwant 1, NOPERM and the ACL hint", code, out)
 	}
-	code, out = runServe(t, freePort(t), "--redis", auditURL, "--no-state-file")
+	code, out = runServe(t, redistest.FreePort(t), "--redis", auditURL, "--no-state-file")
 	if code != 1 || !strings.Contains(out, "NOPERM") || !strings.Contains(out, "Redis ACLs") || !strings.Contains(out, "serve: the fleet's Redis is unsafe") {
 		t.Fatalf("a node under the read-only user: exit %d\n%s\nwant 1, what it was doing, NOPERM and the ACL hint", code, out)
 	}
@@ -161,7 +175,7 @@ func TestRedisACL_NodeAndAuditUsers(t *testing.T) {
 	if err := admin.Do(ctxT(t), rules...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	code, out = runServe(t, freePort(t), "--redis", aclURL(t, srv, "flaked-node-noinfo"), "--no-state-file")
+	code, out = runServe(t, redistest.FreePort(t), "--redis", aclURL(t, srv, "flaked-node-noinfo"), "--no-state-file")
 	if code != 1 || !strings.Contains(out, "identity: INFO server replication memory refused") || !strings.Contains(out, "+info") || !strings.Contains(out, "Redis ACLs") {
 		t.Fatalf("a node under a user without INFO: exit %d\n%s\nwant 1, NOPERM naming info and the ACL hint", code, out)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 // runServe runs `flaked serve` with args for at most 10 s and returns its
@@ -69,7 +71,7 @@ func TestBadInput_Flags(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			port := freePort(t)
+			port := redistest.FreePort(t)
 			code, out := runServe(t, port, c.args...)
 			if code != 2 {
 				t.Fatalf("exit status %d, want 2; output:\n%s", code, out)
@@ -129,7 +131,7 @@ func TestBadInput_StateFile(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before, _ := os.ReadFile(c.path)
-			port := freePort(t)
+			port := redistest.FreePort(t)
 			code, out := runServe(t, port, append([]string{"--redis", srv.URL(), "--state-file", c.path}, c.args...)...)
 			if code != 2 {
 				t.Fatalf("exit status %d, want 2; output:\n%s", code, out)

@@ -41,7 +41,7 @@ func StartBlockLoad(daemons []*Daemon, perDaemon, maxSize int) *Load {
 }
 
 // takeBlock sends NEXTBLOCK n on c and returns the block's IDs, decoded
-// as the README's reference decoder does.
+// as docs/protocol.md's reference decoder does.
 func takeBlock(ctx context.Context, c *redis.Client, n int) ([]uint64, error) {
 	v, err := c.Do(ctx, "NEXTBLOCK", n).Uint64Slice()
 	if err != nil {

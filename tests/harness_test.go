@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -29,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/daemontest"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
@@ -42,6 +44,11 @@ var binary string
 var long = os.Getenv("FLAKED_FLEET_LONG") == "1"
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("-short: the fleet suite needs built flaked binaries and redis-server (the full suite runs it: scripts/test)")
+		os.Exit(0)
+	}
 	// go-redis's log lines about failed dials to daemons and servers the
 	// tests stopped on purpose are dropped.
 	redis.SetLogger(idtest.QuietRedis{})
@@ -50,17 +57,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "flaked")
 	// Daemons started without state flags keep their default state file
 	// here, not in the machine's /var/lib/flaked or $HOME.
 	os.Setenv("STATE_DIRECTORY", filepath.Join(dir, "state"))
-	build := exec.Command("go", "build", "-o", binary, "../cmd/flaked")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building flaked:", err)
+	if binary, err = daemontest.Build(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := daemontest.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -97,16 +101,10 @@ type Daemon struct {
 	down atomic.Bool
 }
 
-// freePort returns a free loopback port.
-func freePort(t testing.TB) int {
-	t.Helper()
-	return redistest.FreePort(t)
-}
-
 // NewDaemon describes a daemon; Start runs it.
 func NewDaemon(t testing.TB, name, redisURL string, extra ...string) *Daemon {
 	t.Helper()
-	d := &Daemon{Name: name, Port: freePort(t), Metrics: freePort(t),
+	d := &Daemon{Name: name, Port: redistest.FreePort(t), Metrics: redistest.FreePort(t),
 		StateFile: filepath.Join(t.TempDir(), name+".state"), t: t}
 	d.Args = append([]string{"--redis", redisURL}, extra...)
 	d.down.Store(true)

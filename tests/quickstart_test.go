@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 // The README's quick start over the real binaries: flaked serve on a fresh
@@ -17,7 +19,7 @@ import (
 // node making a registry of its own on a namespace without one.
 func TestQuickStart_InitServeNextID(t *testing.T) {
 	srv := redisServer(t, false)
-	code, out := runServe(t, freePort(t), "--redis", srv.URL(), "--no-state-file")
+	code, out := runServe(t, redistest.FreePort(t), "--redis", srv.URL(), "--no-state-file")
 	if code != 1 || !strings.Contains(out, "NOREGISTRY") || !strings.Contains(out, "flaked init") {
 		t.Fatalf("serve before init: status %d, want 1 naming NOREGISTRY and flaked init:\n%s", code, out)
 	}

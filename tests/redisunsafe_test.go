@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,7 +47,7 @@ func TestRedisUnsafe_RefusedAtStart_DoctorNamesIt(t *testing.T) {
 		{"INFO renamed", renamedTo.URL(), []string{"identity", "rename-command INFO"}},
 		{"allkeys-lru", allkeys.URL(), []string{"eviction", "allkeys-lru", "noeviction"}},
 	} {
-		code, out := runServe(t, freePort(t), "--redis", c.url, "--no-state-file")
+		code, out := runServe(t, redistest.FreePort(t), "--redis", c.url, "--no-state-file")
 		if code != 1 || !containsAll(out, c.words) {
 			t.Errorf("serve, %s: exit %d\n%s\nwant 1 naming %q", c.name, code, out, c.words)
 		}
@@ -186,19 +185,6 @@ func TestRedisEviction_VolatileUnderCacheLoad_NoDuplicates(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{Args: []string{"maxmemory-policy volatile-lru"}})
 	rdb := srv.Client(t)
-	used, err := rdb.Info(ctxT(t), "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := 0
-	for _, line := range strings.Split(used, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			base, _ = strconv.Atoi(v)
-		}
-	}
-	if err := rdb.ConfigSet(ctxT(t), "maxmemory", strconv.Itoa(base+3<<20)).Err(); err != nil {
-		t.Fatal(err)
-	}
 	// Three leasable machine IDs (0-2; 3 is the counter's), held by the
 	// first three nodes: the last auto node runs in counter mode and keeps
 	// trying to claim, so an evicted lease can be taken over.
@@ -215,27 +201,7 @@ func TestRedisEviction_VolatileUnderCacheLoad_NoDuplicates(t *testing.T) {
 	for _, d := range ds {
 		d.WaitReady(t, 20*time.Second)
 	}
-	stop := make(chan struct{})
-	cacheDone := make(chan int)
-	go func() { // the cache: 1 KiB values with a TTL, as fast as one connection goes
-		c := srv.Client(t)
-		val := strings.Repeat("x", 1024)
-		n := 0
-		for {
-			select {
-			case <-stop:
-				cacheDone <- n
-				return
-			default:
-			}
-			p := c.Pipeline()
-			for range 100 {
-				p.Set(context.Background(), "cache:"+strconv.Itoa(n), val, time.Minute)
-				n++
-			}
-			_, _ = p.Exec(context.Background())
-		}
-	}()
+	stop := fillCache(t, srv)
 	load := StartLoad(ds, 2, 50)
 	load.WaitFor(t, int64(scale(20_000)), 20*time.Second, "volatile-lru")
 	if err := rdb.ConfigSet(ctxT(t), "maxmemory-policy", "volatile-random").Err(); err != nil {
@@ -243,16 +209,9 @@ func TestRedisEviction_VolatileUnderCacheLoad_NoDuplicates(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	load.WaitFor(t, int64(scale(20_000)), 20*time.Second, "volatile-random")
-	close(stop)
-	written := <-cacheDone
+	written := stop()
 	load.Stop()
-	stats, _ := rdb.Info(ctxT(t), "stats").Result()
-	evicted := ""
-	for _, line := range strings.Split(stats, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "evicted_keys:"); ok {
-			evicted = v
-		}
-	}
+	evicted := redisInfo(t, rdb, "stats", "evicted_keys")
 	takeovers, _ := rdb.XRange(ctxT(t), "{flaked}:events", "-", "+").Result()
 	kinds := map[string]int{}
 	for _, m := range takeovers {

@@ -8,6 +8,7 @@ import (
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // InitRegistry makes the registry a daemon with d's flags runs under (its
@@ -62,7 +63,7 @@ func initRegistry(tb testing.TB, flags ...string) {
 	if f["redis"] == "" {
 		tb.Fatal("initRegistry: no --redis")
 	}
-	rdb, err := coord.NewClient(f["redis"])
+	rdb, err := redisurl.NewClient(f["redis"])
 	if err != nil {
 		tb.Fatal(err)
 	}

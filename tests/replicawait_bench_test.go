@@ -91,7 +91,7 @@ func BenchmarkReplicaWait_Grant(b *testing.B) {
 						_, err = lease.Reserve(ctx, l.Tick(time.Now())+200)
 					case "segment":
 						var v []any
-						if v, _, err = segWait.Run(ctx, rdb, counter, keys, argv, 6, replwait.DefaultTimeout, nil); err == nil && v[0] != "OK" {
+						if v, _, err = segWait.Run(ctx, rdb, counter, keys, argv, 6, replwait.DefaultTimeout); err == nil && v[0] != "OK" {
 							err = fmt.Errorf("counter.lua: %v", v)
 						}
 					}

@@ -22,7 +22,7 @@ import (
 	"github.com/flaked/flaked/seq"
 )
 
-// The named sequences' faults (NEXTSEQ, README: Named sequences): clean
+// The named sequences' faults (NEXTSEQ, docs/sequences.md): clean
 // restarts of every node under load (dense), kill -9 (a gap, never a
 // reuse), Redis restarted from an old snapshot and a failover to a replica
 // that missed writes (0 values handed out twice). Every value is checked.

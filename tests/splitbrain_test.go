@@ -21,7 +21,7 @@ import (
 	"github.com/flaked/flaked/node"
 )
 
-// The split brain of issue 26: two Redis masters accepting writes at once.
+// A split brain: two Redis masters accepting writes at once.
 // The old master M is partitioned from its replica (and from whatever
 // promotes it) but still reached by half of the nodes; 0.3 s later the
 // replica R is promoted and the other half of the nodes moves to it. Both

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 // stateFileOf is the state file a daemon's start-up line names.
@@ -52,7 +54,7 @@ func TestStandalone_TwoDaemons_DefaultStateFiles_NotShared(t *testing.T) {
 	load.Stop()
 	load.Check(t, defaultLayout())
 
-	code, out := runServe(t, freePort(t), "--state-file", fa)
+	code, out := runServe(t, redistest.FreePort(t), "--state-file", fa)
 	want := fmt.Sprintf("held by pid %d", ds[0].Pid())
 	if code != 2 || !strings.Contains(out, fa) || !strings.Contains(out, want) {
 		t.Fatalf("a third daemon on %s: exit %d, output:\n%s\nwant exit 2 naming the file and %q", fa, code, out, want)

@@ -21,6 +21,7 @@ import (
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/daemontest"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -111,7 +112,7 @@ type run struct {
 }
 
 func (f *auditFleet) run(t *testing.T, args ...string) run {
-	bin := flakedBinary(t)
+	bin := daemontest.Binary(t)
 	// --redis after the (sub)command, before a positional argument:
 	// urfave/cli reads no flag after one.
 	full := slices.Clone(args)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/daemontest"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -35,7 +36,7 @@ func startDaemon(t *testing.T, srv *redistest.Server, state string) *daemon {
 	d := &daemon{addr: "127.0.0.1:" + strconv.Itoa(port), redis: srv.Addr()}
 	// 64 machine IDs: 1.6M IDs/s at the default layout, so NEXTID never
 	// waits for the clock here; room for 10,000 idle clients and probes.
-	d.cmd = exec.Command(flakedBinary(t), "serve", "--listen", d.addr, "--redis", srv.URL(), "--machine-ids", "64",
+	d.cmd = exec.Command(daemontest.Binary(t), "serve", "--listen", d.addr, "--redis", srv.URL(), "--machine-ids", "64",
 		"--max-clients", "20000", "--state-file", state, "--log-level", "warn")
 	d.cmd.Stderr = os.Stderr
 	if err := d.cmd.Start(); err != nil {

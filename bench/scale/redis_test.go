@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/internal/daemontest"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -114,37 +112,8 @@ func median(v []float64) float64 {
 // ms is d in milliseconds with two decimals.
 func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// flakedBinary builds cmd/flaked once per run.
-func flakedBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "flaked-scale-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "flaked")
-		// Built in flaked's own module (the repository root), whose go.sum
-		// has the daemon's dependencies; this module's has only what it
-		// imports.
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/flaked")
-		cmd.Dir = "../.."
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// TestMain removes the flaked binary daemontest built for the run.
+func TestMain(m *testing.M) { os.Exit(daemontest.Run(m)) }
 
 // load is the host's load average, to print beside the figures.
 func load() string {
@@ -159,7 +128,7 @@ func load() string {
 // not go-redis's 32 KiB each way: a thousand nodes in this one process
 // would otherwise allocate 64 MB at the gate, and the benchmark would
 // measure its own garbage collector. A node's calls are small. Like the
-// clients coord.NewClient makes for flaked serve, it sends no CLIENT
+// clients redisurl.NewClient makes for flaked serve, it sends no CLIENT
 // SETINFO on connecting (two more commands per connection otherwise).
 func nodeClient(srv *redistest.Server) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadBufferSize: 4096, WriteBufferSize: 4096, DisableIdentity: true})

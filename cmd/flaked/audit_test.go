@@ -15,6 +15,7 @@ import (
 	"github.com/flaked/flaked/internal/poll"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // auditFleet is a small fleet in namespace "cli": node A live, node B
@@ -32,7 +33,7 @@ func startAuditFleet(t *testing.T) *auditFleet {
 	t.Helper()
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
-	rdb, err := coord.NewClient(srv.URL())
+	rdb, err := redisurl.NewClient(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestAudit_Fleet_TableJSONFilterHistoryWhoisVerify(t *testing.T) {
 
 func TestAudit_Verify_HandMadeInconsistency_Exit1(t *testing.T) {
 	f := startAuditFleet(t)
-	rdb, _ := coord.NewClient(f.url)
+	rdb, _ := redisurl.NewClient(f.url)
 	defer rdb.Close()
 	ctx := context.Background()
 	// A live lease's owner data names another token (a deleted owner hash
@@ -331,7 +332,7 @@ func tableRow(t *testing.T, table string, mid int) string {
 func TestAudit_Verify_Clone_Exit1(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t, redistest.Options{})
-	rdb, err := coord.NewClient(srv.URL())
+	rdb, err := redisurl.NewClient(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,17 +5,12 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/doctor"
 )
-
-// doctorTimeout bounds one run of the checks.
-const doctorTimeout = 20 * time.Second
 
 func doctorCommand() *cli.Command {
 	flags := []cli.Flag{
@@ -54,7 +49,7 @@ func doctorCommand() *cli.Command {
 			if err := sentinelTarget(&t, c.String("redis"), c.String("sentinel")); err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(c.Context, doctorTimeout)
+			ctx, cancel := context.WithTimeout(c.Context, doctor.CheckTimeout)
 			defer cancel()
 			rs := doctor.Run(ctx, t)
 			if c.Bool("json") {
@@ -95,41 +90,5 @@ func sentinelTarget(t *doctor.Target, redisURL, flag string) error {
 		return usagef("--sentinel %q: want host:port[,host:port]/<master name>", spec)
 	}
 	t.Sentinels, t.MasterName = strings.Split(hosts, ","), master
-	return nil
-}
-
-// checkRedis runs flaked doctor's checks before a node starts: an unsafe
-// result refuses the start, naming each with its fix; costly ones are
-// logged at warn.
-func checkRedis(ctx context.Context, t doctor.Target, log zerolog.Logger) error {
-	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-	err := t.Redis.Time(pctx).Err() // TIME: the node's user may (PING it may not)
-	pcancel()
-	if err != nil {
-		// Redis away is the node's to handle (auto mode, retries); the
-		// scripts refuse unsafe writes whenever it comes back, and the
-		// watch reports them.
-		log.Warn().Err(err).Msg("cannot check the fleet's Redis now (flaked doctor's checks): unreachable; checking again while serving")
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
-	defer cancel()
-	rs := doctor.Run(ctx, t)
-	var unsafe []string
-	for _, r := range rs {
-		switch r.Status {
-		case doctor.Unsafe:
-			unsafe = append(unsafe, fmt.Sprintf("%s: %s (fix: %s)", r.Check, r.Detail, r.Fix))
-		case doctor.Costly:
-			log.Warn().Str("check", r.Check).Str("server", r.Server).Str("fix", r.Fix).Msg(r.Detail)
-		}
-	}
-	if len(unsafe) > 0 {
-		msg := strings.Join(unsafe, "; ")
-		if strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command") {
-			msg += " (the Redis user lacks a permission flaked needs: see \"Redis ACLs\" in docs/operating.md and deploy/redis/acl.conf)"
-		}
-		return fmt.Errorf("the fleet's Redis is unsafe for flaked (flaked doctor --redis URL says more): %s", msg)
-	}
 	return nil
 }

@@ -11,12 +11,23 @@ import (
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/doctor"
+	"github.com/flaked/flaked/redisurl"
 )
 
 // envVars is a flag's environment variable, FLAKED_<NAME> with dashes as
-// underscores. Every flag has one (docs/cli.md).
+// underscores. Every flag has one (docs/cli.md). Flags of one name on
+// several commands share it only when they mean the same (the fleet's
+// --redis, the daemon's --listen); a flag whose name means something else
+// on another command takes commandEnvVars.
 func envVars(flag string) []string {
 	return []string{"FLAKED_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+// commandEnvVars is FLAKED_<COMMAND>_<NAME>: the environment variable of a
+// flag whose name another command uses for something else (plan's and
+// seq create's --rate).
+func commandEnvVars(command, flag string) []string {
+	return envVars(command + "-" + flag)
 }
 
 // intFlag is an integer flag that refuses values outside lo..hi while the
@@ -95,7 +106,7 @@ func checkNamespace(ns string) error {
 // redisClient connects to the fleet's Redis at a --redis URL; a URL that
 // cannot be used is a usage error.
 func redisClient(url string) (redis.UniversalClient, error) {
-	rdb, err := coord.NewClient(url)
+	rdb, err := redisurl.NewClient(url)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--redis: %w", err)}
 	}

@@ -123,7 +123,7 @@ func TestServe_NoRegistry_Exit1NamingInit(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	for _, mode := range []string{"flake", "counter", "auto"} {
 		t.Run(mode, func(t *testing.T) {
-			code, _, errOut := runT(t, nil, "serve", "--redis", srv.URL(), "--listen", freeAddr(t), "--mode", mode,
+			code, _, errOut := runT(t, nil, "serve", "--redis", srv.URL(), "--listen", redistest.FreeAddr(t), "--mode", mode,
 				"--no-state-file", "--namespace", "fresh-"+mode)
 			if code != exitFailure || !strings.Contains(errOut, "NOREGISTRY") || !strings.Contains(errOut, "flaked init") {
 				t.Fatalf("serve --mode %s on a namespace without a registry: status %d, %q; want 1 naming NOREGISTRY and flaked init", mode, code, errOut)

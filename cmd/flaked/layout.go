@@ -86,7 +86,7 @@ func checkServeLayout(l flake.Layout, now time.Time, log zerolog.Logger) error {
 	}
 	if at, ok := l.SafeIntegerEnd(); ok {
 		log.Warn().Time("above_2^53_from", at).Int("bits_id", l.BitsID()).
-			Msg("IDs can exceed 2^53: JavaScript clients round them unless they read IDs as strings; --bits-id 53 keeps every ID below 2^53")
+			Msg("IDs can exceed 2^53, which JavaScript numbers cannot hold exactly: JavaScript clients read IDs as strings (NEXTID STRING, the HTTP API), or a new fleet takes a 53-bit layout (flaked plan --bits-id 53 --bits-sequence 8 --bits-machine 8)")
 	} else {
 		log.Info().Int("bits_id", l.BitsID()).Msg("every ID is below 2^53 (JavaScript-safe)")
 	}

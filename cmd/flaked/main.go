@@ -17,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
+
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 // Exit statuses.
@@ -126,7 +128,7 @@ func wire(cmd *cli.Command, parent string, stderr io.Writer) {
 	action := cmd.Action
 	cmd.Action = func(c *cli.Context) error {
 		if err := action(c); err != nil {
-			return actionError{fmt.Errorf("%s: %w", name, explainNoPerm(err))}
+			return actionError{fmt.Errorf("%s: %w", name, redisinfo.ExplainNoPerm(err))}
 		}
 		return nil
 	}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,21 +268,68 @@ func TestHelp_Exit0(t *testing.T) {
 	}
 }
 
-// Every flag of every command has the environment variable FLAKED_<NAME>.
+// Every flag of every command has one environment variable: FLAKED_<NAME>,
+// or FLAKED_<COMMAND>_<NAME> for a flag whose name means something else
+// on another command.
 func TestFlags_EveryFlagHasEnvVar(t *testing.T) {
-	var walk func(cmds []*cli.Command)
-	walk = func(cmds []*cli.Command) {
-		for _, cmd := range cmds {
-			for _, f := range cmd.Flags {
-				name := f.Names()[0]
-				want := "FLAKED_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-				df, ok := f.(cli.DocGenerationFlag)
-				if !ok || len(df.GetEnvVars()) != 1 || df.GetEnvVars()[0] != want {
-					t.Errorf("%s --%s: want env var %s", cmd.Name, name, want)
-				}
-			}
-			walk(cmd.Subcommands)
+	for _, f := range allFlags() {
+		env := envName(f.flag.Names()[0])
+		if len(f.env) != 1 || (f.env[0] != env && f.env[0] != envName(f.cmd[0]+"-"+f.flag.Names()[0])) {
+			t.Errorf("%s --%s: env vars %v; want %s or FLAKED_%s_...", strings.Join(f.cmd, " "), f.flag.Names()[0], f.env, env, strings.ToUpper(f.cmd[0]))
 		}
 	}
-	walk(newApp(&bytes.Buffer{}, &bytes.Buffer{}).Commands)
+}
+
+// An environment variable means one thing: flags of several commands
+// that share one have the same name, type and default. Fault covered: a
+// variable set for one command (seq create's --rate) silently changing
+// another (plan's --rate), or a container's FLAKED_URL meant for a client
+// steering the health check.
+func TestFlags_EnvVarsMeanOneThing(t *testing.T) {
+	first := map[string]cmdFlag{}
+	for _, f := range allFlags() {
+		for _, env := range f.env {
+			o, seen := first[env]
+			if !seen {
+				first[env] = f
+				continue
+			}
+			if o.flag.Names()[0] != f.flag.Names()[0] || fmt.Sprintf("%T", o.flag) != fmt.Sprintf("%T", f.flag) || o.value != f.value {
+				t.Errorf("%s is --%s (%T, default %q) of %q and --%s (%T, default %q) of %q; give one of them FLAKED_<COMMAND>_<NAME>",
+					env, o.flag.Names()[0], o.flag, o.value, strings.Join(o.cmd, " "), f.flag.Names()[0], f.flag, f.value, strings.Join(f.cmd, " "))
+			}
+		}
+	}
+}
+
+type cmdFlag struct {
+	cmd   []string // the command's path: seq, create
+	flag  cli.Flag
+	env   []string
+	value string // the default, as help prints it
+}
+
+func envName(flag string) string {
+	return "FLAKED_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// allFlags are the flags of every command and subcommand of the app.
+func allFlags() []cmdFlag {
+	var out []cmdFlag
+	var walk func(path []string, cmds []*cli.Command)
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			p := append(slices.Clone(path), cmd.Name)
+			for _, f := range cmd.Flags {
+				cf := cmdFlag{cmd: p, flag: f}
+				if df, ok := f.(cli.DocGenerationFlag); ok {
+					cf.env, cf.value = df.GetEnvVars(), df.GetValue()
+				}
+				out = append(out, cf)
+			}
+			walk(p, cmd.Subcommands)
+		}
+	}
+	walk(nil, newApp(&bytes.Buffer{}, &bytes.Buffer{}).Commands)
+	return out
 }

@@ -22,7 +22,7 @@ func planCommand() *cli.Command {
 		Description: "Takes serve's layout flags. With --rate (IDs/s wanted) it says how many machine IDs that takes,\n" +
 			"and with --nodes how many each node leases (--machine-ids). The figures are flake.Layout's.",
 		Flags: append(layoutFlags(),
-			&cli.Float64Flag{Name: "rate", EnvVars: envVars("rate"), Usage: "IDs per second the fleet (one region) must issue, >= 0"},
+			&cli.Float64Flag{Name: "rate", EnvVars: commandEnvVars("plan", "rate"), Usage: "IDs per second the fleet (one region) must issue, >= 0"},
 			intFlag("nodes", 0, 0, 1<<30, "nodes that share --rate (0: not planned)"),
 			&cli.BoolFlag{Name: "json", EnvVars: envVars("json"), Usage: "print one JSON object"}),
 		Action: func(c *cli.Context) error {
@@ -116,7 +116,7 @@ func writePlan(w io.Writer, p plan) error {
 		line("time bits run out", "%s (%.1f years from now)", p.TimeBitsEnd.Format(time.RFC3339Nano), p.YearsLeft)
 	}
 	if p.Above2to53 != nil {
-		line("IDs pass 2^53", "%s (JavaScript rounds IDs from then; --bits-id 53 never passes it)", p.Above2to53.Format(time.RFC3339Nano))
+		line("IDs pass 2^53", "%s (JavaScript numbers round IDs from then; a 53-bit layout never passes it: --bits-id 53 --bits-sequence 8 --bits-machine 8)", p.Above2to53.Format(time.RFC3339Nano))
 	} else {
 		line("IDs pass 2^53", "never (every ID is below 2^53: JavaScript-safe)")
 	}

@@ -110,7 +110,7 @@ func seqOptionFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "start", EnvVars: envVars("start"), Usage: "the first value (default 1)"},
 		&cli.Int64Flag{Name: "step", EnvVars: envVars("step"), Usage: "the smallest segment a node takes (default 1000; more under load); a crash skips up to two segments"},
 		&cli.Int64Flag{Name: "max", EnvVars: envVars("max"), Usage: "the last value handed out (default none: 2^53-1)"},
-		&cli.Int64Flag{Name: "rate", EnvVars: envVars("rate"), Usage: "values per second the tag may hand out, fleet-wide (default 1000000): a Redis data loss skips about rate x (the surviving copy's age + 1 s)"},
+		&cli.Int64Flag{Name: "rate", EnvVars: commandEnvVars("seq", "rate"), Usage: "values per second the tag may hand out, fleet-wide (default 1000000): a Redis data loss skips about rate x (the surviving copy's age + 1 s)"},
 		&cli.Int64Flag{Name: "burst", EnvVars: envVars("burst"), Usage: "values handed out at once above the rate (default max(rate, 2 x step))"},
 		&cli.Int64Flag{Name: "max-jump", EnvVars: envVars("max-jump"), Usage: "block the tag instead of skipping more than this after a loss (default 0: no limit)"},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os/signal"
 	"syscall"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/daemon"
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/node"
 	"github.com/flaked/flaked/server"
@@ -22,17 +24,19 @@ const (
 	minShutdownTimeout = time.Second
 	maxShutdownTimeout = 10 * time.Minute
 	// defaultIDWait is --id-wait: the longest a request for an ID waits
-	// (issue 28: no client waits more than a second through any fault).
+	// (no client waits more than a second through any fault).
 	// Every wait inside a request (a reservation or counter segment in
 	// flight, a mode switch) is bounded by it; it is a little under the Go
 	// client's 1 s bound (client.DefaultWait), so the daemon's error
 	// naming the cause reaches the client before the client gives up.
 	defaultIDWait = 900 * time.Millisecond
+	// defaultListen is serve's --listen, where healthcheck looks by default.
+	defaultListen = "127.0.0.1:7379"
 )
 
 func serveFlags() []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7379", EnvVars: envVars("listen"),
+		&cli.StringFlag{Name: "listen", Value: defaultListen, EnvVars: envVars("listen"),
 			Usage: "host:port of the Redis-protocol listener (loopback by default; set --requirepass off loopback)"},
 		&cli.StringFlag{Name: "redis", EnvVars: envVars("redis"),
 			Usage: "the fleet's Redis URL: redis://, rediss://, redis-sentinel://host:port[,..]/<master>, redis-cluster://host:port[,..]; empty runs standalone on an embedded store"},
@@ -53,7 +57,7 @@ func serveFlags() []cli.Flag {
 		durationFlag("max-skew", coord.DefaultMaxSkew, coord.MinMaxSkew, coord.MaxMaxSkew,
 			"largest difference of the local clock from Redis TIME"),
 		durationFlag("replica-wait", coord.DefaultReplicaWait, coord.MinReplicaWait, coord.MaxReplicaWait,
-			"how long a claim, renewal or counter segment waits for the replicas to acknowledge it (WAIT) before it is refused and retried; no wait without replicas"),
+			"how long a claim, renewal or counter segment the Sentinels do not vouch for waits for the replicas to acknowledge it (WAIT) before it is refused and retried; no wait without replicas"),
 		intFlag("min-replicas", 0, 0, coord.MaxMinReplicas,
 			minReplicasUsage),
 		intFlag("machine-ids", 1, 1, node.MaxMachineIDs, "machine IDs this node leases (k x 25,600 IDs/s at the default layout)"),
@@ -79,7 +83,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "redis-identity", Value: contract.IdentityInfo, EnvVars: envVars("redis-identity"),
 			Usage: "info: the scripts read the server's identity (INFO run_id, master_replid) and maxmemory-policy, and refuse to write when they cannot; " +
 				"none: for a server that truly hides INFO, read nothing: Redis losing writes (a restart from an old snapshot, a failover to a replica that missed writes) goes unnoticed and IDs may repeat after one"},
-		&cli.DurationFlag{Name: "redis-watch-interval", Value: DefaultRedisWatchInterval, EnvVars: envVars("redis-watch-interval"), Hidden: true,
+		&cli.DurationFlag{Name: "redis-watch-interval", Value: daemon.DefaultRedisWatchInterval, EnvVars: envVars("redis-watch-interval"), Hidden: true,
 			Usage: "how often the checks of what can change on a running Redis re-run (tests shorten it)"},
 		&cli.DurationFlag{Name: "test-clock-offset", EnvVars: envVars("test-clock-offset"), Hidden: true,
 			Usage: "TEST ONLY: shift this node's clock (fault injection: clock rollback); never in production"},
@@ -101,25 +105,29 @@ func serveCommand() *cli.Command {
 	}
 }
 
-// serve checks the flags, starts the node, the server and the HTTP side,
-// and runs until a signal or a failed listener.
+// serve checks the flags, starts the daemon (the node, the server and the
+// HTTP side), and runs it until a signal or a failed listener.
 func serve(c *cli.Context) error {
 	log := *zerolog.Ctx(c.Context)
 	o, err := serveOptionsFromFlags(c, log)
 	if err != nil {
 		return err
 	}
-	if o.node.Redis != nil {
-		defer o.node.Redis.Close()
+	if o.Node.Redis != nil {
+		defer o.Node.Redis.Close()
 	}
-	if o.sentinels != nil {
-		defer o.sentinels.Close()
+	if s, ok := o.Node.Registry.Sentinels.(*coord.SentinelSet); ok {
+		defer s.Close()
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	d, err := startDaemon(ctx, o, log)
+	d, err := daemon.Start(ctx, o, log)
 	if err != nil {
+		err = explainStart(err, o)
+		if errors.As(err, new(daemon.ConfigError)) {
+			return usageError{err}
+		}
 		return err
 	}
-	return d.run(ctx, stop)
+	return d.Run(ctx, stop)
 }

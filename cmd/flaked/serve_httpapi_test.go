@@ -32,7 +32,7 @@ func TestServe_HTTPListen_TLSTokenFleetMetrics(t *testing.T) {
 	}
 	cert := testcert.SelfSigned(t)
 	certFile, keyFile := testcert.WritePEM(t, cert, t.TempDir())
-	listen, metrics, api := freeAddr(t), freeAddr(t), freeAddr(t)
+	listen, metrics, api := redistest.FreeAddr(t), redistest.FreeAddr(t), redistest.FreeAddr(t)
 	d := startServe(t, "--listen", listen, "--metrics-addr", metrics, "--http-listen", api, "--redis", srv.URL(),
 		"--tls-cert", certFile, "--tls-key", keyFile, "--requirepass", "s3cret", "--no-state-file")
 	pool := x509.NewCertPool()

@@ -2,84 +2,67 @@ package main
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
-	"github.com/flaked/flaked/fallback"
-	"github.com/flaked/flaked/flake"
+	"github.com/flaked/flaked/daemon"
+	"github.com/flaked/flaked/doctor"
 	"github.com/flaked/flaked/node"
 	"github.com/flaked/flaked/server"
 )
 
-// serveOptions are serve's flags, checked: what the node, the server and
-// the listeners are made of.
-type serveOptions struct {
-	node            node.Options // its Redis, if any, is serve's to close
-	server          server.Options
-	listen          string
-	metricsAddr     string // "" for no HTTP side
-	httpListen      string // "" for no HTTP API
-	pprof           bool
-	target          string // the fleet's Redis (password hidden) or the embedded store, for the log
-	stateFrom       string // where the state file's name came from, for the log
-	shutdownTimeout time.Duration
-	redisURL        string             // --redis, for the checks (doctor.Target)
-	watchInterval   time.Duration      // of redisWatch
-	sentinels       *coord.SentinelSet // of --redis when it names Sentinels; serve closes it
-}
-
-// serveOptionsFromFlags checks what the flags' parsing could not (the
-// ranges it did) and warns about settings that work but are risky. Its
-// errors are usage errors; it connects to nothing.
-func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, error) {
+// serveOptionsFromFlags turns serve's flags into the daemon's options,
+// checking what the flags' parsing could not (the ranges it did), and
+// warns about settings that work but are risky. Its errors are usage
+// errors; it connects to nothing.
+func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (daemon.Options, error) {
 	layout, err := layoutFromFlags(c)
 	if err != nil {
-		return serveOptions{}, err
+		return daemon.Options{}, err
 	}
 	if err := checkServeLayout(layout, time.Now(), log); err != nil {
-		return serveOptions{}, err
+		return daemon.Options{}, err
 	}
 	mode, err := node.ParseMode(defaultMode(c.String("mode"), c.String("redis")))
 	if err != nil {
-		return serveOptions{}, usagef("--mode %q: want flake, counter or auto", c.String("mode"))
+		return daemon.Options{}, usagef("--mode %q: want flake, counter or auto", c.String("mode"))
 	}
-	o := serveOptions{listen: c.String("listen"), metricsAddr: c.String("metrics-addr"), httpListen: c.String("http-listen"), pprof: c.Bool("pprof"),
-		target: "standalone (embedded store)", shutdownTimeout: c.Duration("shutdown-timeout")}
-	if err := o.checkAddrs(); err != nil {
-		return serveOptions{}, err
+	o := daemon.Options{Listen: c.String("listen"), MetricsAddr: c.String("metrics-addr"), HTTPListen: c.String("http-listen"), PProf: c.Bool("pprof"),
+		Target: "standalone (embedded store)", ShutdownTimeout: c.Duration("shutdown-timeout")}
+	if err := checkAddrs(o); err != nil {
+		return daemon.Options{}, err
 	}
 	if err := checkNamespace(c.String("namespace")); err != nil {
-		return serveOptions{}, err
+		return daemon.Options{}, err
 	}
 	tlsConfig, err := tlsFromFlags(c)
 	if err != nil {
-		return serveOptions{}, err
+		return daemon.Options{}, err
 	}
-	if !isLoopback(o.listen) && c.String("requirepass") == "" {
-		log.Warn().Str("listen", o.listen).Msg("listening off loopback without --requirepass: anyone who reaches the port can take IDs")
+	if !isLoopback(o.Listen) && c.String("requirepass") == "" {
+		log.Warn().Str("listen", o.Listen).Msg("listening off loopback without --requirepass: anyone who reaches the port can take IDs")
 	}
-	if o.httpListen != "" && !isLoopback(o.httpListen) && c.String("requirepass") == "" {
-		log.Warn().Str("http_listen", o.httpListen).Msg("HTTP API off loopback without --requirepass: anyone who reaches the port can take IDs and see the fleet")
+	if o.HTTPListen != "" && !isLoopback(o.HTTPListen) && c.String("requirepass") == "" {
+		log.Warn().Str("http_listen", o.HTTPListen).Msg("HTTP API off loopback without --requirepass: anyone who reaches the port can take IDs and see the fleet")
 	}
-	stateFile, stateFrom, err := stateFileFromFlags(c, o.listen)
+	stateFile, stateFrom, err := stateFileFromFlags(c, o.Listen)
 	if err != nil {
-		return serveOptions{}, err
+		return daemon.Options{}, err
 	}
-	o.stateFrom = stateFrom
-	o.node = node.Options{
+	o.StateFrom = stateFrom
+	o.Node = node.Options{
 		Registry: coord.Options{
 			Namespace: c.String("namespace"), Layout: layout, LeaseTTL: c.Duration("lease-ttl"),
 			MaxSkew: c.Duration("max-skew"), MaxWait: c.Duration("max-wait"), ReplicaWait: c.Duration("replica-wait"), MinReplicas: minReplicasFromFlags(c),
-			Owner: coord.Owner{Addr: o.listen, Version: version}, RedisIdentity: c.String("redis-identity"),
+			Owner: coord.Owner{Addr: o.Listen, Version: version}, RedisIdentity: c.String("redis-identity"),
 		},
 		StateFile:    stateFile,
 		Mode:         mode,
@@ -90,34 +73,38 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 		Logger:       log,
 	}
 	if err := contract.CheckIdentity(c.String("redis-identity")); err != nil {
-		return serveOptions{}, usagef("--redis-identity: %v", err)
+		return daemon.Options{}, usagef("--redis-identity: %v", err)
 	}
 	if c.Duration("redis-watch-interval") <= 0 {
-		return serveOptions{}, usagef("--redis-watch-interval %v: must be > 0", c.Duration("redis-watch-interval"))
+		return daemon.Options{}, usagef("--redis-watch-interval %v: must be > 0", c.Duration("redis-watch-interval"))
 	}
-	o.watchInterval = c.Duration("redis-watch-interval")
+	o.WatchInterval = c.Duration("redis-watch-interval")
+	if off := c.Duration("test-clock-offset"); off != 0 {
+		o.Node.Clock = clock.NewOffset(off)
+		log.Warn().Dur("offset", off).Msg("TEST ONLY: the clock is shifted (--test-clock-offset)")
+	}
 	if u := c.String("redis"); u != "" {
-		o.redisURL = u
-		if o.node.Redis, err = redisClient(u); err != nil {
-			return serveOptions{}, err
+		if o.Node.Redis, err = redisClient(u); err != nil {
+			return daemon.Options{}, err
 		}
 		// Through Sentinel, a grant made while every Sentinel reports the
 		// master up needs no replica's acknowledgement.
 		if s, err := coord.NewSentinels(u); err != nil {
-			return serveOptions{}, usagef("--redis: %v", err)
+			o.Node.Redis.Close()
+			return daemon.Options{}, usagef("--redis: %v", err)
 		} else if s != nil {
-			o.sentinels, o.node.Registry.Sentinels = s, s
+			o.Node.Registry.Sentinels = s
 		}
-		o.target = redactURL(u)
+		o.Target = redactURL(u)
+		if o.Checks, err = checksTarget(o.Node, u); err != nil {
+			o.Node.Redis.Close()
+			return daemon.Options{}, err
+		}
 	}
-	if off := c.Duration("test-clock-offset"); off != 0 {
-		o.node.Clock = flake.NewOffsetClock(off)
-		log.Warn().Dur("offset", off).Msg("TEST ONLY: the clock is shifted (--test-clock-offset)")
-	}
-	if o.node.Redis == nil && o.node.StateFile == "" {
+	if o.Node.Redis == nil && o.Node.StateFile == "" {
 		log.Warn().Msg("standalone with --no-state-file: a restart may repeat IDs of the previous run; drop --no-state-file")
 	}
-	o.server = server.Options{
+	o.Server = server.Options{
 		MaxConns: c.Int("max-clients"), MaxBatch: c.Int("max-batch"), MaxLine: c.Int("max-line"),
 		MaxBulk: c.Int("max-bulk"), MaxArgs: c.Int("max-args"), IdleTimeout: c.Duration("idle-timeout"),
 		RequirePass: c.String("requirepass"), ExecWait: c.Duration("id-wait"), TLSConfig: tlsConfig, Logger: log, Version: version,
@@ -128,24 +115,35 @@ func serveOptionsFromFlags(c *cli.Context, log zerolog.Logger) (serveOptions, er
 
 // checkAddrs checks --listen, --metrics-addr, --http-listen and --pprof,
 // which needs --metrics-addr.
-func (o serveOptions) checkAddrs() error {
-	if _, _, err := net.SplitHostPort(o.listen); err != nil {
-		return usagef("--listen %q: want host:port: %v", o.listen, err)
+func checkAddrs(o daemon.Options) error {
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return usagef("--listen %q: want host:port: %v", o.Listen, err)
 	}
-	if o.pprof && o.metricsAddr == "" {
+	if o.PProf && o.MetricsAddr == "" {
 		return usagef("--pprof needs --metrics-addr (it is served there)")
 	}
-	if o.metricsAddr != "" {
-		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
-			return usagef("--metrics-addr %q: want host:port: %v", o.metricsAddr, err)
+	if o.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
+			return usagef("--metrics-addr %q: want host:port: %v", o.MetricsAddr, err)
 		}
 	}
-	if o.httpListen != "" {
-		if _, _, err := net.SplitHostPort(o.httpListen); err != nil {
-			return usagef("--http-listen %q: want host:port: %v", o.httpListen, err)
+	if o.HTTPListen != "" {
+		if _, _, err := net.SplitHostPort(o.HTTPListen); err != nil {
+			return usagef("--http-listen %q: want host:port: %v", o.HTTPListen, err)
 		}
 	}
 	return nil
+}
+
+// checksTarget is the fleet's Redis as flaked doctor's checks see it, with
+// the node's settings, sending only what the node's user may
+// (doctor.Target.AsNode).
+func checksTarget(no node.Options, redisURL string) (doctor.Target, error) {
+	ro := no.Registry
+	t := doctor.Target{Redis: no.Redis, Namespace: ro.Namespace, Layout: ro.Layout, LeaseTTL: ro.LeaseTTL,
+		MaxSkew: ro.MaxSkew, Clock: no.Clock, AsNode: true, IdentityNone: ro.RedisIdentity == contract.IdentityNone,
+		MinReplicas: doctorMinReplicas(ro.MinReplicas)}
+	return t, sentinelTarget(&t, redisURL, "")
 }
 
 // tlsFromFlags loads --tls-cert and --tls-key; nil without them.
@@ -162,27 +160,6 @@ func tlsFromFlags(c *cli.Context) (*tls.Config, error) {
 		return nil, usageError{fmt.Errorf("--tls-cert/--tls-key: %w", err)}
 	}
 	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
-}
-
-// isConfigError reports whether a start failure is the user's input (exit
-// status 2): options, layout, a corrupt or foreign state file. Redis being
-// away, no machine ID being free, or a state file that cannot be written
-// are failures (1), and so is a namespace without a registry (NOREGISTRY):
-// an operator step (flaked init) missing or still under way, after which
-// a supervisor's restart succeeds (systemd's RestartPreventExitStatus=2
-// would stop restarting it).
-func isConfigError(err error) bool {
-	if errors.Is(err, coord.ErrStateIO) {
-		return false // a full or read-only disk is the host's fault, not the flags'
-	}
-	for _, e := range []error{node.ErrInvalidOptions, coord.ErrInvalidOptions, coord.ErrLayoutMismatch, fallback.ErrLayoutMismatch,
-		coord.ErrStateCorrupt, coord.ErrStateMismatch, coord.ErrStateLocked} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	var pe *os.PathError
-	return errors.As(err, &pe) && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func isLoopback(hostport string) bool {

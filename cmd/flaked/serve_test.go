@@ -16,8 +16,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flaked/flaked/daemon"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
+	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/node"
 )
 
@@ -40,8 +42,8 @@ func TestServe_FlagOutOfRange_Exit2NamingRange(t *testing.T) {
 		{nil, []string{"--max-wait", "2h"}, []string{"max-wait", "0..1h"}},
 		{nil, []string{"--max-skew", "0s"}, []string{"max-skew", "1ms..1h"}},
 		{nil, []string{"--max-skew", "2h"}, []string{"max-skew", "1ms..1h"}},
-		{nil, []string{"--replica-wait", "5ms"}, []string{"replica-wait", "10ms..1s"}},
-		{nil, []string{"--replica-wait", "2s"}, []string{"replica-wait", "10ms..1s"}},
+		{nil, []string{"--replica-wait", "5ms"}, []string{"replica-wait", "10ms..10s"}},
+		{nil, []string{"--replica-wait", "20s"}, []string{"replica-wait", "10ms..10s"}},
 		{nil, []string{"--idle-timeout", "-1s"}, []string{"idle-timeout", "0..24h"}},
 		{nil, []string{"--idle-timeout", "25h"}, []string{"idle-timeout", "0..24h"}},
 		{nil, []string{"--shutdown-timeout", "500ms"}, []string{"shutdown-timeout", "1s..10m"}},
@@ -91,7 +93,7 @@ func TestServe_Help_NamesRanges(t *testing.T) {
 // The flags become the options of the node and the server as they did
 // when serve read them itself.
 func TestServe_OptionsFromFlags(t *testing.T) {
-	var got serveOptions
+	var got daemon.Options
 	cmd := &cli.Command{Name: "serve", Flags: serveFlags(), Action: func(c *cli.Context) error {
 		var err error
 		got, err = serveOptionsFromFlags(c, zerolog.Nop())
@@ -104,7 +106,7 @@ func TestServe_OptionsFromFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, r := got.node, got.node.Registry
+	n, r := got.Node, got.Node.Registry
 	if n.Mode != node.ModeAuto || n.MachineIDs != 3 || n.MaxLead != 20*time.Millisecond || n.ReserveAhead != 7*time.Second || n.StateFile != "/tmp/x.state" ||
 		n.Redis != nil || n.Clock != nil {
 		t.Errorf("node options %+v", n)
@@ -113,10 +115,10 @@ func TestServe_OptionsFromFlags(t *testing.T) {
 		r.Owner.Addr != "127.0.0.1:7400" || r.Owner.Version != version {
 		t.Errorf("registry options %+v", r)
 	}
-	if s := got.server; s.IdleTimeout != 90*time.Second || s.MaxBatch != 7 || s.TLSConfig != nil || s.Version != version {
+	if s := got.Server; s.IdleTimeout != 90*time.Second || s.MaxBatch != 7 || s.TLSConfig != nil || s.Version != version {
 		t.Errorf("server options %+v", s)
 	}
-	if got.shutdownTimeout != 2*time.Second || got.listen != "127.0.0.1:7400" || got.target != "standalone (embedded store)" {
+	if got.ShutdownTimeout != 2*time.Second || got.Listen != "127.0.0.1:7400" || got.Target != "standalone (embedded store)" {
 		t.Errorf("serve options %+v", got)
 	}
 }
@@ -133,7 +135,7 @@ func TestServe_DefaultMode(t *testing.T) {
 		{[]string{"--redis", "redis://127.0.0.1:1", "--mode", "flake"}, node.ModeFlake},
 		{[]string{"--mode", "counter"}, node.ModeCounter},
 	} {
-		var got serveOptions
+		var got daemon.Options
 		cmd := &cli.Command{Name: "serve", Flags: serveFlags(), Action: func(c *cli.Context) error {
 			var err error
 			got, err = serveOptionsFromFlags(c, zerolog.Nop())
@@ -142,27 +144,16 @@ func TestServe_DefaultMode(t *testing.T) {
 		if err := testApp(cmd).Run(append([]string{"flaked", "serve", "--listen", "127.0.0.1:7400"}, tc.args...)); err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		if got.node.Mode != tc.want {
-			t.Errorf("%v: mode %v, want %v", tc.args, got.node.Mode, tc.want)
+		if got.Node.Mode != tc.want {
+			t.Errorf("%v: mode %v, want %v", tc.args, got.Node.Mode, tc.want)
 		}
 	}
-}
-
-// freeAddr is a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // serve runs standalone in-process: it serves NEXTID and the HTTP side,
 // and stops cleanly when its context ends (what SIGTERM does).
 func TestServe_Standalone_ServesAndStopsCleanly(t *testing.T) {
-	listen, metrics := freeAddr(t), freeAddr(t)
+	listen, metrics := redistest.FreeAddr(t), redistest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs idtest.LogBuffer

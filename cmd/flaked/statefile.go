@@ -10,7 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/daemon"
+	"github.com/flaked/flaked/statefile"
 )
 
 // geteuid is os.Geteuid; tests take the place of a user who is not root.
@@ -38,8 +39,10 @@ func stateFileFlags() []cli.Flag {
 // keeps restarts unique.
 func stateFileFromFlags(c *cli.Context, listen string) (path, from string, err error) {
 	switch {
-	case c.Bool("no-state-file") && c.IsSet("state-file"):
-		return "", "", usagef("--state-file and --no-state-file exclude each other")
+	case c.Bool("no-state-file") && c.String("state-file") != "":
+		// An empty one agrees with --no-state-file: it is how a container
+		// whose image sets FLAKED_STATE_FILE runs without a state file.
+		return "", "", usagef("--state-file (or FLAKED_STATE_FILE, which the container image sets) and --no-state-file exclude each other; with --no-state-file set FLAKED_STATE_FILE empty")
 	case c.Bool("no-state-file"):
 		return "", "--no-state-file", nil
 	case c.IsSet("state-file") && c.String("state-file") == "":
@@ -80,9 +83,9 @@ func defaultStateDir(getenv func(string) string, euid int) (dir, from string, er
 // explainStart adds to a node's start failure what the operator can do
 // about it: a default state file that cannot be made says it was the
 // default and how to choose another.
-func explainStart(err error, o serveOptions) error {
-	if errors.Is(err, coord.ErrStateIO) && o.stateFrom != "--state-file" {
-		return fmt.Errorf("%w (the default state file, from %s: give --state-file PATH, or --no-state-file)", err, o.stateFrom)
+func explainStart(err error, o daemon.Options) error {
+	if errors.Is(err, statefile.ErrIO) && o.StateFrom != "--state-file" {
+		return fmt.Errorf("%w (the default state file, from %s: give --state-file PATH, or --no-state-file)", err, o.StateFrom)
 	}
 	return err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/flaked/flaked/flake"
 	"github.com/flaked/flaked/internal/idtest"
 	"github.com/flaked/flaked/internal/poll"
+	"github.com/flaked/flaked/internal/redistest"
 )
 
 // The default state file's directory follows the host's conventions, in
@@ -59,11 +60,26 @@ func TestServe_StateFileFlags_EmptyOrBothRefused(t *testing.T) {
 		{nil, []string{"--state-file", ""}, "--state-file (FLAKED_STATE_FILE) is empty"},
 		{map[string]string{"FLAKED_STATE_FILE": ""}, nil, "--state-file (FLAKED_STATE_FILE) is empty"},
 		{nil, []string{"--state-file", "/tmp/x", "--no-state-file"}, "exclude each other"},
+		{map[string]string{"FLAKED_STATE_FILE": "/var/lib/flaked/state"}, []string{"--no-state-file"}, "set FLAKED_STATE_FILE empty"},
 	} {
 		code, _, errs := runT(t, tc.env, append([]string{"serve", "--listen", "127.0.0.1:1"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", tc.env, tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// The container image sets FLAKED_STATE_FILE; --no-state-file with it set
+// empty runs without a state file (the way docs/operating.md gives).
+func TestServe_NoStateFile_WithEmptyEnv(t *testing.T) {
+	t.Setenv("FLAKED_STATE_FILE", "")
+	d := startServe(t, "--listen", redistest.FreeAddr(t), "--no-state-file")
+	if !strings.Contains(d.logs.String(), `"state_file":""`) {
+		t.Errorf("want no state file:\n%s", d.logs.String())
+	}
+	d.stop()
+	if err := <-d.done; err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -154,7 +170,7 @@ func TestServe_NoFlags_DefaultStateFile_RestartWithClockBack(t *testing.T) {
 		above bool
 	}{{"default state file", nil, true}, {"--no-state-file", []string{"--no-state-file"}, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := redistest.FreeAddr(t)
 			first := startServe(t, append([]string{"--listen", addr}, tc.flags...)...)
 			file, from := first.servingLine(t)
 			before := first.takeAndStop(t, addr, 5)
@@ -191,7 +207,7 @@ func TestServe_DefaultStateFileUnwritable_Exit1NamingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := runT(t, map[string]string{"STATE_DIRECTORY": filepath.Join(blocker, "flaked")},
-		"serve", "--listen", freeAddr(t))
+		"serve", "--listen", redistest.FreeAddr(t))
 	for _, want := range []string{filepath.Join(blocker, "flaked", "state-"), "the default state file, from $STATE_DIRECTORY", "--no-state-file"} {
 		if code != exitFailure || !strings.Contains(errs, want) {
 			t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errs, want)

@@ -4,8 +4,8 @@
 // backs off to every 50 ms, so a condition met at once costs little time and
 // one that asks a daemon or Redis does not hammer it.
 //
-// Waits on the test's own time belong to an injected clock (flake.Clock,
-// flake.Stepped); poll is for what other goroutines and processes do.
+// Waits on the test's own time belong to an injected clock (clock.Clock,
+// clock.Stepped); poll is for what other goroutines and processes do.
 package poll
 
 import (

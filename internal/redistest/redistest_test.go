@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -128,6 +129,13 @@ func TestFreePort(t *testing.T) {
 	if ps := freePorts(t, 4); len(ps) != 4 || ps[0] == ps[1] || ps[2] == ps[3] {
 		t.Fatalf("freePorts = %v", ps)
 	}
+	// An address nothing listens on, and free to listen on.
+	addr := FreeAddr(t)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on FreeAddr %s: %v", addr, err)
+	}
+	l.Close()
 }
 
 func TestCluster(t *testing.T) {
@@ -278,6 +286,11 @@ func (f *fakeTB) Skip(args ...any) {
 	runtime.Goexit()
 }
 
+func (f *fakeTB) Skipf(format string, args ...any) {
+	f.skip = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
 // run calls fn with a fakeTB in its own goroutine, as Fatalf ends it.
 func run(t *testing.T, fn func(tb testing.TB)) *fakeTB {
 	f := &fakeTB{T: t}
@@ -292,6 +305,15 @@ func run(t *testing.T, fn func(tb testing.TB)) *fakeTB {
 
 func TestRequire(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
+	if testing.Short() {
+		// -short is asked for: it skips even under CI=true.
+		t.Setenv("CI", "true")
+		f := run(t, func(tb testing.TB) { Require(tb) })
+		if f.fatal != "" || !strings.Contains(f.skip, "-short: needs redis-server") {
+			t.Fatalf("-short with CI=true: skip %q, fatal %q; want a skip", f.skip, f.fatal)
+		}
+		return
+	}
 	t.Setenv("CI", "")
 	f := run(t, func(tb testing.TB) { Require(tb) })
 	if f.fatal != "" || !strings.Contains(f.skip, "apt-get install -y redis-server redis-sentinel redis-tools") {
@@ -305,6 +327,7 @@ func TestRequire(t *testing.T) {
 }
 
 func TestStartFailureShowsLog(t *testing.T) {
+	Require(t)
 	t.Parallel()
 	f := run(t, func(tb testing.TB) { Start(tb, Options{Args: []string{"no-such-directive yes"}}) })
 	if !strings.Contains(f.fatal, "did not come up") || !strings.Contains(f.fatal, "no-such-directive") {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 const (
@@ -274,11 +276,5 @@ func replInfo(ctx context.Context, c *redis.Client) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	fields := map[string]string{}
-	for _, line := range strings.Split(info, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			fields[k] = v
-		}
-	}
-	return fields, nil
+	return redisinfo.Fields(info), nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/internal/redisinfo"
 )
 
 const (
@@ -30,12 +31,15 @@ const (
 
 // Require skips the test when one of the binaries (default "redis-server")
 // is not in PATH, or fails it when the environment variable CI is true:
-// tests that need a real Redis must never be skipped in CI.
+// tests that need a real Redis must never be skipped in CI. Under
+// go test -short it skips always: the fast tier starts no server, and
+// asking for it is explicit, so CI=true does not turn it into a failure.
 func Require(tb testing.TB, binaries ...string) {
 	tb.Helper()
 	if len(binaries) == 0 {
 		binaries = []string{"redis-server"}
 	}
+	SkipShort(tb, strings.Join(binaries, ", "))
 	for _, bin := range binaries {
 		if _, err := exec.LookPath(bin); err != nil {
 			msg := fmt.Sprintf("redistest: %s not found in PATH; install it with: %s", bin, installHint)
@@ -47,10 +51,27 @@ func Require(tb testing.TB, binaries ...string) {
 	}
 }
 
+// SkipShort skips the test under go test -short, saying what it needs
+// (a process such as redis-server or Chromium, a built binary, a long
+// fault). The full suite, what CI runs, never passes -short.
+func SkipShort(tb testing.TB, needs string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skipf("-short: needs %s (the full suite runs it: scripts/test)", needs)
+	}
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
 	return freePorts(tb, 1)[0]
+}
+
+// FreeAddr returns "127.0.0.1:port" with a port from FreePort: an address
+// to listen on (a daemon's, its metrics').
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(tb)))
 }
 
 // handedOut are the ports this process was given already: the kernel may
@@ -411,24 +432,21 @@ func logs(servers ...*Server) string {
 
 // ForgetLoss makes the registry of namespace ns on rdb look as if this
 // server had written it all along: {ns}:meta records the server's identity
-// (run_id:master_replid, what contract/guard.lua compares) and no
+// (run_id:master_replid, what scripts/lua/guard.lua compares) and no
 // possible data loss. Tests that plant keys by hand use it, so the guard's
 // floors do not move what they check.
 func ForgetLoss(ctx context.Context, rdb redis.UniversalClient, ns string) error {
 	id := ""
 	meta := contract.NewKeys(ns).Meta
-	node := rdb
-	if cc, ok := rdb.(*redis.ClusterClient); ok { // INFO of the master holding the keys
-		m, err := cc.MasterForKey(ctx, meta)
-		if err != nil {
-			return err
-		}
-		node = m
+	node, err := redisinfo.Master(ctx, rdb, meta) // INFO of the master holding the keys
+	if err != nil {
+		return err
 	}
 	server, err1 := node.Info(ctx, "server").Result()
 	repl, err2 := node.Info(ctx, "replication").Result()
 	if err1 == nil && err2 == nil {
-		run, rid := infoValue(server, "run_id"), infoValue(repl, "master_replid")
+		run, _ := redisinfo.Field(server, "run_id")
+		rid, _ := redisinfo.Field(repl, "master_replid")
 		if run != "" && rid != "" {
 			id = run + ":" + rid
 		}
@@ -462,13 +480,4 @@ func InitRegistry(ctx context.Context, rdb redis.UniversalClient, ns, layout str
 		return err // a layout stored (nil), kept as it is, or a failure
 	}
 	return rdb.Set(ctx, key, layout, 0).Err()
-}
-
-func infoValue(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }

@@ -8,7 +8,7 @@
 // (sentinel.go): a grant made before it is covered by the promoted
 // replica's loss floors, replicated or not. Otherwise WAIT: the script's
 // reply says how many replicas must acknowledge it (the fleet's
-// high-water mark, replicas.lua), and WAIT, which counts the replicas that
+// high-water mark, scripts/lua/replicas.lua), and WAIT, which counts the replicas that
 // acknowledged the offset of this connection's last write, follows the
 // script on the connection that ran it.
 package replwait
@@ -17,23 +17,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/internal/bugs"
+	"github.com/flaked/flaked/internal/redisinfo"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Timeout limits and default: long enough for a replica on the same network
-// to acknowledge (WAIT asks replicas for their offset at once, not at their
-// 1 s ack), short enough that no client of a node waits on it long.
+// Timeout limits and default. WAIT asks the replicas for their offset at
+// once (not at their 1 s ack), so it waits a replication round trip plus
+// the replica's lag: the default covers a replica in another region or
+// behind a slow disk, 300 ms behind. Grants are taken ahead of need
+// (reservations reach ReserveAhead, counter segments are fetched at half
+// left), so a longer wait delays no ID but a node's first claim and a
+// counter node's segment once it ran dry.
 const (
-	DefaultTimeout = 200 * time.Millisecond
+	DefaultTimeout = time.Second
 	MinTimeout     = 10 * time.Millisecond
-	MaxTimeout     = time.Second
+	MaxTimeout     = 10 * time.Second
 )
 
 // ErrNotReplicated is wrapped by the error of a grant that fewer replicas
@@ -77,11 +84,12 @@ type Waiter struct {
 	// Sentinels, when set, are the Sentinels watching the master: a grant
 	// they vouch for (sentinel.go) is used without waiting for replicas.
 	Sentinels Sentinels
-	// Monotonic reads the clock the Sentinel rule measures with; nil
-	// means the process's monotonic clock.
-	Monotonic func() time.Duration
+	// Clock is what the Sentinel rule measures with and waits on; nil
+	// means the process's clock.
+	Clock clock.Clock
 
-	last atomic.Pointer[Status]
+	last    atomic.Pointer[Status]
+	settles sync.Map // *redis.Client -> *settleOnce: see settled
 }
 
 // Status is the last grant's outcome, for the node's INFO and metrics.
@@ -93,14 +101,16 @@ type Status struct {
 // Last returns the outcome of the last grant Run made (nil before any).
 func (w *Waiter) Last() *Status { return w.last.Load() }
 
-var processStart = time.Now()
+var systemClock = clock.System()
 
-func (w *Waiter) now() time.Duration {
-	if w.Monotonic != nil {
-		return w.Monotonic()
+func (w *Waiter) clock() clock.Clock {
+	if w.Clock != nil {
+		return w.Clock
 	}
-	return time.Since(processStart)
+	return systemClock
 }
+
+func (w *Waiter) now() time.Duration { return w.clock().Monotonic() }
 
 // Run runs s on rdb (the master of keys[0]'s slot on a Cluster) and
 // returns the reply. When the reply is a grant ({"OK", ...}), the element
@@ -135,12 +145,18 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	}
 	// WAIT counts the replicas that acknowledged this connection's last
 	// write, so the script and its WAIT go on one connection.
+	if err := w.settled(ctx, c); err != nil {
+		return nil, Result{}, err
+	}
 	conn := c.Conn()
 	defer conn.Close()
 
+	// The Sentinels are asked while the script runs: a check sent before
+	// the grant's reply bounds a promotion from its send on.
 	var views chan []SentinelView
 	sent := w.now()
-	if w.Sentinels != nil && w.Meta != "" {
+	sentinels := w.Sentinels != nil && w.Meta != ""
+	if sentinels {
 		views = make(chan []SentinelView, 1)
 		go func() { views <- w.Sentinels.Views(ctx) }()
 	}
@@ -164,7 +180,7 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		res.Acked, res.Via = res.Need, "replicas"
 		return v, res, nil
 	}
-	if views != nil {
+	if sentinels {
 		var vs []SentinelView
 		select {
 		case vs = <-views:
@@ -181,7 +197,9 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 			res.Sentinels = fmt.Sprintf("the grant came %v after the check, past what it vouches for", replied-sent)
 		}
 	}
-	acked, err := conn.Do(ctx, "WAIT", res.Need, timeout.Milliseconds()).Int64()
+	// Wait, not Do: it sets the read timeout to the WAIT's own, past the
+	// client's (1 s by default), which WAIT may well reach.
+	acked, err := conn.Wait(ctx, int(res.Need), timeout).Result()
 	if err != nil {
 		return v, res, fmt.Errorf("%w: WAIT %d %d: %w", ErrNotReplicated, res.Need, timeout.Milliseconds(), err)
 	}
@@ -190,9 +208,9 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		res.Via = "replicas"
 		return v, res, nil
 	}
-	sentinels := ""
+	why := ""
 	if res.Sentinels != "" {
-		sentinels = "; the Sentinels do not vouch for it: " + res.Sentinels
+		why = "; the Sentinels do not vouch for it: " + res.Sentinels
 	}
 	if w.Floor > toInt(v[needAt]) {
 		// The floor, not the mark, asks for more: say so, naming the
@@ -200,13 +218,13 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s)%s; "+
 			"--min-replicas is %d (1 by default through Sentinel): bring a replica back, or start the nodes with "+
 			"--min-replicas 0 to use grants no replica holds (a split brain may then repeat IDs: docs/model.md)",
-			ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), sentinels, w.Floor)
+			ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), why, w.Floor)
 	}
 	return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s)%s; "+
 		"the fleet's high-water mark of replicas is %d: bring the missing replicas back, "+
 		"or, for a replica away for a while (a planned restart), lower the mark with flaked audit replicas --set %d "+
 		"(it rises again by itself when the replica is listed again)",
-		ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), sentinels, res.Need, max(res.Need-1, 0))
+		ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), why, res.Need, max(res.Need-1, 0))
 }
 
 // script runs s on conn, then reads meta's server field (the identity
@@ -245,17 +263,11 @@ func script(ctx context.Context, conn *redis.Conn, s *redis.Script, keys []strin
 // Cluster the node client of key's slot, so the pipeline goes on one
 // connection to the node that runs the script.
 func master(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.Client, error) {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c, nil
-	case *redis.ClusterClient:
-		m, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("the master of %s: %w", key, err)
-		}
-		return m, nil
+	c, err := redisinfo.Master(ctx, rdb, key)
+	if errors.Is(err, redisinfo.ErrClientType) {
+		return nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
 	}
-	return nil, fmt.Errorf("%w: a %T cannot run a grant and WAIT on one connection", ErrNotReplicated, rdb)
+	return c, err
 }
 
 func isRedirect(err error) bool {
@@ -279,4 +291,36 @@ func toInt(v any) int64 {
 		return n
 	}
 	return 0
+}
+
+type settleOnce struct {
+	once sync.Once
+	err  error
+}
+
+// settled makes one round trip on c before the first Conn of c is used.
+// go-redis's Conn shares its client's options but not the lock that
+// guards them, and a client's first connection may write them (its
+// maintenance-notification handshake, refused by Redis 7, turns the mode
+// off): a first connection made through a Conn while the client makes
+// another is a data race. Once one connection is made, nothing writes
+// them again. The record lives in the Waiter, whose clients live as long
+// as it does: a map of the process would keep every client (and all it
+// reaches) that ever made a grant.
+func (w *Waiter) settled(ctx context.Context, c *redis.Client) error {
+	v, _ := w.settles.LoadOrStore(c, &settleOnce{})
+	s := v.(*settleOnce)
+	s.once.Do(func() {
+		// TIME, which the node's ACL user may run (PING it may not); an
+		// error reply comes on a connection made all the same.
+		var reply redis.Error
+		if err := c.Time(ctx).Err(); err != nil && !errors.As(err, &reply) {
+			s.err = err
+		}
+	})
+	if s.err != nil {
+		// Not settled: the next call tries again.
+		w.settles.CompareAndDelete(c, s)
+	}
+	return s.err
 }

@@ -3,6 +3,7 @@ package replwait_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -71,4 +72,32 @@ func TestRun_RingRefused(t *testing.T) {
 	if !errors.Is(err, replwait.ErrNotReplicated) {
 		t.Fatalf("a Ring: %v", err)
 	}
+}
+
+// A client a Waiter made grants through is not kept alive by the Waiter's
+// package once both are dropped: the simulator makes a client per node
+// start, thousands per hunt, and a record of the process kept each one
+// (and the simulated world its dialer reaches), 9 GB in 1,500 seeds.
+func TestRun_ClientsAreNotKept(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	collected := make(chan struct{})
+	func() {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer rdb.Close()
+		var w replwait.Waiter
+		if _, _, err := w.Run(context.Background(), rdb, grant, []string{"{t}:k"}, []any{0}, 1, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		runtime.AddCleanup(rdb, func(ch chan struct{}) { close(ch) }, collected)
+	}()
+	for range 50 {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("the client is still reachable after its Waiter was dropped")
 }

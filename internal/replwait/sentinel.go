@@ -47,8 +47,12 @@ const MaxCheckAge = 100 * time.Millisecond
 
 // SentinelView is one Sentinel's answer to SENTINEL MASTER <name>.
 type SentinelView struct {
-	// Sentinel is the Sentinel's address.
-	Sentinel string
+	// Sentinel is the Sentinel's address, ID its own ID (SENTINEL MYID)
+	// and Others the IDs of the other Sentinels it knows watching the
+	// master (SENTINEL SENTINELS): a check counts Sentinels by ID, since
+	// one Sentinel may be reached under two addresses.
+	Sentinel, ID string
+	Others       []string
 	// Err is why it gave no view (unreachable, unknown master, denied).
 	Err error
 	// MasterAddr ("ip:port") and RunID: the master as the Sentinel knows
@@ -73,7 +77,8 @@ type SentinelView struct {
 // Sentinels gives the views of every Sentinel watching a master, asked at
 // once. Views returns one per Sentinel it knows of, with Err set for those
 // it could not ask; a deployment's Sentinels that the set does not know
-// count as not answering (SentinelView.Known tells how many there are).
+// count as not answering (the others name them: SentinelView.Others and
+// Known).
 type Sentinels interface {
 	Views(ctx context.Context) []SentinelView
 }
@@ -100,7 +105,8 @@ func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
 	if runID == "" {
 		return Window{Why: "the master's run ID is unknown"}
 	}
-	known := len(views)
+	known := 0
+	answered, required := map[string]bool{}, map[string]bool{}
 	until := sent + MaxCheckAge
 	if bugs.SentinelNoMaxCheckAge {
 		until = math.MaxInt64
@@ -108,11 +114,20 @@ func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
 	var bad []string
 	for _, v := range views {
 		known = max(known, v.Known)
+		if v.Err == nil {
+			answered[v.ID] = true
+			required[v.ID] = true
+			for _, o := range v.Others {
+				required[o] = true
+			}
+		}
 		flags := v.Flags
 		if bugs.SentinelFailoverIgnored {
 			flags = strings.Replace(flags, ",failover_in_progress", "", 1)
 		}
 		switch {
+		case v.Err == nil && v.ID == "":
+			bad = append(bad, fmt.Sprintf("%s gave no Sentinel ID", v.Sentinel))
 		case v.Err != nil:
 			bad = append(bad, fmt.Sprintf("%s: %v", v.Sentinel, v.Err))
 		case v.RunID != runID && !bugs.SentinelRunIDUnchecked:
@@ -126,13 +141,13 @@ func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
 		}
 	}
 	if bugs.SentinelQuorum && len(views)-len(bad) > known/2 {
-		bad, known = nil, len(views)
+		bad, known, required = nil, 0, answered
 	}
 	if len(bad) > 0 {
 		return Window{Why: strings.Join(bad, "; ")}
 	}
-	if known > len(views) {
-		return Window{Why: fmt.Sprintf("%d of the %d Sentinels answered", len(views), known)}
+	if n := len(answered); n < len(required) || n < known {
+		return Window{Why: fmt.Sprintf("%d of the %d Sentinels answered", n, max(len(required), known))}
 	}
 	if until <= sent {
 		return Window{Why: "a Sentinel's PING to the master is pending for nearly its down-after-milliseconds"}

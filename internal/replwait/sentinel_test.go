@@ -10,13 +10,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/clock"
 	"github.com/flaked/flaked/internal/redistest"
 	"github.com/flaked/flaked/internal/replwait"
 )
 
 func up(addr string) replwait.SentinelView {
-	return replwait.SentinelView{Sentinel: addr, MasterAddr: "10.0.0.1:6379", RunID: "run1", Flags: "master",
-		DownAfter: 5 * time.Second, Known: 3, Age: 200 * time.Millisecond}
+	others := []string{}
+	for _, o := range []string{"s1", "s2", "s3"} {
+		if o != addr {
+			others = append(others, "id-"+o)
+		}
+	}
+	return replwait.SentinelView{Sentinel: addr, ID: "id-" + addr, Others: others, MasterAddr: "10.0.0.1:6379", RunID: "run1",
+		Flags: "master", DownAfter: 5 * time.Second, Known: 3, Age: 200 * time.Millisecond}
 }
 
 // Each way a Sentinel check fails to prove that no promotion can have
@@ -49,6 +56,15 @@ func TestWindowOf(t *testing.T) {
 		{"none", nil, 0, "no Sentinel answered"},
 		{"one unreachable", three(func(v []replwait.SentinelView) { v[2].Err = errors.New("dial: refused") }), 0, "s3: dial: refused"},
 		{"one unknown to us", three(nil)[:2], 0, "2 of the 3 Sentinels answered"},
+		{"one reached twice, one not", append(three(nil)[:2], func() replwait.SentinelView { v := up("s1"); v.Sentinel = "s1-by-name"; return v }()),
+			0, "2 of the 3 Sentinels answered"},
+		{"one the others do not count", three(func(v []replwait.SentinelView) {
+			for i := range v {
+				v[i].Known, v[i].Others = 2, v[i].Others[:1]
+			}
+			v[0].Others = []string{"id-s2", "id-s4"}
+		}), 0, "3 of the 4 Sentinels answered"},
+		{"no ID", three(func(v []replwait.SentinelView) { v[1].ID = "" }), 0, "no Sentinel ID"},
 		{"another master", three(func(v []replwait.SentinelView) { v[0].RunID = "run2" }), 0, "names master"},
 		{"sees it down", three(func(v []replwait.SentinelView) { v[1].Flags = "master,s_down" }), 0, "as master,s_down"},
 		{"failover", three(func(v []replwait.SentinelView) { v[1].Flags = "master,failover_in_progress" }), 0, "failover_in_progress"},
@@ -67,6 +83,14 @@ func TestWindowOf(t *testing.T) {
 		t.Fatalf("no run ID: %+v", w)
 	}
 }
+
+// stepClock's Monotonic reads step later at each call; its timers are
+// the process's.
+type stepClock struct{ now, step *atomic.Int64 }
+
+func (c stepClock) Now() time.Time                                  { return time.Now() }
+func (c stepClock) Monotonic() time.Duration                        { return time.Duration(c.now.Add(c.step.Load())) }
+func (c stepClock) AfterFunc(d time.Duration, f func()) clock.Timer { return time.AfterFunc(d, f) }
 
 type fakeSentinels struct {
 	views func() []replwait.SentinelView
@@ -94,13 +118,13 @@ func TestRun_SentinelsVouch(t *testing.T) {
 	ctx := context.Background()
 	keys := []string{"{t}:k", "{t}:meta"}
 	views := []replwait.SentinelView{up("s1")}
-	views[0].Known = 1
+	views[0].Known, views[0].Others = 1, nil
 	f := &fakeSentinels{views: func() []replwait.SentinelView { return views }}
 	// Each reading of the node's clock is step later than the one before:
 	// the check is sent at one reading, the grant's reply read at the next.
 	var now, step atomic.Int64
 	step.Store(int64(10 * time.Millisecond))
-	w := replwait.Waiter{Meta: "{t}:meta", Sentinels: f, Monotonic: func() time.Duration { return time.Duration(now.Add(step.Load())) }}
+	w := replwait.Waiter{Meta: "{t}:meta", Sentinels: f, Clock: stepClock{&now, &step}}
 
 	_, res, err := w.Run(ctx, rdb, serverGrant, keys, []any{1}, 1, 20*time.Millisecond)
 	if err != nil || res.Via != "sentinels" || res.Need != 1 {

@@ -30,8 +30,8 @@ type Branch struct {
 func (b Branch) ID() string { return b.File + ":" + strconv.Itoa(b.Line) + " " + b.Kind }
 
 // Part is one file of a script made of several (flaked's writing scripts
-// are guard.lua + layout.lua + the script): its name and how many lines
-// it has, in order.
+// are args.lua + events.lua + guard.lua + the script): its name and how
+// many lines it has, in order.
 type Part struct {
 	File  string
 	Lines int

@@ -27,7 +27,7 @@
 // redis-server and compare replies and keyspaces.
 //
 // A Server holds a keyspace, an identity (run_id, master_replid: what
-// contract/guard.lua compares) and a clock the simulator owns. Do
+// scripts/lua/guard.lua compares) and a clock the simulator owns. Do
 // executes one command with Redis's reply types and error texts; Client
 // returns a real go-redis client whose commands call Do and never touch the
 // network. Scripts run in gopher-lua with Redis 7 semantics for what
