@@ -137,12 +137,14 @@ var markMutations = []Mutation{
 }
 
 // The Sentinel rule (internal/replwait, sentinel.go), each condition
-// weakened.
+// weakened. The down-after bound has none: it only shortens a window
+// MaxCheckAge already ends, and no promotion, forced or not, can come
+// before the leader Sentinel answered the check, so a grant it vouches
+// for runs at most MaxCheckAge after any promotion with or without it,
+// inside the Redis clocks' allowance (no duplicate can follow).
 var sentinelMutations = []Mutation{
 	{Name: "sentinel-quorum", Requires: ruleVouchedReplaced, Switch: "SentinelQuorum",
 		Bug: "a majority of the Sentinels vouching is enough: one that sees the master down, or does not answer, is outvoted"},
-	{Name: "sentinel-no-down-after", Requires: ruleVouchedReplaced, Switch: "SentinelNoDownAfter",
-		Bug: "a check vouches for MaxCheckAge whatever a Sentinel's PING to the master is pending for"},
 	{Name: "sentinel-no-max-check-age", Requires: ruleVouchedReplaced, Switch: "SentinelNoMaxCheckAge",
 		Bug: "a check vouches up to the down-after bound however late the grant comes: a forced failover lands in between"},
 	{Name: "sentinel-run-id-unchecked", Requires: ruleVouchedReplaced, Switch: "SentinelRunIDUnchecked",

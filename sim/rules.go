@@ -31,10 +31,12 @@ const (
 	ruleMarkFloored = "mark: a grant waits for MinReplicas, above the mark"
 	ruleMarkStarted = "mark: started from the replicas listed ({ns}:meta made again)"
 	// A grant an old master ran after a replica was promoted in its place,
-	// acknowledged by the replicas WAIT asked for (a replica on its side
-	// of a split brain): the promoted replica may lack it, safe only while
-	// the mark counts every replica that may be promoted.
-	ruleAckedReplaced = "mark: a grant an old master ran after a promotion, acknowledged"
+	// used on the replicas' count: acknowledged by the replicas WAIT asked
+	// for (a replica on its side of a split brain), or with none asked
+	// (no WAIT followed it and the Sentinels did not vouch). The promoted
+	// replica may lack it: safe only while the count takes in every
+	// replica that may be promoted.
+	ruleAckedReplaced = "mark: a grant an old master ran after a promotion, used on the replicas' count"
 	ruleVouched       = "sentinel: vouched (the grant used without WAIT)"
 	ruleUnreachable   = "sentinel: refused: a Sentinel did not answer"
 	ruleOtherMaster   = "sentinel: refused: a Sentinel names another master"
@@ -112,10 +114,21 @@ func (r *run) ruleWait(p *proc, args []string, v any) {
 	if n > p.lastMark {
 		r.rules[ruleMarkFloored]++
 	}
+	p.unwaited = false
 	if got, ok := v.(int64); ok && p.ranReplaced && got >= int64(n) {
 		r.rules[ruleAckedReplaced]++
 		r.redis.log("node %d: a grant the old master ran after a promotion acknowledged by %d of %d replicas", p.slot.i, got, n)
 	}
+}
+
+// ruleUnwaited counts a grant an old master ran after a promotion that
+// the Waiter used with no replica asked: p's next command after the
+// grant's pipeline is not its WAIT (or p issues under it at the end of
+// the run).
+func (r *run) ruleUnwaited(p *proc) {
+	p.unwaited = false
+	r.rules[ruleAckedReplaced]++
+	r.redis.log("node %d: a grant the old master ran after a promotion used with no replica asked", p.slot.i)
 }
 
 // ruleCheck counts what a grant's Sentinel check proved, at the reply of
@@ -138,6 +151,7 @@ func (r *run) ruleCheck(p *proc, v any, err error) {
 	win := replwait.WindowOf(c.sent, c.views, runID)
 	switch {
 	case win.Until > 0 && r.w.now < win.Until:
+		p.unwaited = false // used on the Sentinels' word
 		r.rules[ruleVouched]++
 		if at, ok := r.redis.replacedAt[p.pinned]; ok && p.ranReplaced && p.ranAt-at > replwait.MaxCheckAge {
 			r.rules[ruleVouchedReplaced]++

@@ -162,6 +162,9 @@ type proc struct {
 	// was promoted in its place, at ranAt.
 	ranReplaced bool
 	ranAt       time.Duration
+	// unwaited: that script granted, and neither its WAIT nor the
+	// Sentinels' word has come yet.
+	unwaited bool
 	// With Sentinels, on is the server its connection goes to (nil: it
 	// dials, asking a Sentinel for the master first) and sub the Sentinel
 	// it asked, whose +switch-master it follows.
@@ -193,6 +196,11 @@ func Run(s Schedule, opts Options) (res Result) {
 	}()
 	r.start()
 	r.w.runUntil(s.Duration)
+	for _, sl := range r.slots {
+		if p := sl.cur; p != nil && p.unwaited && !p.dead {
+			r.ruleUnwaited(p)
+		}
+	}
 	r.res.Virtual = r.w.now
 	r.res.Scripts = r.redis.scriptCalls()
 	r.res.Coverage = Coverage{Branches: r.redis.coverage(), Transitions: r.tap.seen, Rules: r.rules}
@@ -560,6 +568,9 @@ func seed32(xs ...uint64) (s [32]byte) {
 // before the grant's reply.
 func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 	sl, d := p.slot, r.redis
+	if p.unwaited && !isServerRead(args) && !strings.EqualFold(args[0], "WAIT") {
+		r.ruleUnwaited(p)
+	}
 	pl := simredis.PipelineOf(ctx)
 	first, last := pl == nil || pl.Next == 0, pl == nil || pl.Next == len(pl.Cmds)-1
 	check := first && r.checkDue(p, pl, args)
@@ -642,6 +653,7 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 	}
 	if isScript(args) {
 		p.ranReplaced, p.ranAt = srv != d.srv, r.w.now
+		p.unwaited = p.ranReplaced && err == nil && granted(v)
 		r.ruleMark(p, srv, before)
 		if p.check != nil && pl != nil && pl.Next == 0 {
 			p.check.reply, p.check.err = v, err
@@ -721,6 +733,12 @@ func (r *run) switched(s int) {
 // isScript reports whether args run a script.
 func isScript(args []string) bool {
 	return strings.EqualFold(args[0], "EVALSHA") || strings.EqualFold(args[0], "EVAL")
+}
+
+// granted reports whether a script's reply v is a grant ({"OK", ...}).
+func granted(v any) bool {
+	reply, ok := v.([]any)
+	return ok && len(reply) > 0 && reply[0] == "OK"
 }
 
 // isServerRead reports whether args are the Waiter's read of the server
