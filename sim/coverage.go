@@ -100,7 +100,7 @@ var Transitions = []string{
 	"flake: lease fenced",
 	"flake: resumed",
 	"claim: clone of a state file",
-	"claim: clock behind the state file's reservation",
+	"claim: clock behind the preferred IDs' reservation",
 }
 
 // transitionTap reads a run's node log lines (JSON) and counts the
@@ -124,8 +124,8 @@ func (t *transitionTap) Write(p []byte) (int, error) {
 		name = "flake: lease lost"
 	case "flake mode resumed":
 		name = "flake: resumed"
-	case "clock is behind the reservation of the state file's machine IDs; claiming others":
-		name = "claim: clock behind the state file's reservation"
+	case "clock is behind the reservation of the preferred machine IDs; claiming others":
+		name = "claim: clock behind the preferred IDs' reservation"
 	default:
 		switch {
 		case strings.HasPrefix(msg, "lease fenced"):

@@ -123,6 +123,21 @@ func hunt(c *cli.Context) error {
 		fmt.Println("coverage (count, branch or transition, source line; ! never reached):")
 		sim.PrintCoverage(os.Stdout, s.Coverage)
 	}
+	// Failing seeds are printed before the coverage verdict: a failing
+	// run must name its seeds whatever else it finds.
+	if len(s.Failures) > 0 {
+		for _, f := range s.Failures {
+			fmt.Println("FAIL", f)
+		}
+		blocks := ""
+		if o.Run.Blocks {
+			blocks = "--blocks "
+		}
+		if o.Run.Sequences {
+			blocks += "--sequences "
+		}
+		fmt.Printf("replay: flaked-sim replay %s%s%d\n", blocks, mutationFlag(o.Run.Mutation), s.Failures[0].Schedule.Seed)
+	}
 	if path := c.String("unreached"); path != "" {
 		problems, err := sim.CheckCoverage(s.Coverage, path)
 		if err != nil {
@@ -138,17 +153,6 @@ func hunt(c *cli.Context) error {
 		}
 	}
 	if len(s.Failures) > 0 {
-		for _, f := range s.Failures {
-			fmt.Println("FAIL", f)
-		}
-		blocks := ""
-		if o.Run.Blocks {
-			blocks = "--blocks "
-		}
-		if o.Run.Sequences {
-			blocks += "--sequences "
-		}
-		fmt.Printf("replay: flaked-sim replay %s%s%d\n", blocks, mutationFlag(o.Run.Mutation), s.Failures[0].Schedule.Seed)
 		return cli.Exit("", 1)
 	}
 	return nil
