@@ -356,9 +356,9 @@ func (s *Schedule) drawFailoverSplit(seed uint64) {
 		return
 	}
 	at := x.dur(2*time.Second, s.Duration-10*time.Second)
-	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultFailover, Replica: x.IntN(2)},
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultFailover, Replica: x.IntN(2), pattern: PatternFailoverSplit},
 		Fault{At: at + x.dur(200*time.Millisecond, time.Second), Kind: FaultSplitBrain, For: x.dur(time.Second, 2*s.LeaseTTL),
-			Reach: 1 + uint(x.IntN(1<<n-2))})
+			Reach: 1 + uint(x.IntN(1<<n-2)), pattern: PatternFailoverSplit})
 }
 
 // PatternEmptyRestartSplit, a pattern of schedules with --min-replicas

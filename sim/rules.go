@@ -51,9 +51,11 @@ const (
 	ruleRunIDUnread   = "sentinel: refused: the granting server's run ID unread"
 	// A grant an old master ran more than MaxCheckAge after a replica was
 	// promoted in its place, vouched for. The rule vouches for a grant run
-	// at most MaxCheckAge after a forced failover (inside the Redis
-	// clocks' allowance) and before any other promotion: never reached
-	// but by the teeth (sim/unreached.txt).
+	// at most MaxCheckAge after a promotion the Sentinels report (inside
+	// the Redis clocks' allowance); past it only where every Sentinel
+	// still reports the old master up with no failover, as after a
+	// leader Sentinel restarted in the middle of its failover
+	// (sentinel-leader-restart).
 	ruleVouchedReplaced = "sentinel: vouched a grant an old master ran past MaxCheckAge after a promotion"
 )
 

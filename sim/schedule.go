@@ -132,6 +132,8 @@ type Fault struct {
 	Replica      int
 	Follow, Stay bool
 	Sentinel     int
+	// pattern names the replica pattern that drew it, if one did.
+	pattern string
 }
 
 func (f Fault) String() string {
