@@ -55,6 +55,14 @@ const (
 	// promoted.
 	FaultRestartSplit = "restart-then-split"
 	FaultSuccessive   = "successive-promotions"
+	// With Sentinels: SENTINEL FAILOVER, then its leader's process stops
+	// for 1-6 s while the failover re-points the other replica (0.4-2.5 s
+	// after it began), and a node subscribed to the leader loses requests
+	// so it dials again meanwhile. Back, the leader has forgotten the
+	// failover: every Sentinel names the old master, up, with no failover,
+	// while the promoted replica runs as a second master until the others
+	// turn it back into a replica (8 s after they see it).
+	FaultLeaderRestart = "sentinel-leader-restart"
 )
 
 // Uncovered are the fault kinds the guards do not cover yet: the normal
@@ -62,15 +70,16 @@ const (
 // cost. A kind whose guard lands moves into the normal seed set by being
 // removed from this list (and given a draw weight in coveredWeights).
 var Uncovered = []string{
-	FaultRedisSkew,    // documented limit: keep Redis hosts on NTP (a restore on the skewed server)
-	FaultRewrite,      // documented limit: no identity change to see
-	FaultRestartSplit, // the mark counts replicas: --min-replicas below the replicas kept leaves it open
-	FaultSuccessive,   // the same
+	FaultRedisSkew,     // documented limit: keep Redis hosts on NTP (a restore on the skewed server)
+	FaultRewrite,       // documented limit: no identity change to see
+	FaultRestartSplit,  // the mark counts replicas: --min-replicas below the replicas kept leaves it open
+	FaultSuccessive,    // the same
+	FaultLeaderRestart, // a restarted Sentinel forgets its failover: the Sentinel rule's premise fails
 }
 
 // Exposable are the kinds `flaked-sim exposure` can force.
 var Exposable = []string{FaultSplitBrain, FaultInfoNoPerm, FaultInfoRenamed, FaultEvictAllKeys, FaultEvictVolatile,
-	FaultRedisSkew, FaultRewrite, FaultStrayAfterLoss, FaultRestartSplit, FaultSuccessive}
+	FaultRedisSkew, FaultRewrite, FaultStrayAfterLoss, FaultRestartSplit, FaultSuccessive, FaultLeaderRestart}
 
 // coveredWeights are how often a schedule of the normal seed set draws
 // one of the new kinds (in 1000), unless Uncovered lists it.
@@ -100,7 +109,10 @@ func (s *Schedule) drawDeployment(seed uint64) {
 // a stream of their own: a schedule of `flaked-sim exposure`.
 func (s Schedule) WithExposure(kind string) Schedule {
 	x := drawer{rand.New(rand.NewPCG(s.Seed, 0xe7905))}
-	s.Faults = slices.Clone(s.Faults)
+	// Without the failover-then-split pattern: a promotion or loss forced
+	// in just before its two promotions would make them the uncovered
+	// successive-promotions window, whatever the kind measured.
+	s.Faults = slices.DeleteFunc(slices.Clone(s.Faults), func(f Fault) bool { return f.pattern == PatternFailoverSplit })
 	for range 1 + x.IntN(2) {
 		s.Faults = append(s.Faults, x.deploymentFault(s, kind)...)
 	}
@@ -177,6 +189,14 @@ func (d drawer) deploymentFault(s Schedule, kind string) []Fault {
 			}
 		}
 		return []Fault{f, first, second}
+	case FaultLeaderRestart:
+		if s.Sentinel == nil {
+			return []Fault{f}
+		}
+		k := d.IntN(s.Sentinel.Count)
+		return []Fault{f, {At: f.At, Kind: FaultSentinelFailover, Sentinel: k},
+			{At: f.At + d.dur(400*time.Millisecond, 2500*time.Millisecond), Kind: FaultSentinelAway, Sentinel: k, For: d.dur(time.Second, 6*time.Second)},
+			{At: f.At - time.Second, Kind: FaultLossy, Node: k % n, For: 6 * time.Second}}
 	}
 	return []Fault{f}
 }

@@ -31,16 +31,16 @@ type deployment struct {
 	saved   *simredis.Data   // the master's last snapshot on disk
 	backups []*simredis.Data // older snapshots kept by the operator
 
-	slowUntil, slow time.Duration
-
 	// old is the old master of a promotion while it still runs, nil when
 	// there is none.
 	old *oldMaster
 	// ghosts are replicas a server still lists after their link was cut,
 	// until repl-timeout (they acknowledge nothing).
 	ghosts map[*simredis.Server][]ghost
-	// retired are servers that ran scripts and are gone (coverage).
-	retired []*simredis.Server
+	// retired are servers that ran scripts and are gone (coverage);
+	// replacedAt is when a replica was promoted in place of each.
+	retired    []*simredis.Server
+	replacedAt map[*simredis.Server]time.Duration
 	// Eviction: keys evicted every evictEvery until evictUntil.
 	evictUntil time.Duration
 	// infoFault is INFO's fault on every master until infoUntil.
@@ -66,6 +66,9 @@ type host struct {
 	// brain's partition); sentinelCut: no Sentinel can.
 	nodeCut     map[int]time.Duration
 	sentinelCut time.Duration
+	// Its server answers slow later until slowUntil (a stalled disk, a
+	// busy CPU).
+	slowUntil, slow time.Duration
 	// replCut: as a master, cut off from its replicas until then, but for
 	// those on its side (sideOf, until sideUntil).
 	replCut   time.Duration
@@ -133,7 +136,8 @@ func (d *deployment) maxServerSkew() time.Duration {
 }
 
 func newDeployment(w *world, rng *rand.Rand, s *Schedule) *deployment {
-	d := &deployment{w: w, rng: rng, s: s, ghosts: map[*simredis.Server][]ghost{}, log: func(string, ...any) {}}
+	d := &deployment{w: w, rng: rng, s: s, ghosts: map[*simredis.Server][]ghost{}, replacedAt: map[*simredis.Server]time.Duration{},
+		log: func(string, ...any) {}}
 	for i := range 3 {
 		h := &host{i: i, addr: "10.0.0." + strconv.Itoa(10+i) + ":6379", clock: &serverClock{w: w},
 			nodeCut: map[int]time.Duration{}, linkDown: -1, period: s.ReplicaLag}
@@ -453,6 +457,7 @@ func (d *deployment) promote(h *host, p promotion) {
 		d.endOld()
 	}
 	old, oldHost := d.srv, d.m
+	d.replacedAt[old] = d.w.now
 	oldDown := d.w.now // when the replicas of a stopped old master lost it
 	if !d.up(oldHost) {
 		oldDown = oldHost.downAt
@@ -541,6 +546,28 @@ func (d *deployment) endOld() {
 			d.attach(h, d.srv, true)
 		}
 	}
+}
+
+// revert turns the master back into a replica of the old master, which
+// becomes the master again: the promotion did not stand (a failover its
+// leader left unfinished), and the writes it took are gone.
+func (d *deployment) revert() {
+	o := d.old
+	rogue, rh := d.srv, d.m
+	d.old = nil
+	d.srv, d.m = o.srv, o.h
+	d.retired = append(d.retired, rogue)
+	rh.data, rh.replID = rogue.Snapshot(), rogue.ReplID()
+	d.attach(rh, d.srv, true)
+}
+
+// offsetOf is how much of the replication stream h holds: the master's
+// offset, or a replica's data's.
+func (d *deployment) offsetOf(h *host) int64 {
+	if h == d.m {
+		return d.srv.Offset()
+	}
+	return h.data.Offset()
 }
 
 // restart restarts the master with data (nil: none): a new run_id and

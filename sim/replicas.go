@@ -36,7 +36,24 @@ const (
 	FaultSentinelNodeCut   = "sentinel-node-cut"
 	FaultSentinelFailover  = "sentinel-failover"
 	FaultSentinelMasterCut = "sentinel-master-cut"
+	// A planned restart of the master: SHUTDOWN saves a snapshot, the
+	// process starts again from it (a new run_id, nothing lost), and its
+	// replicas reconnect with a full sync.
+	FaultRestartClean = "redis-restart-clean"
 )
+
+// midFault reports whether faults of kind land while a process waits on a
+// call (world.atMid): those of the replicas and the Sentinels, which touch
+// no process, so that a forced failover lands between a grant's Sentinel
+// check and its reply.
+func midFault(kind string) bool {
+	switch kind {
+	case FaultReplicaDown, FaultReplicaCut, FaultReplicaLag, FaultReplicaResync, FaultSentinelAway, FaultSentinelDisagree,
+		FaultSentinelNodeCut, FaultSentinelFailover, FaultSentinelMasterCut:
+		return true
+	}
+	return false
+}
 
 // drawReplicas draws the deployment's second replica, its Sentinels and
 // the faults of both, from a stream of their own, so every other draw of
@@ -287,18 +304,84 @@ func (r *run) injectSentinelRedis(f Fault) bool {
 
 // Patterns of Sentinel schedules, each drawn with probability 1 in 6.
 const (
-	// A forced failover while Redis is slow or a node's requests are
-	// delayed, so grants in flight when it lands run on the old master
-	// after the promotion, their Sentinel check sent before it; and a node
-	// restarting just after it, which dials the promoted replica (its
-	// first script records the loss) while the others still write to the
-	// old master.
+	// A forced failover while the master answers 1-4 s late, so grants in
+	// flight when it lands run on the old master after the promotion,
+	// their Sentinel check answered before it; meanwhile
+	// a node subscribed to the Sentinel that fails over loses requests and
+	// replies, so it dials again and reaches the promoted replica as soon
+	// as that Sentinel names it, while the others still write to the old
+	// master.
 	PatternFailoverInFlight = "failover-in-flight"
 	// A Sentinel cut off from the master for down-after and a few seconds
 	// (with quorum 1 it fails over alone while the others see the master
 	// up), and a node restarting once it may have.
 	PatternLoneFailover = "lone-failover"
 )
+
+// PatternCleanRestartSplit, a pattern of every schedule (1 in 6): a
+// planned restart of the master within the first 20 s, then, within 3 s
+// while its replicas reconnect, a split brain with one replica on the
+// old master's side. The mark kept across the restart is what stops the
+// old master's grants: that replica alone is fewer than it.
+const PatternCleanRestartSplit = "clean-restart-then-split"
+
+// drawCleanRestartSplit adds PatternCleanRestartSplit, from a stream of its
+// own.
+func (s *Schedule) drawCleanRestartSplit(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0xc1ea))}
+	n := len(s.Nodes)
+	if x.IntN(6) != 0 {
+		return
+	}
+	at := x.dur(2*time.Second, 20*time.Second)
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultRestartClean},
+		Fault{At: at + x.dur(0, 3*time.Second), Kind: FaultSplitBrain, For: x.dur(time.Second, 2*s.LeaseTTL),
+			Reach: 1 + uint(x.IntN(1<<n-2)), Replica: x.IntN(2), Stay: true})
+}
+
+// PatternFailoverSplit, a pattern of schedules without Sentinels (1 in
+// 6): a failover after which the other replica follows none, then within
+// a second, before the old master is back, a split brain that promotes
+// that replica while the first promoted one keeps the writes of some
+// nodes. The mark after the first promotion (one less, never below one
+// while the mark was two) is what stops the first promoted one's grants:
+// it has no replica to acknowledge them.
+const PatternFailoverSplit = "failover-then-split"
+
+// drawFailoverSplit adds PatternFailoverSplit, from a stream of its own.
+func (s *Schedule) drawFailoverSplit(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0xf05b))}
+	n := len(s.Nodes)
+	if s.Sentinel != nil || x.IntN(6) != 0 {
+		return
+	}
+	at := x.dur(2*time.Second, s.Duration-10*time.Second)
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultFailover, Replica: x.IntN(2), pattern: PatternFailoverSplit},
+		Fault{At: at + x.dur(200*time.Millisecond, time.Second), Kind: FaultSplitBrain, For: x.dur(time.Second, 2*s.LeaseTTL),
+			Reach: 1 + uint(x.IntN(1<<n-2)), pattern: PatternFailoverSplit})
+}
+
+// PatternEmptyRestartSplit, a pattern of schedules with --min-replicas
+// (1 in 6): the master restarts with nothing (its {ns}:meta and mark
+// gone) and within a second, before its replicas reconnect, is cut off
+// from both while some nodes still reach it and a replica is promoted.
+// The mark starts again from the replicas listed, none yet: the floor is
+// what stops the old master's grants.
+const PatternEmptyRestartSplit = "empty-restart-then-split"
+
+// drawEmptyRestartSplit adds PatternEmptyRestartSplit, from a stream of
+// its own.
+func (s *Schedule) drawEmptyRestartSplit(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0xe3b7))}
+	n := len(s.Nodes)
+	if s.MinReplicas == 0 || x.IntN(6) != 0 {
+		return
+	}
+	at := x.dur(2*time.Second, s.Duration-10*time.Second)
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultRestartEmpty},
+		Fault{At: at + x.dur(0, time.Second), Kind: FaultSplitBrain, For: x.dur(time.Second, 2*s.LeaseTTL),
+			Reach: 1 + uint(x.IntN(1<<n-2)), Replica: x.IntN(2)})
+}
 
 // drawReplicaPatterns adds the patterns a schedule with Sentinels draws.
 func (s *Schedule) drawReplicaPatterns(x drawer) {
@@ -316,12 +399,12 @@ func (s *Schedule) drawReplicaPatterns(x drawer) {
 		at := x.dur(2*time.Second, s.Duration-10*time.Second)
 		switch p {
 		case PatternFailoverInFlight:
-			slow := Fault{At: at, Kind: FaultRedisSlow, For: x.dur(2*time.Second, 10*time.Second), Delay: x.dur(200*time.Millisecond, 4*time.Second)}
-			if x.IntN(2) == 0 {
-				slow.Kind, slow.Node = FaultDelay, x.IntN(n)
-			}
-			failover := Fault{At: at + x.dur(0, slow.For), Kind: FaultSentinelFailover, Sentinel: x.IntN(s.Sentinel.Count)}
-			s.Faults = append(s.Faults, slow, failover, restart(failover.At+x.dur(300*time.Millisecond, 2*time.Second)))
+			k := x.IntN(s.Sentinel.Count)
+			d := x.dur(2*time.Second, 10*time.Second)
+			s.Faults = append(s.Faults,
+				Fault{At: at, Kind: FaultRedisSlow, For: d, Delay: x.dur(time.Second, 4*time.Second)},
+				Fault{At: at, Kind: FaultLossy, Node: k % n, For: d + 3*time.Second},
+				Fault{At: at + x.dur(0, d), Kind: FaultSentinelFailover, Sentinel: k})
 		case PatternLoneFailover:
 			cut := Fault{At: at, Kind: FaultSentinelDisagree, Sentinel: x.IntN(s.Sentinel.Count), For: s.Sentinel.DownAfter + x.dur(2*time.Second, 10*time.Second)}
 			s.Faults = append(s.Faults, cut, restart(at+s.Sentinel.DownAfter+x.dur(time.Second, 3*time.Second)))

@@ -19,16 +19,24 @@ import (
 // the Waiter reads (internal/replwait's WindowOf on the same inputs).
 var Rules = []string{
 	ruleMarkRaised, ruleMarkKept, ruleMarkLowered, ruleMarkFloored, ruleMarkStarted,
+	ruleAckedReplaced,
 	ruleVouched, ruleUnreachable, ruleOtherMaster, ruleOldRunID, ruleSDown, ruleODown, ruleDisconnected,
-	ruleFailover, rulePending, ruleLateMaxAge, ruleLateDownAfter, ruleRunIDUnread,
+	ruleFailover, rulePending, ruleLateMaxAge, ruleLateDownAfter, ruleRunIDUnread, ruleVouchedReplaced,
 }
 
 const (
-	ruleMarkRaised    = "mark: raised to the replicas listed"
-	ruleMarkKept      = "mark: kept across a change of server other than a promotion (a restart)"
-	ruleMarkLowered   = "mark: lowered by one after a promotion"
-	ruleMarkFloored   = "mark: a grant waits for MinReplicas, above the mark"
-	ruleMarkStarted   = "mark: started from the replicas listed ({ns}:meta made again)"
+	ruleMarkRaised  = "mark: raised to the replicas listed"
+	ruleMarkKept    = "mark: kept across a change of server other than a promotion (a restart)"
+	ruleMarkLowered = "mark: lowered by one after a promotion"
+	ruleMarkFloored = "mark: a grant waits for MinReplicas, above the mark"
+	ruleMarkStarted = "mark: started from the replicas listed ({ns}:meta made again)"
+	// A grant an old master ran after a replica was promoted in its place,
+	// used on the replicas' count: acknowledged by the replicas WAIT asked
+	// for (a replica on its side of a split brain), or with none asked
+	// (no WAIT followed it and the Sentinels did not vouch). The promoted
+	// replica may lack it: safe only while the count takes in every
+	// replica that may be promoted.
+	ruleAckedReplaced = "mark: a grant an old master ran after a promotion, used on the replicas' count"
 	ruleVouched       = "sentinel: vouched (the grant used without WAIT)"
 	ruleUnreachable   = "sentinel: refused: a Sentinel did not answer"
 	ruleOtherMaster   = "sentinel: refused: a Sentinel names another master"
@@ -41,6 +49,14 @@ const (
 	ruleLateMaxAge    = "sentinel: refused: the grant came past MaxCheckAge"
 	ruleLateDownAfter = "sentinel: refused: the grant came past the down-after bound"
 	ruleRunIDUnread   = "sentinel: refused: the granting server's run ID unread"
+	// A grant an old master ran more than MaxCheckAge after a replica was
+	// promoted in its place, vouched for. The rule vouches for a grant run
+	// at most MaxCheckAge after a promotion the Sentinels report (inside
+	// the Redis clocks' allowance); past it only where every Sentinel
+	// still reports the old master up with no failover, as after a
+	// leader Sentinel restarted in the middle of its failover
+	// (sentinel-leader-restart).
+	ruleVouchedReplaced = "sentinel: vouched a grant an old master ran past MaxCheckAge after a promotion"
 )
 
 var metaKey = contract.NewKeys(namespace).Meta
@@ -90,11 +106,31 @@ func (r *run) ruleMark(p *proc, srv *simredis.Server, before markState) {
 	}
 }
 
-// ruleWait counts a WAIT for more replicas than the mark: MinReplicas.
-func (r *run) ruleWait(p *proc, args []string) {
-	if n, err := strconv.Atoi(args[1]); err == nil && n > p.lastMark {
+// ruleWait counts a WAIT for more replicas than the mark (MinReplicas),
+// and one that confirmed a grant an old master ran after a promotion.
+func (r *run) ruleWait(p *proc, args []string, v any) {
+	n, err := strconv.Atoi(args[1])
+	if err != nil {
+		return
+	}
+	if n > p.lastMark {
 		r.rules[ruleMarkFloored]++
 	}
+	p.unwaited = false
+	if got, ok := v.(int64); ok && p.ranReplaced && got >= int64(n) {
+		r.rules[ruleAckedReplaced]++
+		r.redis.log("node %d: a grant the old master ran after a promotion acknowledged by %d of %d replicas", p.slot.i, got, n)
+	}
+}
+
+// ruleUnwaited counts a grant an old master ran after a promotion that
+// the Waiter used with no replica asked: p's next command after the
+// grant's pipeline is not its WAIT (or p issues under it at the end of
+// the run).
+func (r *run) ruleUnwaited(p *proc) {
+	p.unwaited = false
+	r.rules[ruleAckedReplaced]++
+	r.redis.log("node %d: a grant the old master ran after a promotion used with no replica asked", p.slot.i)
 }
 
 // ruleCheck counts what a grant's Sentinel check proved, at the reply of
@@ -117,7 +153,12 @@ func (r *run) ruleCheck(p *proc, v any, err error) {
 	win := replwait.WindowOf(c.sent, c.views, runID)
 	switch {
 	case win.Until > 0 && r.w.now < win.Until:
+		p.unwaited = false // used on the Sentinels' word
 		r.rules[ruleVouched]++
+		if at, ok := r.redis.replacedAt[p.pinned]; ok && p.ranReplaced && p.ranAt-at > replwait.MaxCheckAge {
+			r.rules[ruleVouchedReplaced]++
+			r.redis.log("node %d: a grant the old master ran after a promotion vouched for: sent %v, views %+v", p.slot.i, c.sent, c.views)
+		}
 		return
 	case win.Until > 0 && win.Until == c.sent+replwait.MaxCheckAge:
 		r.rules[ruleLateMaxAge]++

@@ -158,6 +158,13 @@ type proc struct {
 	sentinels *procSentinels
 	check     *sentinelCheck
 	lastMark  int
+	// ranReplaced: its last script ran on an old master after a replica
+	// was promoted in its place, at ranAt.
+	ranReplaced bool
+	ranAt       time.Duration
+	// unwaited: that script granted, and neither its WAIT nor the
+	// Sentinels' word has come yet.
+	unwaited bool
 	// With Sentinels, on is the server its connection goes to (nil: it
 	// dials, asking a Sentinel for the master first) and sub the Sentinel
 	// it asked, whose +switch-master it follows.
@@ -189,6 +196,11 @@ func Run(s Schedule, opts Options) (res Result) {
 	}()
 	r.start()
 	r.w.runUntil(s.Duration)
+	for _, sl := range r.slots {
+		if p := sl.cur; p != nil && p.unwaited && !p.dead {
+			r.ruleUnwaited(p)
+		}
+	}
 	r.res.Virtual = r.w.now
 	r.res.Scripts = r.redis.scriptCalls()
 	r.res.Coverage = Coverage{Branches: r.redis.coverage(), Transitions: r.tap.seen, Rules: r.rules}
@@ -286,7 +298,11 @@ func (r *run) start() {
 	}
 	for _, f := range r.s.Faults {
 		f := f
-		if f.At > 0 {
+		switch {
+		case f.At == 0:
+		case midFault(f.Kind):
+			w.atMid(f.At, func() { r.inject(f) })
+		default:
 			w.at(f.At, nil, func() { r.inject(f) })
 		}
 	}
@@ -552,6 +568,9 @@ func seed32(xs ...uint64) (s [32]byte) {
 // before the grant's reply.
 func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 	sl, d := p.slot, r.redis
+	if p.unwaited && !isServerRead(args) && !strings.EqualFold(args[0], "WAIT") {
+		r.ruleUnwaited(p)
+	}
 	pl := simredis.PipelineOf(ctx)
 	first, last := pl == nil || pl.Next == 0, pl == nil || pl.Next == len(pl.Cmds)-1
 	check := first && r.checkDue(p, pl, args)
@@ -609,12 +628,12 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 		return nil, errors.New("read tcp 10.0.0.2:40000->10.0.0.1:6379: i/o timeout")
 	}
 	slow := time.Duration(0)
-	if d.slowUntil > r.w.now {
-		slow = d.slow
+	if h.slowUntil > r.w.now {
+		slow = h.slow
 		r.w.pass(p, slow)
 	}
-	if strings.EqualFold(args[0], "WAIT") && len(args) == 3 {
-		r.ruleWait(p, args)
+	isWait := strings.EqualFold(args[0], "WAIT") && len(args) == 3
+	if isWait {
 		took, acked := d.wait(srv, args)
 		r.w.pass(p, took)
 		acked()
@@ -629,7 +648,12 @@ func (r *run) call(ctx context.Context, p *proc, args []string) (any, error) {
 		before = markOf(srv)
 	}
 	v, err := srv.DoConn(p.conn(srv), r.mutate(args))
+	if isWait {
+		r.ruleWait(p, args, v)
+	}
 	if isScript(args) {
+		p.ranReplaced, p.ranAt = srv != d.srv, r.w.now
+		p.unwaited = p.ranReplaced && err == nil && granted(v)
 		r.ruleMark(p, srv, before)
 		if p.check != nil && pl != nil && pl.Next == 0 {
 			p.check.reply, p.check.err = v, err
@@ -711,6 +735,12 @@ func isScript(args []string) bool {
 	return strings.EqualFold(args[0], "EVALSHA") || strings.EqualFold(args[0], "EVAL")
 }
 
+// granted reports whether a script's reply v is a grant ({"OK", ...}).
+func granted(v any) bool {
+	reply, ok := v.([]any)
+	return ok && len(reply) > 0 && reply[0] == "OK"
+}
+
 // isServerRead reports whether args are the Waiter's read of the server
 // that ran its script ({ns}:meta's server field).
 func isServerRead(args []string) bool {
@@ -741,6 +771,9 @@ func (r *run) inject(f Fault) {
 	switch f.Kind {
 	case FaultRestartSaved:
 		d.restart(d.saved)
+	case FaultRestartClean:
+		d.save() // SHUTDOWN saves first: nothing is lost
+		d.restart(d.saved)
 	case FaultRestartEmpty:
 		d.restart(nil)
 	case FaultRestoreOld:
@@ -748,7 +781,7 @@ func (r *run) inject(f Fault) {
 	case FaultRedisDown:
 		d.down(d.m, now+f.For)
 	case FaultRedisSlow:
-		d.slowUntil, d.slow = max(d.slowUntil, now+f.For), f.Delay
+		d.m.slowUntil, d.m.slow = max(d.m.slowUntil, now+f.For), f.Delay
 	}
 	if f.Node >= len(r.slots) {
 		return

@@ -82,7 +82,7 @@ const (
 	FaultRestartEmpty = "redis-restart-empty" // restart without data
 	FaultRestoreOld   = "redis-restore-old"   // restart from an old backup
 	FaultRedisDown    = "redis-down"          // refuses connections for For
-	FaultRedisSlow    = "redis-slow"          // every call takes Delay longer, for For
+	FaultRedisSlow    = "redis-slow"          // the master answers every call Delay later, for For
 	// Network of one node.
 	FaultPartition = "net-partition" // the node cannot reach Redis for For
 	FaultDelay     = "net-delay"     // the node's calls take Delay each way, for For
@@ -132,13 +132,15 @@ type Fault struct {
 	Replica      int
 	Follow, Stay bool
 	Sentinel     int
+	// pattern names the replica pattern that drew it, if one did.
+	pattern string
 }
 
 func (f Fault) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%9s %s", f.At.Round(time.Millisecond), f.Kind)
 	switch f.Kind {
-	case FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld, FaultStrayAfterLoss:
+	case FaultRestartSaved, FaultRestartEmpty, FaultRestoreOld, FaultStrayAfterLoss, FaultRestartClean:
 	case FaultFailover:
 		b.WriteString(f.promotionString())
 	case FaultEvictVolatile, FaultEvictAllKeys, FaultSplitBrain, FaultInfoNoPerm, FaultInfoRenamed, FaultRedisSkew, FaultRewrite:
@@ -203,6 +205,9 @@ func NewSchedule(seed uint64) Schedule {
 	s.drawDeployment(seed)
 	s.drawPatterns(seed)
 	s.drawReplicas(seed)
+	s.drawCleanRestartSplit(seed)
+	s.drawFailoverSplit(seed)
+	s.drawEmptyRestartSplit(seed)
 	sortFaults(s.Faults)
 	return s
 }

@@ -96,8 +96,9 @@ type sentinel struct {
 	failover      *failover
 	nextHello     time.Duration
 	// sawOld: since when it has seen an old master that still reports
-	// itself master (it turns it into a replica 8 s later).
-	sawOld time.Duration
+	// itself master (it turns it into a replica 8 s later); sawRogue the
+	// same of a promoted replica no Sentinel names.
+	sawOld, sawRogue time.Duration
 }
 
 type vote struct{ epoch, leader int }
@@ -233,8 +234,9 @@ func (ss *sentinels) tickMaster(s *sentinel) {
 		elapsed = now - s.lastAvail
 	}
 	down := elapsed > da
-	if down && !s.sdown {
+	if down != s.sdown {
 		s.sdownSince = now
+		ss.d.log("sentinel %s: %s s_down %v", s.addr, m.addr, down)
 	}
 	s.sdown = down
 	// Ask the others (their "down" counts for 5 s).
@@ -388,6 +390,18 @@ func (ss *sentinels) step(s *sentinel) {
 		}
 		f.promote, f.state, f.since = h, foSendNoOne, now
 	case foSendNoOne:
+		if f.promote == d.m { // a master already: taken as it is
+			f.state, f.since = foWaitPromotion, now
+			return
+		}
+		if s.master != d.m {
+			// Another Sentinel's failover replaced the master first (a
+			// forced one needs no votes). Sentinel would promote a second
+			// master and turn it back into a replica once it learns the
+			// other's configuration; the simulator gives up instead.
+			abort("the master was replaced meanwhile")
+			return
+		}
 		if !ss.reaches(s, f.promote) {
 			if now-f.since > ss.cfg.FailoverTimeout {
 				abort("the replica is unreachable")
@@ -443,13 +457,16 @@ func (ss *sentinels) selectReplica(s *sentinel) *host {
 	}
 	var best *host
 	for _, h := range d.hosts {
-		if h == s.master || !ss.reaches(s, h) || ss.running(h) {
+		// An old master is not a replica; the master is one to a Sentinel
+		// that does not name it (a replica another's unfinished failover
+		// promoted, reporting role master).
+		if h == s.master || !ss.reaches(s, h) || ss.running(h) && h != d.m {
 			continue
 		}
-		if since := d.linkDownSince(h); since >= 0 && now-since > maxDown {
+		if since := d.linkDownSince(h); since >= 0 && h != d.m && now-since > maxDown {
 			continue
 		}
-		if best == nil || h.data.Offset() > best.data.Offset() || h.data.Offset() == best.data.Offset() && h.runID < best.runID {
+		if best == nil || d.offsetOf(h) > d.offsetOf(best) || d.offsetOf(h) == d.offsetOf(best) && h.runID < best.runID {
 			best = h
 		}
 	}
@@ -524,7 +541,26 @@ func (ss *sentinels) hello(s *sentinel) {
 // configuration has not changed for failover-timeout.
 func (ss *sentinels) fixReplicas() {
 	d, now := ss.d, ss.d.w.now
+	named := false // does a Sentinel name the master, or promote it?
 	for _, s := range ss.all {
+		named = named || s.awayUntil <= now && (s.master == d.m || s.failover != nil && s.failover.promote == d.m && s.failover.state >= foWaitPromotion)
+	}
+	for _, s := range ss.all {
+		if o := d.old; o != nil && !named && s.awayUntil <= now && s.master == o.h && ss.reaches(s, d.m) {
+			// A replica promoted by a failover its leader left unfinished
+			// (it went away): no Sentinel names it, so they turn it back
+			// into a replica once they have seen it report role master for
+			// 8 s.
+			if s.sawRogue == 0 {
+				s.sawRogue = now
+			} else if now-s.sawRogue >= 4*sentinelHelloPeriod {
+				d.log("sentinel %s turns %s, promoted by an unfinished failover, back into a replica", s.addr, d.m.addr)
+				d.revert()
+				return
+			}
+		} else {
+			s.sawRogue = 0
+		}
 		if s.awayUntil > now || s.master != d.m {
 			continue
 		}

@@ -26,8 +26,6 @@ func setSwitch(name string) (func(), error) {
 		p = &bugs.MinReplicasIgnored
 	case "SentinelQuorum":
 		p = &bugs.SentinelQuorum
-	case "SentinelNoDownAfter":
-		p = &bugs.SentinelNoDownAfter
 	case "SentinelNoMaxCheckAge":
 		p = &bugs.SentinelNoMaxCheckAge
 	case "SentinelRunIDUnchecked":

@@ -17,7 +17,6 @@ const (
 	MinReplicasIgnored   = false
 	// The Sentinel rule's (internal/replwait, sentinel.go).
 	SentinelQuorum          = false
-	SentinelNoDownAfter     = false
 	SentinelNoMaxCheckAge   = false
 	SentinelRunIDUnchecked  = false
 	SentinelFailoverIgnored = false

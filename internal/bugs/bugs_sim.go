@@ -30,14 +30,12 @@ var (
 	MinReplicasIgnored bool
 	// The Sentinel rule (internal/replwait, sentinel.go), each weakened:
 	// SentinelQuorum: a majority of the Sentinels vouching is enough, the
-	// others' answers ignored. SentinelNoDownAfter: a check vouches for
-	// MaxCheckAge whatever a Sentinel's PING age. SentinelNoMaxCheckAge:
-	// it vouches up to the down-after bound, however long after the check
-	// the grant came. SentinelRunIDUnchecked: the master a Sentinel names
+	// others' answers ignored. SentinelNoMaxCheckAge: a check vouches up
+	// to the down-after bound, however long after the check the grant
+	// came. SentinelRunIDUnchecked: the master a Sentinel names
 	// is not compared with the server that granted. SentinelFailoverIgnored:
 	// failover_in_progress does not refuse.
 	SentinelQuorum          bool
-	SentinelNoDownAfter     bool
 	SentinelNoMaxCheckAge   bool
 	SentinelRunIDUnchecked  bool
 	SentinelFailoverIgnored bool

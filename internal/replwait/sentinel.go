@@ -136,7 +136,7 @@ func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
 			bad = append(bad, fmt.Sprintf("%s sees %s as %s", v.Sentinel, v.MasterAddr, v.Flags))
 		case v.DownAfter <= 0:
 			bad = append(bad, fmt.Sprintf("%s gave no down-after-milliseconds", v.Sentinel))
-		case !bugs.SentinelNoDownAfter:
+		default:
 			until = min(until, sent+v.DownAfter-v.DownAfter/rateMargin-v.Age)
 		}
 	}
