@@ -259,8 +259,8 @@ func TestReplicaWait_MasterRestartedCutOff_StillRefuses(t *testing.T) {
 // grants nothing no replica holds. With the mark started from the
 // replicas listed, a master with two replicas that kept one and lost the
 // other to a promotion granted on the one's acknowledgement while the
-// promoted one granted the same ticks (the simulator's seed 7423: a
-// duplicate).
+// promoted one granted the same ticks (the simulator found the
+// duplicate; RELIABILITY.md).
 func TestReplicaWait_MasterRestartedEmptyCutOff_MarkRestored(t *testing.T) {
 	master, _, link := masterWithReplica(t)
 	rdb := master.Client(t)

@@ -144,9 +144,10 @@ var markMutations = []Mutation{
 // markRestored is why two teeth have no seed in the CI set: a node that
 // restores a {ns}:meta Redis lost restores the replicas mark its last
 // grant used (guard.lua), which stops the duplicate these bugs let
-// through in every schedule of 1-10,000 that reached one (seeds 2650 and
-// 166 find them with the mark restored from the replicas listed). They
-// need a restore by a node that never used a grant, a new process.
+// through in every schedule of 1-10,000 that reached one (with the mark
+// restored from the replicas listed, the CI seed set finds both:
+// RELIABILITY.md). They need a restore by a node that never used a grant,
+// a new process.
 const markRestored = "a running node restores a lost registry with its last replicas mark, which also stops this bug's duplicate in the CI seed set; it needs a restore by a new process"
 
 // The Sentinel rule (internal/replwait, sentinel.go), each condition

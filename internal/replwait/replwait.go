@@ -108,7 +108,7 @@ func (w *Waiter) Last() *Status { return w.last.Load() }
 // master restarted empty lists only the replicas that reconnected; with
 // the mark started from those, a replica cut off from it and promoted
 // meanwhile would leave it granting with the other one's acknowledgement
-// alone (the simulator's seed 7423).
+// alone, as the simulator found.
 func (w *Waiter) Mark() int64 { return w.mark.Load() }
 
 var systemClock = clock.System()
