@@ -159,6 +159,7 @@ func view(ctx context.Context, addr string, c *redis.Client, master string) (Sen
 	v.MasterAddr = net.JoinHostPort(fields["ip"], fields["port"])
 	v.RunID, v.Flags, v.Known = fields["runid"], fields["flags"], n+1
 	v.DownAfter = ms("down-after-milliseconds")
+	v.Replicas, _ = strconv.Atoi(fields["num-slaves"])
 	v.Age = max(ms("last-ping-sent"), ms("last-ok-ping-reply"))
 	var addrs []string
 	list, _ := others.Val().([]any)

@@ -2,10 +2,13 @@ package coord_test
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/flaked/flaked/coord"
+	"github.com/flaked/flaked/internal/faultproxy"
 	"github.com/flaked/flaked/internal/redistest"
 )
 
@@ -72,5 +75,77 @@ func TestSentinels_ReplicaAway_GrantsGoOn(t *testing.T) {
 	}
 	if st := reg.ReplicaStatus(); st == nil || st.Via != "sentinels" {
 		t.Fatalf("ReplicaStatus: %+v", st)
+	}
+}
+
+// Fault covered: two replicas that are never listed together at a grant
+// (each away while the other is back) leave the fleet's mark at one; a
+// grant then acknowledged by one alone is missing from the other, which
+// the Sentinels may promote while the old master still grants, and the
+// promoted one's nodes hand out the same values (the SPIN model's
+// repl-turns-counter, docs/model.md). Through Sentinel a grant the
+// Sentinels do not vouch for (here: one of three is down, then all)
+// waits for every replica they know, so it is refused while one is away,
+// whatever the mark; with both back it is used again.
+func TestSentinels_UnvouchedGrantWaitsForEveryKnownReplica(t *testing.T) {
+	redistest.Require(t, "redis-server", "redis-sentinel")
+	master := redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0"}})
+	var links []*faultproxy.Proxy
+	for range 2 {
+		link := faultproxy.Start(t, master.Addr())
+		redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0",
+			"replicaof 127.0.0.1 " + strconv.Itoa(link.Port())}})
+		links = append(links, link)
+	}
+	rdb := master.Client(t)
+	waitOnline(t, rdb, 2)
+	// A long down-after: no Sentinel fails the master over while the
+	// test cuts a replica's link on a loaded machine.
+	sents := redistest.StartSentinels(t, master.Addr(), 2, redistest.SentinelsOptions{DownAfter: 30 * time.Second})
+	set, err := coord.NewSentinels(sents.URL())
+	if err != nil || set == nil {
+		t.Fatalf("NewSentinels: %v %v", set, err)
+	}
+	t.Cleanup(func() { _ = set.Close() })
+	for _, v := range set.Views(ctxT(t)) {
+		if v.Err != nil || v.Replicas != 2 {
+			t.Fatalf("a Sentinel's view: %+v; want 2 replicas known", v)
+		}
+	}
+
+	reg := newReg(t, rdb, coord.Options{ReplicaWait: 200 * time.Millisecond, MinReplicas: 1, Sentinels: set})
+	lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Replica 1 away, and the mark one, as two replicas taking turns
+	// leave it.
+	links[1].Cut()
+	waitOnline(t, rdb, 1)
+	if _, err := coord.SetReplicaMark(ctxT(t), rdb, "", 1, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Renew(ctxT(t)); err != nil {
+		t.Fatalf("a renewal the Sentinels vouch for, replica 1 away: %v", err)
+	}
+	sents.Servers()[2].Stop()
+	err = lease.Renew(ctxT(t))
+	if !errors.Is(err, coord.ErrNotReplicated) || !strings.Contains(err.Error(), "the Sentinels know 2 replicas") ||
+		!strings.Contains(err.Error(), "SENTINEL RESET") {
+		t.Fatalf("a renewal the Sentinels do not vouch for, acknowledged by 1 of the 2 replicas they know: %v", err)
+	}
+	if st := reg.ReplicaStatus(); st == nil || st.Need != 2 || st.Known != 2 || st.Acked != 1 {
+		t.Fatalf("ReplicaStatus: %+v", st)
+	}
+	// No Sentinel answers: the last count any gave stands.
+	sents.Servers()[0].Stop()
+	sents.Servers()[1].Stop()
+	if err := lease.Renew(ctxT(t)); !errors.Is(err, coord.ErrNotReplicated) || !strings.Contains(err.Error(), "the Sentinels know 2 replicas") {
+		t.Fatalf("a renewal with no Sentinel answering: %v", err)
+	}
+	links[1].Heal()
+	waitOnline(t, rdb, 2)
+	if err := lease.Renew(ctxT(t)); err != nil {
+		t.Fatalf("both replicas back: %v", err)
 	}
 }

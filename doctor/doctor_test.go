@@ -235,10 +235,11 @@ func TestNodeCommands_MatchACLFile(t *testing.T) {
 
 // The split-brain check on a Sentinel deployment: after a claim the fleet's
 // replicas mark counts the replica, and every grant waits for it (ok).
-// With the mark lowered below the replicas Sentinel may promote (an
-// operator's --set while the replica still runs, or a replica that
-// attached and left between two grants), a promotion could lose grants
-// the nodes used: unsafe, naming the fix.
+// With the mark lowered to 0 (an operator's --set while the replica still
+// runs) and nodes started with --min-replicas 0, grants wait for no
+// replica, and a promotion could lose grants the nodes used: unsafe,
+// naming the fix. With the replica gone, a grant the Sentinels do not
+// vouch for waits for it and is refused: costly, naming SENTINEL RESET.
 func TestDoctor_SplitBrain_MarkAgainstSentinel(t *testing.T) {
 	redistest.Require(t, "redis-server", "redis-sentinel")
 	s := redistest.StartSentinel(t)
@@ -280,4 +281,18 @@ func TestDoctor_SplitBrain_MarkAgainstSentinel(t *testing.T) {
 		t.Fatalf("mark 0 below the replica Sentinel may promote: %+v, want unsafe", sb)
 	}
 	mustStatus(t, unsafe, doctor.Unsafe, "Sentinel knows", "SENTINEL RESET")
+
+	tg.MinReplicas = 0
+	s.Replica().Kill()
+	sb, _ = results(t, tg, "splitbrain")
+	var known []doctor.Result
+	for _, r := range sb {
+		if r.Server != "" {
+			known = append(known, r)
+		}
+	}
+	if len(known) == 0 {
+		t.Fatalf("no Sentinel row: %+v", sb)
+	}
+	mustStatus(t, known, doctor.Costly, "Sentinel knows 1", "waits for all 1 and is refused", "SENTINEL RESET")
 }

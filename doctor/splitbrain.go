@@ -14,12 +14,11 @@ import (
 // splitbrain: the fleet's replicas high-water mark against the replicas
 // the master lists and, with Sentinel, the replicas Sentinel may promote.
 // A grant is used only once WAIT confirms it on the mark's number of
-// replicas (coord/doc.go, Split brain), so a replica promoted while the
-// old master still grants holds everything the nodes used, provided the
-// mark counted it. Two things break that: the mark above the replicas
-// online (every grant refused: the fleet stops, safely) and a replica
-// Sentinel knows but the mark does not count (it attached and went away
-// between two grants: promoted, it may lack grants).
+// replicas (coord/doc.go, Split brain), or, through Sentinel, when the
+// Sentinels vouch for it or every replica they know confirms it. Two
+// things break that: the mark above the replicas online (every grant
+// refused: the fleet stops, safely) and, with no replica waited for at
+// all (mark and --min-replicas 0), a replica Sentinel may promote.
 func init() { register("splitbrain", true, checkSplitBrain) }
 
 func checkSplitBrain(ctx context.Context, e *env) []Result {
@@ -56,14 +55,16 @@ func checkSplitBrain(ctx context.Context, e *env) []Result {
 	}
 	out := []Result{r}
 	if m.Mark >= 0 {
-		out = append(out, sentinelReplicas(ctx, e, max(m.Mark, floor))...)
+		out = append(out, sentinelReplicas(ctx, e, max(m.Mark, floor), m.Online)...)
 	}
 	return out
 }
 
 // sentinelReplicas compares, for each Sentinel, the replicas it knows (the
-// ones it may promote) with the mark.
-func sentinelReplicas(ctx context.Context, e *env, mark int) []Result {
+// ones it may promote) with what grants wait for: a grant the Sentinels do
+// not vouch for waits for every replica they know (internal/replwait),
+// unless it waits for none (mark for the replicas and its floor both 0).
+func sentinelReplicas(ctx context.Context, e *env, mark, online int) []Result {
 	var out []Result
 	for _, addr := range e.t.Sentinels {
 		r := Result{Server: addr}
@@ -75,20 +76,28 @@ func sentinelReplicas(ctx context.Context, e *env, mark int) []Result {
 			out = append(out, r)
 			continue
 		}
-		// Sentinel promotes none that it sees down or disconnected.
-		known := 0
+		// Sentinel promotes none that it sees down or disconnected, but
+		// keeps each one it once saw until SENTINEL RESET.
+		promotable := 0
 		for _, rep := range reps {
 			if !strings.Contains(rep["flags"], "down") && !strings.Contains(rep["flags"], "disconnected") {
-				known++
+				promotable++
 			}
 		}
-		if known > mark {
+		switch {
+		case mark == 0 && promotable > 0:
 			r.Status = Unsafe
-			r.Detail = fmt.Sprintf("Sentinel knows %d replicas of %s, grants wait for %d (the mark, or --min-replicas when higher): a replica they do not count may be promoted without the grants the nodes used",
-				known, e.t.MasterName, mark)
-			r.Fix = "let the replica attach (the next grant raises the mark to the replicas listed), or SENTINEL RESET " + e.t.MasterName + " if it is gone"
-		} else {
-			r.Detail = fmt.Sprintf("Sentinel knows %d replicas of %s; grants wait for %d (the mark, or --min-replicas when higher)", known, e.t.MasterName, mark)
+			r.Detail = fmt.Sprintf("Sentinel knows %d replicas of %s it may promote, and grants wait for none (the mark 0, --min-replicas 0): a replica promoted while the old master still grants lacks the grants the nodes used",
+				promotable, e.t.MasterName)
+			r.Fix = "leave --min-replicas unset (1 through Sentinel), or let the replica attach (the next grant raises the mark), or SENTINEL RESET " + e.t.MasterName + " if it is gone"
+		case len(reps) > online:
+			r.Status = Costly
+			r.Detail = fmt.Sprintf("Sentinel knows %d replicas of %s and %d are online: a grant the Sentinels do not vouch for waits for all %d and is refused",
+				len(reps), e.t.MasterName, online, len(reps))
+			r.Fix = "bring the replicas back, or SENTINEL RESET " + e.t.MasterName + " on every Sentinel once one is gone for good"
+		default:
+			r.Detail = fmt.Sprintf("Sentinel knows %d replicas of %s; a grant the Sentinels do not vouch for waits for all of them (at least the mark or --min-replicas: %d)",
+				len(reps), e.t.MasterName, mark)
 		}
 		out = append(out, r)
 	}

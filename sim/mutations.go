@@ -139,6 +139,11 @@ var markMutations = []Mutation{
 	{Name: "min-replicas-ignored", Switch: "MinReplicasIgnored",
 		Bug:     "a grant waits for the mark alone, not for --min-replicas above it (a mark started from no replica listed)",
 		Unfound: markRestored},
+	// The mark counts replicas listed at once: two never listed together
+	// keep it at one, and through Sentinel a grant the Sentinels do not
+	// vouch for waits for every replica they know.
+	{Name: "sentinel-replicas-ignored", Requires: ruleAckedReplaced, Switch: "SentinelReplicasIgnored",
+		Bug: "a grant the Sentinels do not vouch for waits for the mark alone, not for every replica they know: two replicas never listed together leave it at one"},
 }
 
 // markRestored is why two teeth have no seed in the CI set: a node that

@@ -620,6 +620,10 @@ func (ss *sentinels) views(i int) []replwait.SentinelView {
 			continue
 		}
 		v.MasterAddr, v.RunID, v.Flags, v.DownAfter, v.Known = s.master.addr, s.runID, s.flags(), ss.downAfter(), len(ss.all)
+		// Every server but the one it names is a replica it knows (as
+		// selectReplica may pick any of them): Sentinel keeps a replica
+		// it once saw until SENTINEL RESET, which the run never sends.
+		v.Replicas = len(ss.d.hosts) - 1
 		// A Sentinel's ID is its address here; it knows every other one.
 		v.ID = s.addr
 		for _, o := range ss.all {

@@ -32,6 +32,8 @@ func setSwitch(name string) (func(), error) {
 		p = &bugs.SentinelRunIDUnchecked
 	case "SentinelFailoverIgnored":
 		p = &bugs.SentinelFailoverIgnored
+	case "SentinelReplicasIgnored":
+		p = &bugs.SentinelReplicasIgnored
 	default:
 		return nil, fmt.Errorf("sim: no switch %q in package bugs", name)
 	}

@@ -20,4 +20,5 @@ const (
 	SentinelNoMaxCheckAge   = false
 	SentinelRunIDUnchecked  = false
 	SentinelFailoverIgnored = false
+	SentinelReplicasIgnored = false
 )

@@ -34,9 +34,12 @@ var (
 	// to the down-after bound, however long after the check the grant
 	// came. SentinelRunIDUnchecked: the master a Sentinel names
 	// is not compared with the server that granted. SentinelFailoverIgnored:
-	// failover_in_progress does not refuse.
+	// failover_in_progress does not refuse. SentinelReplicasIgnored: a
+	// grant the Sentinels do not vouch for waits for the mark alone, not
+	// for every replica they know.
 	SentinelQuorum          bool
 	SentinelNoMaxCheckAge   bool
 	SentinelRunIDUnchecked  bool
 	SentinelFailoverIgnored bool
+	SentinelReplicasIgnored bool
 )

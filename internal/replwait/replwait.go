@@ -67,6 +67,9 @@ type Result struct {
 	// Sentinels is why the Sentinel rule did not vouch for the grant
 	// ("" when it did, or when the deployment has no Sentinels).
 	Sentinels string
+	// Known is how many replicas the Sentinels know, when they did not
+	// vouch for the grant: Need is at least that (Waiter.knownReplicas).
+	Known int64
 }
 
 // Waiter runs a deployment's grants and says whether each may be used.
@@ -90,7 +93,8 @@ type Waiter struct {
 
 	last    atomic.Pointer[Status]
 	mark    atomic.Int64
-	settles sync.Map // *redis.Client -> *settleOnce: see settled
+	known   atomic.Int64 // the Sentinels' replicas at the last check any answered
+	settles sync.Map     // *redis.Client -> *settleOnce: see settled
 }
 
 // Status is the last grant's outcome, for the node's INFO and metrics.
@@ -101,6 +105,28 @@ type Status struct {
 
 // Last returns the outcome of the last grant Run made (nil before any).
 func (w *Waiter) Last() *Status { return w.last.Load() }
+
+// knownReplicas is how many replicas the Sentinels know (the most any of
+// views names, or the last check's when none answered): a grant the
+// Sentinels do not vouch for waits for every one. The mark counts the
+// replicas a master listed at once, not which replicas hold a grant: two
+// that are never listed together keep it at one, and a grant only one of
+// them acknowledged is missing from the other when the Sentinels promote
+// that one while the old master still grants (the SPIN model's
+// repl-turns-counter, docs/model.md). The Sentinels can promote only the
+// replicas they know, and with every one of them acknowledging, a master
+// that lost one to a promotion can no longer get a grant used.
+func (w *Waiter) knownReplicas(views []SentinelView) int64 {
+	n, ok := KnownReplicas(views)
+	if bugs.SentinelReplicasIgnored {
+		return 0
+	}
+	if !ok {
+		return w.known.Load()
+	}
+	w.known.Store(n)
+	return n
+}
 
 // Mark is the replicas high-water mark of the last grant used: what a
 // caller sends with its calls (contract's Mark argument), so that a node
@@ -209,6 +235,8 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		if win.Why == "" {
 			res.Sentinels = fmt.Sprintf("the grant came %v after the check, past what it vouches for", replied-sent)
 		}
+		res.Known = w.knownReplicas(vs)
+		res.Need = max(res.Need, res.Known)
 	}
 	// Wait, not Do: it sets the read timeout to the WAIT's own, past the
 	// client's (1 s by default), which WAIT may well reach.
@@ -224,6 +252,12 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	why := ""
 	if res.Sentinels != "" {
 		why = "; the Sentinels do not vouch for it: " + res.Sentinels
+	}
+	if res.Known > max(w.Floor, toInt(v[needAt])) {
+		return v, res, fmt.Errorf("%w: %d of %d replicas acknowledged within %v (the master lists %s)%s; "+
+			"the Sentinels know %d replicas and may promote any of them: bring the missing ones back, "+
+			"or drop one gone for good from every Sentinel with SENTINEL RESET (docs/operating.md)",
+			ErrNotReplicated, acked, res.Need, timeout, listedText(res.Listed), why, res.Known)
 	}
 	if w.Floor > toInt(v[needAt]) {
 		// The floor, not the mark, asks for more: say so, naming the

@@ -68,6 +68,10 @@ type SentinelView struct {
 	// Known is how many Sentinels it knows, itself included
 	// (num-other-sentinels + 1).
 	Known int
+	// Replicas is how many replicas of the master it knows (num-slaves):
+	// the ones it may promote. A Sentinel keeps a replica it once saw,
+	// down or not, until SENTINEL RESET.
+	Replicas int
 	// Age is the larger of last-ping-sent (how long its PING has been
 	// pending, 0 when none is) and last-ok-ping-reply (its last valid
 	// reply): down-after counts from the older of the two.
@@ -81,6 +85,18 @@ type SentinelView struct {
 // Known).
 type Sentinels interface {
 	Views(ctx context.Context) []SentinelView
+}
+
+// KnownReplicas is the most replicas any Sentinel that answered knows
+// (SentinelView.Replicas), and false when none answered.
+func KnownReplicas(views []SentinelView) (int64, bool) {
+	n, ok := int64(0), false
+	for _, v := range views {
+		if v.Err == nil {
+			n, ok = max(n, int64(v.Replicas)), true
+		}
+	}
+	return n, ok
 }
 
 // Window is what a Sentinel check proves: no replica can have been
