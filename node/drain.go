@@ -54,6 +54,22 @@ func (n *Node) drainingLocked() bool {
 	return n.generatorLocked() != nil && n.genLease != n.lease
 }
 
+// drainLastsLocked reports whether the running generator's grant outlasts
+// two more health checks: what swapDueLocked keeps for the swap.
+func (n *Node) drainLastsLocked() bool {
+	g := n.generatorLocked()
+	if g == nil {
+		return false
+	}
+	st := g.Stats()
+	return st.Granted-max(st.Now, st.Last) > n.swapMarginLocked()
+}
+
+// swapMarginLocked is two health checks' worth of ticks (at least one).
+func (n *Node) swapMarginLocked() int64 {
+	return max(1, int64(2*n.opts.CheckInterval/n.reg.Layout().TimeUnit))
+}
+
 // swapDueLocked reports whether g, draining a lost lease, should give way
 // to a generator under n.lease: g's grant is spent, or nearly (two health
 // checks' worth is left) and the new one issues at once. Not sooner: the
@@ -65,6 +81,5 @@ func (n *Node) swapDueLocked(ctx context.Context, g *flake.Generator) bool {
 	if left <= 0 {
 		return true
 	}
-	checks := max(1, int64(2*n.opts.CheckInterval/n.reg.Layout().TimeUnit))
-	return left <= checks && n.startsNowLocked(ctx)
+	return left <= n.swapMarginLocked() && n.startsNowLocked(ctx)
 }

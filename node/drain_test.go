@@ -213,3 +213,56 @@ func drainedIDs(lay flake.Layout, ids []uint64, granted int64) int {
 	}
 	return n
 }
+
+// Fault: as above, an auto node's lease evicted and its only machine ID
+// taken over, so its claims are refused (no machine ID free) for as long
+// as the other node holds it: a claim refused for a while, as through
+// Sentinel right after a failover that not every Sentinel has seen.
+// Guard: in auto mode too the generator goes on under what the lost lease
+// had granted, trying the claim again, and counter mode takes over only
+// once that grant is nearly spent. A duplicate shows as an ID issued by
+// two of: A's drain, A's counter, B. The drained IDs spanning a second of
+// ticks or more (of A's 3 s reach) show the drain lasted; falling back at
+// the loss spans a health check or two.
+func TestAuto_LeaseEvicted_DrainsGrantBeforeCounter(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	lay, err := flake.NewLayout(8, 1, 0, time.Time{}) // machine ID 0 leasable, 1 the counter's
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := fast(node.Options{Redis: client(t, srv), Registry: coord.Options{Layout: lay}, ReserveAhead: 3 * time.Second,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	aopts := opts
+	aopts.Mode = node.ModeAuto
+	a := newNode(t, aopts)
+	is := startIssuer(a)
+	poll.Until(t, 5*time.Second, "IDs from A", func() bool { return is.count() > 1000 })
+	old := a.Lease()
+	evict(t, srv, old)
+	b, err := node.New(ctxT(t), opts)
+	if err != nil {
+		t.Fatalf("B's claim of the evicted machine ID: %v", err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	poll.Until(t, 10*time.Second, "A's lease lost", func() bool { return old.Err() != nil })
+	lost, granted := is.count(), old.Granted()
+	fromB := issue(t, b, 2000)
+	poll.Until(t, 15*time.Second, "A in counter mode once its grant is spent", func() bool { return a.Mode() == node.ModeCounter })
+	after := is.count()
+	poll.Until(t, 5*time.Second, "counter IDs from A", func() bool { return is.count() > after+1000 })
+	is.halt()
+	is.checkIDs(t, lay, "A")
+	first, last := int64(-1), int64(-1)
+	for _, id := range is.ids[lost:] {
+		if d := lay.Decompose(id); d.MachineID == 0 && d.Tick <= granted {
+			if first < 0 {
+				first = d.Tick // the IDs increase: the first is the lowest
+			}
+			last = d.Tick
+		}
+	}
+	if span := time.Duration(last-first) * lay.TimeUnit; first < 0 || span < time.Second {
+		t.Errorf("A's IDs under its lost lease span %v of ticks after the loss; want a second or more of its 3 s reach", span)
+	}
+	idtest.Unique(t, lay, slices.Concat(is.ids, fromB))
+}

@@ -88,9 +88,25 @@ func (n *Node) checkAutoFlakeLocked(ctx context.Context, now time.Duration) {
 		}
 		reason = "the ticks granted under the lost lease are spent"
 	}
-	if err := n.restartFlakeLocked(ctx, true); err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
+	drains := n.drainingLocked() && n.drainLastsLocked()
+	if drains && now < n.retryAt {
+		return
+	}
+	err := n.restartFlakeLocked(ctx, true)
+	if err == nil && n.flakeUnsafeLocked(ctx, now) == "" {
 		return // a fresh lease fixed it (e.g. a lost lease reclaimed)
-	} else if err != nil {
+	}
+	if err != nil && n.drainingLocked() && n.drainLastsLocked() {
+		// The generator issues on under the lost lease's grant, as in
+		// flake mode (drain.go), and the claim is tried again every
+		// RetryInterval: counter mode takes over only when that grant is
+		// nearly spent, so a claim refused for a while (a failover the
+		// Sentinels have not all seen yet) costs no ID.
+		n.claimErr = err
+		n.retryAt = now + n.opts.RetryInterval
+		return
+	}
+	if err != nil {
 		reason += "; " + err.Error()
 	}
 	n.log.Warn().Str("reason", reason).Msg("flake mode is not safe; falling back to counter mode")

@@ -160,6 +160,25 @@ func TestReplicaFault_FailoverOldMasterStillReached(t *testing.T) {
 	checkGaps(t, "a failover with the old master still reached", f.report(t, "a failover, the old master reached "+split.String(), from, to))
 }
 
+// Fault: the master's host lost (killed, never back): the Sentinels
+// promote a replica and keep the dead master on their list of replicas
+// (until SENTINEL RESET), so a grant they do not vouch for waits for two
+// replicas where the new master has one; 15 s after the promotion (60 s
+// with --long), past the reach, the fleet runs on grants they vouch for.
+// Every ID is checked: the old master's last grants and the new one's.
+func TestReplicaFault_FailoverOldMasterDead(t *testing.T) {
+	after := within(15*time.Second, 60*time.Second)
+	rs, f := replicaFleet(t)
+	from := time.Now()
+	rs.master.Kill()
+	next := rs.waitPromoted(t, 20*time.Second)
+	t.Logf("%s promoted %v after the kill", next, time.Since(from).Round(time.Millisecond))
+	time.Sleep(after)
+	to := time.Now()
+	f.stop(t)
+	checkGaps(t, "a failover, the old master dead", f.report(t, "a failover, the old master dead "+after.String(), from, to))
+}
+
 // Fault: a node of each mode started while one replica is away (8 s, 30 s
 // with --long), 1 s into it. Its first claim or counter segment is not
 // acknowledged: the Sentinels vouch for it, so each starts as it would

@@ -238,6 +238,14 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		res.Known = w.knownReplicas(vs)
 		res.Need = max(res.Need, res.Known)
 	}
+	if listedCount(res.Listed) < res.Need {
+		// More replicas than the master lists cannot acknowledge: the WAIT
+		// is not waited out (a replica may attach meanwhile), so a caller
+		// that tries again (a claim, a counter refill) soon reaches a check
+		// the Sentinels vouch for, as after a failover that not every
+		// Sentinel has seen yet, with the old master on their list.
+		timeout = min(timeout, hopelessWait)
+	}
 	// Wait, not Do: it sets the read timeout to the WAIT's own, past the
 	// client's (1 s by default), which WAIT may well reach.
 	acked, err := conn.Wait(ctx, int(res.Need), timeout).Result()
@@ -320,6 +328,19 @@ func master(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.
 func isRedirect(err error) bool {
 	s := err.Error()
 	return strings.HasPrefix(s, "MOVED ") || strings.HasPrefix(s, "ASK ") || strings.HasPrefix(s, "TRYAGAIN")
+}
+
+// hopelessWait is the WAIT's timeout when the master lists fewer replicas
+// than must acknowledge: short, yet a pause between a caller's tries.
+const hopelessWait = 100 * time.Millisecond
+
+// listedCount is how many replicas a listing ("ip:port state", comma
+// separated) names, in any state.
+func listedCount(s string) int64 {
+	if s == "" {
+		return 0
+	}
+	return int64(strings.Count(s, ",") + 1)
 }
 
 func listedText(s string) string {
