@@ -280,7 +280,16 @@ var availCases = []availCase{
 			f.rs.heal()
 			p.Redirect(next)
 		}},
-	// The issue's first measure: a fleet made with flaked init (its loss
+	// The master's host lost: the Sentinels promote a replica and keep
+	// the dead master on their list, so a grant they do not vouch for
+	// waits for a replica that will not answer.
+	{name: "failover-master-dead", title: "a Sentinel failover, the old master killed and gone for 30 s", replicated: true,
+		fault: func(t *testing.T, f *availFixture) {
+			f.rs.master.Kill()
+			f.rs.waitPromoted(t, 20*time.Second)
+			time.Sleep(30 * time.Second)
+		}},
+	// A fleet made with flaked init (its loss
 	// floor puts the first IDs a horizon ahead of the clock) under load,
 	// a replica gone 15 s after the start.
 	{name: "replica-away-loaded", title: "one of two replicas away 30 s, 15 s after `flaked init`, under load (about 20,000 IDs/s)",
