@@ -111,7 +111,12 @@
 // grant is used only after WAIT n, sent on the
 // connection that ran the script, right after it, reports n replicas,
 // where n = mark = max(mark, connected_slaves), read in the same atomic
-// call. The mark ("replicas" in {ns}:meta) is the most replicas the
+// call, at least Options.MinReplicas, and through Sentinel at least the
+// replicas the Sentinels know (num-slaves: every replica they may
+// promote, kept until SENTINEL RESET), since the mark counts replicas
+// listed at once, not which ones: two replicas never listed together
+// leave it at one (the SPIN model's repl-turns-counter, docs/model.md).
+// The mark ("replicas" in {ns}:meta) is the most replicas the
 // masters of the registry have listed: the scripts raise it, guard.lua
 // keeps it across a restart and lowers it by one for a replica promoted in
 // place of the master that wrote last (master_replid2 is that master's
@@ -142,9 +147,13 @@
 // one replica R's mark is what R lists, so a failover whose old master
 // never returns does not stop the fleet (unless MinReplicas, 1 by
 // default through Sentinel, asks for a replica R does not have yet).
-// With no replica the mark is 0 and no WAIT is sent.
+// Through Sentinel the dead old master stays on the Sentinels' list: a
+// grant they do not vouch for waits for it, and is refused, until
+// SENTINEL RESET. With no replica the mark is 0 and no WAIT is sent.
 //
-// Residual windows, outside the condition:
+// Residual windows, outside the condition, for nodes that do not reach
+// the master through Sentinel (through Sentinel, n counts every replica
+// the Sentinels know, which closes the first three):
 //   - A replica that attaches and detaches between two granting scripts,
 //     never counted in the mark, then is promoted while M grants: it holds
 //     everything up to its detach (a replica starts from a full copy) and

@@ -8,7 +8,8 @@
 // (sentinel.go): a grant made before it is covered by the promoted
 // replica's loss floors, replicated or not. Otherwise WAIT: the script's
 // reply says how many replicas must acknowledge it (the fleet's
-// high-water mark, scripts/lua/replicas.lua), and WAIT, which counts the replicas that
+// high-water mark, scripts/lua/replicas.lua; with Sentinels, at least every
+// replica they know), and WAIT, which counts the replicas that
 // acknowledged the offset of this connection's last write, follows the
 // script on the connection that ran it.
 package replwait
