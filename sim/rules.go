@@ -18,7 +18,7 @@ import (
 // Sentinel check proved, from the views the Sentinels gave and the times
 // the Waiter reads (internal/replwait's WindowOf on the same inputs).
 var Rules = []string{
-	ruleMarkRaised, ruleMarkKept, ruleMarkLowered, ruleMarkFloored, ruleMarkStarted,
+	ruleMarkRaised, ruleMarkKept, ruleMarkLowered, ruleMarkFloored, ruleKnownFloored, ruleMarkStarted,
 	ruleAckedReplaced,
 	ruleVouched, ruleUnreachable, ruleOtherMaster, ruleOldRunID, ruleSDown, ruleODown, ruleDisconnected,
 	ruleFailover, rulePending, ruleLateMaxAge, ruleLateDownAfter, ruleRunIDUnread, ruleVouchedReplaced,
@@ -29,7 +29,11 @@ const (
 	ruleMarkKept    = "mark: kept across a change of server other than a promotion (a restart)"
 	ruleMarkLowered = "mark: lowered by one after a promotion"
 	ruleMarkFloored = "mark: a grant waits for MinReplicas, above the mark"
-	ruleMarkStarted = "mark: started from the replicas listed ({ns}:meta made again)"
+	// Through Sentinel, a grant the Sentinels do not vouch for waits for
+	// every replica they know, when that is more than the mark and
+	// MinReplicas (two replicas never listed together leave the mark low).
+	ruleKnownFloored = "mark: a grant waits for every replica the Sentinels know, above the mark and MinReplicas"
+	ruleMarkStarted  = "mark: started from the replicas listed ({ns}:meta made again)"
 	// A grant an old master ran after a replica was promoted in its place,
 	// used on the replicas' count: acknowledged by the replicas WAIT asked
 	// for (a replica on its side of a split brain), or with none asked
@@ -106,14 +110,18 @@ func (r *run) ruleMark(p *proc, srv *simredis.Server, before markState) {
 	}
 }
 
-// ruleWait counts a WAIT for more replicas than the mark (MinReplicas),
-// and one that confirmed a grant an old master ran after a promotion.
+// ruleWait counts a WAIT for more replicas than the mark (MinReplicas,
+// or the replicas the Sentinels know), and one that confirmed a grant an
+// old master ran after a promotion.
 func (r *run) ruleWait(p *proc, args []string, v any) {
 	n, err := strconv.Atoi(args[1])
 	if err != nil {
 		return
 	}
-	if n > p.lastMark {
+	switch {
+	case n > max(p.lastMark, r.s.MinReplicas):
+		r.rules[ruleKnownFloored]++
+	case n > p.lastMark:
 		r.rules[ruleMarkFloored]++
 	}
 	p.unwaited = false
