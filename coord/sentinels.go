@@ -31,8 +31,9 @@ type SentinelSet struct {
 	master string
 	opt    redis.Options // the options every Sentinel client is made from
 
-	mu      sync.Mutex
-	clients map[string]*redis.Client
+	mu       sync.Mutex
+	clients  map[string]*redis.Client
+	replicas replwait.ReplicaMemory // the replicas they know, for a check none answers
 }
 
 // sentinelTimeout bounds one Sentinel's answer: past it, the check does
@@ -107,11 +108,11 @@ func (s *SentinelSet) Views(ctx context.Context) []SentinelView {
 			fresh[a] = c
 		}
 	}
-	if len(fresh) == 0 {
-		return views
+	if len(fresh) > 0 {
+		more, _ := s.ask(ctx, fresh)
+		views = append(views, more...)
 	}
-	more, _ := s.ask(ctx, fresh)
-	return append(views, more...)
+	return s.replicas.Fill(views)
 }
 
 // ask asks each client for its view at once, and returns the views and

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -663,7 +664,8 @@ func (ss *sentinels) forceFailover(s *sentinel) {
 // goroutine when the script's pipeline reaches the network (run.call), so
 // that the answer is a function of the seed.
 type procSentinels struct {
-	req chan chan []replwait.SentinelView
+	req   chan chan []replwait.SentinelView
+	known replwait.ReplicaMemory // as coord.SentinelSet's, per process
 }
 
 func newProcSentinels() *procSentinels {
@@ -680,7 +682,7 @@ func (p *procSentinels) Views(ctx context.Context) []replwait.SentinelView {
 	}
 	select {
 	case v := <-reply:
-		return v
+		return p.known.Fill(slices.Clone(v))
 	case <-ctx.Done():
 		return nil
 	}

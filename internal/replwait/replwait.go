@@ -94,8 +94,7 @@ type Waiter struct {
 
 	last    atomic.Pointer[Status]
 	mark    atomic.Int64
-	known   atomic.Int64 // the Sentinels' replicas at the last check any answered
-	settles sync.Map     // *redis.Client -> *settleOnce: see settled
+	settles sync.Map // *redis.Client -> *settleOnce: see settled
 }
 
 // Status is the last grant's outcome, for the node's INFO and metrics.
@@ -107,9 +106,8 @@ type Status struct {
 // Last returns the outcome of the last grant Run made (nil before any).
 func (w *Waiter) Last() *Status { return w.last.Load() }
 
-// knownReplicas is how many replicas the Sentinels know (the most any of
-// views names, or the last check's when none answered): a grant the
-// Sentinels do not vouch for waits for every one. The mark counts the
+// knownReplicas is how many replicas the Sentinels know (KnownReplicas),
+// which a grant they do not vouch for waits for. The mark counts the
 // replicas a master listed at once, not which replicas hold a grant: two
 // that are never listed together keep it at one, and a grant only one of
 // them acknowledged is missing from the other when the Sentinels promote
@@ -117,16 +115,11 @@ func (w *Waiter) Last() *Status { return w.last.Load() }
 // repl-turns-counter, docs/model.md). The Sentinels can promote only the
 // replicas they know, and with every one of them acknowledging, a master
 // that lost one to a promotion can no longer get a grant used.
-func (w *Waiter) knownReplicas(views []SentinelView) int64 {
-	n, ok := KnownReplicas(views)
+func knownReplicas(views []SentinelView) (int64, bool) {
 	if bugs.SentinelReplicasIgnored {
-		return 0
+		return 0, true
 	}
-	if !ok {
-		return w.known.Load()
-	}
-	w.known.Store(n)
-	return n
+	return KnownReplicas(views)
 }
 
 // Mark is the replicas high-water mark of the last grant used: what a
@@ -236,8 +229,13 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		if win.Why == "" {
 			res.Sentinels = fmt.Sprintf("the grant came %v after the check, past what it vouches for", replied-sent)
 		}
-		res.Known = w.knownReplicas(vs)
-		res.Need = max(res.Need, res.Known)
+		known, ok := knownReplicas(vs)
+		if !ok {
+			return v, res, fmt.Errorf("%w: the Sentinels do not vouch for it (%s), and none has answered since this process "+
+				"started: the replicas they may promote are unknown", ErrNotReplicated, res.Sentinels)
+		}
+		res.Known = known
+		res.Need = max(res.Need, known)
 	}
 	if listedCount(res.Listed) < res.Need {
 		// More replicas than the master lists cannot acknowledge: the WAIT

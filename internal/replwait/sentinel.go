@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/flaked/flaked/internal/bugs"
@@ -70,7 +71,8 @@ type SentinelView struct {
 	Known int
 	// Replicas is how many replicas of the master it knows (num-slaves):
 	// the ones it may promote. A Sentinel keeps a replica it once saw,
-	// down or not, until SENTINEL RESET.
+	// down or not, until SENTINEL RESET. With Err set: the count of the
+	// last check any Sentinel answered (ReplicaMemory), 0 before any.
 	Replicas int
 	// Age is the larger of last-ping-sent (how long its PING has been
 	// pending, 0 when none is) and last-ok-ping-reply (its last valid
@@ -80,23 +82,57 @@ type SentinelView struct {
 
 // Sentinels gives the views of every Sentinel watching a master, asked at
 // once. Views returns one per Sentinel it knows of, with Err set for those
-// it could not ask; a deployment's Sentinels that the set does not know
+// it could not ask (and their Replicas remembered: ReplicaMemory); a deployment's Sentinels that the set does not know
 // count as not answering (the others name them: SentinelView.Others and
 // Known).
 type Sentinels interface {
 	Views(ctx context.Context) []SentinelView
 }
 
-// KnownReplicas is the most replicas any Sentinel that answered knows
-// (SentinelView.Replicas), and false when none answered.
+// KnownReplicas is the most replicas the views name (SentinelView.Replicas:
+// those the Sentinels that answered know, and what the others answered
+// last), and false when none answered and none is remembered: the
+// replicas the Sentinels may promote are then unknown.
 func KnownReplicas(views []SentinelView) (int64, bool) {
 	n, ok := int64(0), false
 	for _, v := range views {
-		if v.Err == nil {
-			n, ok = max(n, int64(v.Replicas)), true
-		}
+		n = max(n, int64(v.Replicas))
+		ok = ok || v.Err == nil || v.Replicas > 0
 	}
 	return n, ok
+}
+
+// ReplicaMemory carries the replicas the Sentinels know from one check to
+// the next, for a Sentinels of one process, which all its Waiters share:
+// a check no Sentinel answers still knows the replicas they may promote,
+// also for a Waiter whose first check it is (a counter started in the
+// middle of an outage).
+type ReplicaMemory struct {
+	mu sync.Mutex
+	n  int
+}
+
+// Fill records the most replicas the answering views name, when any
+// answered, and gives each view that did not answer the count of the last
+// check any answered (0 before any).
+func (m *ReplicaMemory) Fill(views []SentinelView) []SentinelView {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	answered, n := false, 0
+	for _, v := range views {
+		if v.Err == nil {
+			answered, n = true, max(n, v.Replicas)
+		}
+	}
+	if answered {
+		m.n = n
+	}
+	for i := range views {
+		if views[i].Err != nil {
+			views[i].Replicas = m.n
+		}
+	}
+	return views
 }
 
 // Window is what a Sentinel check proves: no replica can have been

@@ -160,3 +160,57 @@ func TestRun_SentinelsVouch(t *testing.T) {
 		t.Fatalf("again within the window: %+v %v", res, err)
 	}
 }
+
+// memSentinels answers as a process's Sentinels do: the views of those
+// that did not answer carry the replicas the last answer named.
+type memSentinels struct {
+	views func() []replwait.SentinelView
+	mem   replwait.ReplicaMemory
+}
+
+func (m *memSentinels) Views(context.Context) []replwait.SentinelView { return m.mem.Fill(m.views()) }
+
+// Fault covered: the replicas mark at one where the Sentinels know two
+// replicas (two never listed together), and no Sentinel answering the
+// node's check (the node cut off from them while it still reaches the
+// master, which they may be failing over). A grant then waits for both
+// replicas the Sentinels last named, also on a Waiter whose first check
+// this is (an auto node's counter started during the cut): a grant one
+// replica acknowledged could be missing from the other, promoted. A
+// process no Sentinel ever answered knows nothing the Sentinels may
+// promote and refuses.
+func TestRun_NoSentinelAnswers_WaitsForTheReplicasLastKnown(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t, redistest.Options{})
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	keys := []string{"{t}:k", "{t}:meta"}
+	answer := true
+	one := up("s1")
+	one.Known, one.Others, one.Replicas = 1, nil, 2
+	s := &memSentinels{views: func() []replwait.SentinelView {
+		v := one
+		if !answer {
+			v = replwait.SentinelView{Sentinel: "s1", Err: errors.New("dial: i/o timeout")}
+		}
+		return []replwait.SentinelView{v}
+	}}
+	var now, step atomic.Int64
+	step.Store(int64(10 * time.Millisecond))
+	clk := stepClock{&now, &step}
+	first := replwait.Waiter{Meta: "{t}:meta", Sentinels: s, Clock: clk}
+	if _, res, err := first.Run(ctx, rdb, serverGrant, keys, []any{1}, 1, 20*time.Millisecond); err != nil || res.Via != "sentinels" {
+		t.Fatalf("vouched for: %+v %v", res, err)
+	}
+	answer = false
+	fresh := replwait.Waiter{Meta: "{t}:meta", Sentinels: s, Clock: clk}
+	_, res, err := fresh.Run(ctx, rdb, serverGrant, keys, []any{1}, 1, 20*time.Millisecond)
+	if !errors.Is(err, replwait.ErrNotReplicated) || res.Need != 2 || !strings.Contains(err.Error(), "the Sentinels know 2 replicas") {
+		t.Fatalf("no Sentinel answers, 2 replicas known before: %+v %v", res, err)
+	}
+	never := replwait.Waiter{Meta: "{t}:meta", Sentinels: &memSentinels{views: s.views}, Clock: clk}
+	_, _, err = never.Run(ctx, rdb, serverGrant, keys, []any{1}, 1, 20*time.Millisecond)
+	if !errors.Is(err, replwait.ErrNotReplicated) || !strings.Contains(err.Error(), "unknown") {
+		t.Fatalf("no Sentinel ever answered: %v", err)
+	}
+}
