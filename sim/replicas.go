@@ -411,3 +411,45 @@ func (s *Schedule) drawReplicaPatterns(x drawer) {
 		}
 	}
 }
+
+// PatternRebootSplit, a pattern of schedules with Sentinels (1 in 6). The
+// real sequence: the master's host reboots in the first 15 s (its process
+// down), and the Sentinels promote a replica, which the other follows;
+// 2.5-5 s after they may have, a network partition cuts the new master,
+// the other replica and some nodes off from the Sentinels and from the
+// rest (those nodes reach the new master, no Sentinel), and the rebooted
+// host comes back on the Sentinels' side within half a down-after: it
+// cannot reach the new master, and the Sentinels promote it. The new
+// master's mark is one (one less after its promotion, only the other
+// replica listed since), so its grants to the nodes on its side,
+// acknowledged by that replica alone, are missing from the rebooted host:
+// what stops them is that a grant the Sentinels do not vouch for waits
+// for every replica they know.
+const PatternRebootSplit = "reboot-then-split"
+
+// drawRebootSplit adds PatternRebootSplit, from a stream of its own.
+func (s *Schedule) drawRebootSplit(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0x4eb0))}
+	c, n := s.Sentinel, len(s.Nodes)
+	if c == nil || x.IntN(6) != 0 {
+		return
+	}
+	at := x.dur(2*time.Second, 15*time.Second)
+	cut := at + c.DownAfter + x.dur(2500*time.Millisecond, 5*time.Second)
+	back := cut + x.dur(0, c.DownAfter/2)
+	reach := 1 + uint(x.IntN(1<<n-2))
+	dur := c.DownAfter + x.dur(3*time.Second, 2*s.LeaseTTL)
+	// Replica 1 on the new master's side: of the hosts other than the new
+	// master, the one that is not the first host, rebooted (the master
+	// until then in all but the schedules that promoted a replica sooner).
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultRedisDown, For: back - at},
+		Fault{At: cut, Kind: FaultSentinelMasterCut, For: dur, Reach: reach, Replica: 1, Stay: true})
+	for i := range n {
+		if reach&(1<<i) == 0 {
+			continue
+		}
+		for k := range c.Count {
+			s.Faults = append(s.Faults, Fault{At: cut, Kind: FaultSentinelNodeCut, Node: i, Sentinel: k, For: dur})
+		}
+	}
+}

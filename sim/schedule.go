@@ -208,6 +208,7 @@ func NewSchedule(seed uint64) Schedule {
 	s.drawCleanRestartSplit(seed)
 	s.drawFailoverSplit(seed)
 	s.drawEmptyRestartSplit(seed)
+	s.drawRebootSplit(seed)
 	sortFaults(s.Faults)
 	return s
 }
