@@ -12,7 +12,7 @@ import (
 // 2, down-after 500 ms), nodes reaching it through the Sentinels, one
 // daemon per mode under load. One replica's trouble (away, a full
 // resync, lagging), a failover with the old master still reached by some
-// nodes, a node started while a replica is away. Every ID is checked for
+// nodes or dead, a node started while a replica is away. Every ID is checked for
 // duplicates, and the longest stretch without an ID per daemon is held to
 // gapTarget: a replica's trouble is not the fleet's outage.
 //
