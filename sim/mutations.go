@@ -143,8 +143,7 @@ var markMutations = []Mutation{
 	// keep it at one, and through Sentinel a grant the Sentinels do not
 	// vouch for waits for every replica they know.
 	{Name: "sentinel-replicas-ignored", Requires: ruleAckedReplaced, Switch: "SentinelReplicasIgnored",
-		Bug:     "a grant the Sentinels do not vouch for waits for the mark alone, not for every replica they know: two replicas never listed together leave it at one",
-		Unfound: "no seed of 1-10,000 keeps two replicas from being listed together at a grant and then promotes one while the old master grants (the SPIN model finds it: teeth-sentinel-replicas-ignored)"},
+		Bug: "a grant the Sentinels do not vouch for waits for the mark alone, not for every replica they know: the mark at one after a promotion, the rebooted old master promoted while the new one grants to nodes cut off from the Sentinels"},
 }
 
 // markRestored is why two teeth have no seed in the CI set: a node that
@@ -166,7 +165,7 @@ var sentinelMutations = []Mutation{
 	{Name: "sentinel-quorum", Requires: ruleVouchedReplaced, Switch: "SentinelQuorum",
 		Bug: "a majority of the Sentinels vouching is enough: one that sees the master down, or does not answer, is outvoted"},
 	{Name: "sentinel-no-max-check-age", Requires: ruleVouchedReplaced, Switch: "SentinelNoMaxCheckAge",
-		Unfound: "no seed of 1-10,000 lines up a forced failover between a check and a grant delayed past 1 s on the old master, then an overlapping grant on the promoted replica",
+		Unfound: "no seed of 1-10,000 lines up a forced failover between a check and a grant delayed past 1 s on the old master, then an overlapping grant on the promoted replica (the SPIN model finds it: teeth-sentinel-no-max-check-age)",
 		Bug:     "a check vouches up to the down-after bound however late the grant comes: a forced failover lands in between"},
 	{Name: "sentinel-run-id-unchecked", Requires: ruleVouchedReplaced, Switch: "SentinelRunIDUnchecked",
 		Bug: "the master the Sentinels name is not compared with the server that granted: an old master's grant passes once they switched"},
