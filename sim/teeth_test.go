@@ -27,7 +27,7 @@ var foundBy = map[string]uint64{
 	"issue-past-reservation":        21,
 	"release-below-used":            51,
 	"counter-fleet-wide":            12,
-	"counter-floor-time":            5300,
+	"counter-floor-time":            15763,
 	"split-brain-no-wait":           2,
 	"allkeys-allowed":               324,
 	"layout-unchecked":              5,
