@@ -61,8 +61,13 @@ func (n *Node) drainLastsLocked() bool {
 	if g == nil {
 		return false
 	}
+	return grantLeft(g) > n.swapMarginLocked()
+}
+
+// grantLeft is how many ticks of its grant g has not issued yet.
+func grantLeft(g *flake.Generator) int64 {
 	st := g.Stats()
-	return st.Granted-max(st.Now, st.Last) > n.swapMarginLocked()
+	return st.Granted - max(st.Now, st.Last)
 }
 
 // swapMarginLocked is two health checks' worth of ticks (at least one).
@@ -76,8 +81,7 @@ func (n *Node) swapMarginLocked() int64 {
 // new lease starts at the loss floor, ahead of the clock, and every tick
 // drained first keeps the node's IDs nearer its clock.
 func (n *Node) swapDueLocked(ctx context.Context, g *flake.Generator) bool {
-	st := g.Stats()
-	left := st.Granted - max(st.Now, st.Last)
+	left := grantLeft(g)
 	if left <= 0 {
 		return true
 	}

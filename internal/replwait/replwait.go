@@ -69,7 +69,7 @@ type Result struct {
 	// ("" when it did, or when the deployment has no Sentinels).
 	Sentinels string
 	// Known is how many replicas the Sentinels know, when they did not
-	// vouch for the grant: Need is at least that (Waiter.knownReplicas).
+	// vouch for the grant: Need is at least that (knownReplicas).
 	Known int64
 }
 
@@ -105,22 +105,6 @@ type Status struct {
 
 // Last returns the outcome of the last grant Run made (nil before any).
 func (w *Waiter) Last() *Status { return w.last.Load() }
-
-// knownReplicas is how many replicas the Sentinels know (KnownReplicas),
-// which a grant they do not vouch for waits for. The mark counts the
-// replicas a master listed at once, not which replicas hold a grant: two
-// that are never listed together keep it at one, and a grant only one of
-// them acknowledged is missing from the other when the Sentinels promote
-// that one while the old master still grants (the SPIN model's
-// repl-turns-counter, docs/model.md). The Sentinels can promote only the
-// replicas they know, and with every one of them acknowledging, a master
-// that lost one to a promotion can no longer get a grant used.
-func knownReplicas(views []SentinelView) (int64, bool) {
-	if bugs.SentinelReplicasIgnored {
-		return 0, true
-	}
-	return KnownReplicas(views)
-}
 
 // Mark is the replicas high-water mark of the last grant used: what a
 // caller sends with its calls (contract's Mark argument), so that a node
