@@ -127,8 +127,11 @@ var Mutations = []Mutation{
 // promotion of a replica that did not follow the one promoted before.
 var markMutations = []Mutation{
 	{Name: "mark-not-raised", Requires: ruleAckedReplaced, Scripts: granting,
-		Edits: []Edit{{"local want = math.max(mark, listedReplicas())", "local want = mark"}},
+		Edits: []Edit{{"local want = math.max(mark, listedReplicas(), count)", "local want = mark"}},
 		Bug:   "the mark is not raised to the replicas a master lists: a replica that joins later is never waited for"},
+	{Name: "replica-set-ignored", Requires: ruleAckedReplaced, Scripts: granting,
+		Edits: []Edit{{"local want = math.max(mark, listedReplicas(), count)", "local want = math.max(mark, listedReplicas())"}},
+		Bug:   "the mark counts the replicas listed at once, not those listed since by address: two replicas listed in turns leave it at one"},
 	{Name: "mark-reset-on-restart", Requires: ruleAckedReplaced, Scripts: guarded,
 		Edits: []Edit{{"    mark = mark - 1\n  end", "    mark = mark - 1\n  else\n    mark = 0\n  end"}},
 		Bug:   "a change of server other than a promotion (a restart) resets the mark to the replicas listed, often none while they reconnect"},

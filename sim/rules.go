@@ -18,14 +18,18 @@ import (
 // Sentinel check proved, from the views the Sentinels gave and the times
 // the Waiter reads (internal/replwait's WindowOf on the same inputs).
 var Rules = []string{
-	ruleMarkRaised, ruleMarkKept, ruleMarkLowered, ruleMarkFloored, ruleKnownFloored, ruleMarkStarted,
+	ruleMarkRaised, ruleMarkBySet, ruleMarkKept, ruleMarkLowered, ruleMarkFloored, ruleKnownFloored, ruleMarkStarted,
 	ruleAckedReplaced,
 	ruleVouched, ruleUnreachable, ruleOtherMaster, ruleOldRunID, ruleSDown, ruleODown, ruleDisconnected,
 	ruleFailover, rulePending, ruleLateMaxAge, ruleLateDownAfter, ruleRunIDUnread, ruleVouchedReplaced,
 }
 
 const (
-	ruleMarkRaised  = "mark: raised to the replicas listed"
+	ruleMarkRaised = "mark: raised to the replicas listed"
+	// Two replicas listed in turns, never together, count two: the mark
+	// raised above the replicas listed now by those listed since the
+	// server took the registry over, by address.
+	ruleMarkBySet   = "mark: raised above the replicas listed now by those listed since, by address"
 	ruleMarkKept    = "mark: kept across a change of server other than a promotion (a restart)"
 	ruleMarkLowered = "mark: lowered by one after a promotion"
 	ruleMarkFloored = "mark: a grant waits for MinReplicas, above the mark"
@@ -105,6 +109,8 @@ func (r *run) ruleMark(p *proc, srv *simredis.Server, before markState) {
 		} else if before.mark > 0 && after.mark >= before.mark {
 			r.rules[ruleMarkKept]++
 		}
+	case after.mark > before.mark && after.mark > srv.Listed():
+		r.rules[ruleMarkBySet]++
 	case after.mark > before.mark:
 		r.rules[ruleMarkRaised]++
 	}

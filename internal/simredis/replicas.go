@@ -99,6 +99,13 @@ func (s *Server) SetReplicaList(list []Replica) {
 	s.info.replication = ""
 }
 
+// Listed is how many replicas the server lists (INFO's connected_slaves).
+func (s *Server) Listed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.replicas)
+}
+
 // cmdWait is WAIT numreplicas timeout: the number of replicas that hold
 // the connection's last write (all of its own writes, for Do).
 func cmdWait(s *Server, args []string) any {

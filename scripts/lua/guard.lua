@@ -79,12 +79,14 @@ end
 
 -- replicasAfterChange: the mark once this server took the registry over
 -- from previous (run_id:replid): one less for a replica promoted in its
--- place, the same after a restart (replicas.lua).
+-- place, with the replicas listed since counted anew (this server was one
+-- of them), the same after a restart (replicas.lua).
 local function replicasAfterChange(meta, previous)
   local mark = tonumber(redis.call('HGET', meta, 'replicas') or '0') or 0
   local prevRepl = previous and string.match(previous, ':(%w+)$')
   if prevRepl and infoField('master_replid2') == prevRepl then
     mark = mark - 1
+    redis.call('HDEL', meta, 'replica_set')
   end
   return math.max(listedReplicas(), mark)
 end
