@@ -49,6 +49,11 @@ const (
 	// must acknowledge a grant before it is used (replicas.lua). Raised by
 	// the scripts, lowered by flaked audit replicas --set.
 	MetaReplicas = "replicas"
+	// MetaReplicaSet lists the replicas ("ip:port", comma separated) the
+	// master has listed since it took the registry over: the mark is never
+	// below their count (replicas.lua). A promotion and flaked audit
+	// replicas --set start it anew.
+	MetaReplicaSet = "replica_set"
 )
 
 // Types of the events in {ns}:events (Keys.Events), the value of their

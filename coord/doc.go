@@ -110,18 +110,22 @@
 // Otherwise, the second proof (scripts/lua/replicas.lua, internal/replwait): the
 // grant is used only after WAIT n, sent on the
 // connection that ran the script, right after it, reports n replicas,
-// where n = mark = max(mark, connected_slaves), read in the same atomic
+// where n = mark = max(mark, connected_slaves, the replicas listed since
+// the master took the registry over, by address), read in the same atomic
 // call, at least Options.MinReplicas, and through Sentinel at least the
 // replicas the Sentinels know (num-slaves: every replica they may
-// promote, kept until SENTINEL RESET), since the mark counts replicas
-// listed at once, not which ones: two replicas never listed together
-// leave it at one (the SPIN model's repl-turns-counter, docs/model.md).
+// promote, kept until SENTINEL RESET), who may promote one this master
+// has not listed. Counting by address ("replica_set" in {ns}:meta) makes
+// two replicas listed in turns, never together, two: a grant only one of
+// them acknowledged would be missing from the other once promoted (the
+// SPIN model's teeth-replica-set-ignored, docs/model.md).
 // The mark ("replicas" in {ns}:meta) is the most replicas the
 // masters of the registry have listed: the scripts raise it, guard.lua
-// keeps it across a restart and lowers it by one for a replica promoted in
-// place of the master that wrote last (master_replid2 is that master's
-// replid), and only an operator lowers it otherwise (flaked audit replicas
-// --set). WAIT counts replicas whose acknowledged offset covers this
+// keeps it and the set across a restart, and lowers the mark by one and
+// starts the set anew for a replica promoted in place of the master that
+// wrote last (master_replid2 is that master's replid), and only an
+// operator lowers it otherwise (flaked audit replicas --set, which starts
+// the set anew). WAIT counts replicas whose acknowledged offset covers this
 // connection's last write, asking them at once (REPLCONF GETACK), so it
 // waits a replication round trip, not the 1 s acknowledgement period. A
 // grant WAIT does not confirm within Options.ReplicaWait (1 s) is not

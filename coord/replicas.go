@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +101,22 @@ type ReplicaMark struct {
 	Listed, Online int
 	// Replicas are the master's replicas, "ip:port state" each.
 	Replicas []string
+	// Since are the replicas ("ip:port") the master has listed since it
+	// took the registry over, listed now or not: the mark is at least
+	// their count, as a grant one of them missed would be lost if it
+	// were promoted.
+	Since []string `json:",omitempty"`
+}
+
+// Away are the replicas of Since the master does not list now.
+func (m ReplicaMark) Away() []string {
+	var away []string
+	for _, a := range m.Since {
+		if !slices.ContainsFunc(m.Replicas, func(r string) bool { return strings.HasPrefix(r, a+" ") }) {
+			away = append(away, a)
+		}
+	}
+	return away
 }
 
 // Problem says what is wrong with the deployment for the split-brain
@@ -108,9 +125,13 @@ type ReplicaMark struct {
 // only under what they already hold.
 func (m ReplicaMark) Problem() string {
 	if m.Mark > m.Online {
-		return fmt.Sprintf("grants are refused: the fleet's high-water mark of replicas is %d but the master has %d online (%s); "+
+		away := ""
+		if a := m.Away(); len(a) > 0 {
+			away = "; listed since it took the registry over, not now: " + strings.Join(a, ", ")
+		}
+		return fmt.Sprintf("grants are refused: the fleet's high-water mark of replicas is %d but the master has %d online (%s)%s; "+
 			"bring the replicas back, or lower the mark with flaked audit replicas --set %d once they are gone for good",
-			m.Mark, m.Online, strings.Join(m.Replicas, ", "), m.Online)
+			m.Mark, m.Online, strings.Join(m.Replicas, ", "), away, m.Online)
 	}
 	return ""
 }
@@ -145,6 +166,13 @@ func SplitBrainCheck(ctx context.Context, rdb redis.UniversalClient, namespace s
 		if m.Mark, err = strconv.Atoi(v); err != nil {
 			return m, fmt.Errorf("%s %s is %q, not a count", keys.Meta, contract.MetaReplicas, v)
 		}
+	}
+	set, err := c.HGet(ctx, keys.Meta, contract.MetaReplicaSet).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return m, fmt.Errorf("read %s: %w", keys.Meta, err)
+	}
+	if set != "" {
+		m.Since = strings.Split(set, ",")
 	}
 	info, err := c.Info(ctx, "replication").Result()
 	if err != nil {

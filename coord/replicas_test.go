@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -517,5 +518,61 @@ func TestMinReplicas_NoReplicaOnline_Refused(t *testing.T) {
 	}
 	if _, err := coord.NewRegistry(rdb, coord.Options{MinReplicas: -1}); !errors.Is(err, coord.ErrInvalidOptions) {
 		t.Fatalf("MinReplicas -1: %v, want ErrInvalidOptions", err)
+	}
+}
+
+// Fault covered: two replicas listed in turns, never together (one away,
+// for a reboot or a resync, whenever the other is back). A grant only
+// the one listed acknowledged is missing from the other, and promoting
+// that one while the old master still grants would hand out what a node
+// of the old master uses. Counted at once the mark would stay at one, and
+// the grant below would be used; counted by address it is two, and the
+// grant waits until both are listed, or until the operator says one is
+// gone for good (audit replicas --set, which counts the replicas anew).
+func TestReplicaWait_ReplicasInTurns_CountedByAddress(t *testing.T) {
+	redistest.Require(t)
+	master := redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0"}})
+	follow := "replicaof 127.0.0.1 " + strconv.Itoa(master.Port())
+	a := redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0", follow}})
+	b := redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0"}}) // away at first
+	rdb := master.Client(t)
+	waitOnline(t, rdb, 1)
+	reg := newReg(t, rdb, coord.Options{ReplicaWait: 100 * time.Millisecond})
+	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
+		t.Fatalf("claim with replica a listed: %v", err)
+	}
+	// a goes away as b comes back: the master lists one replica, b.
+	if err := a.Client(t).SlaveOf(ctxT(t), "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Client(t).SlaveOf(ctxT(t), "127.0.0.1", strconv.Itoa(master.Port())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, rdb, 1)
+	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); !errors.Is(err, coord.ErrNotReplicated) {
+		t.Fatalf("claim with b listed, a away: %v; want ErrNotReplicated (a was listed since)", err)
+	}
+	m, err := coord.SplitBrainCheck(ctxT(t), rdb, "")
+	if err != nil || m.Mark != 2 || len(m.Since) != 2 || !slices.Equal(m.Away(), []string{"127.0.0.1:" + strconv.Itoa(a.Port())}) ||
+		!strings.Contains(m.Problem(), "not now: 127.0.0.1:"+strconv.Itoa(a.Port())) {
+		t.Fatalf("SplitBrainCheck with a away: %+v %q, %v; want mark 2, a named as away", m, m.Problem(), err)
+	}
+	// a back: both listed, the grant is held by both.
+	if err := a.Client(t).SlaveOf(ctxT(t), "127.0.0.1", strconv.Itoa(master.Port())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, rdb, 2)
+	claimWithin(t, reg, 10*time.Second, "with both replicas listed")
+	// a gone for good: the operator lowers the mark, which counts anew.
+	if err := a.Client(t).SlaveOf(ctxT(t), "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitOnline(t, rdb, 1)
+	if _, err := coord.SetReplicaMark(ctxT(t), rdb, "", 1, "test"); err != nil {
+		t.Fatal(err)
+	}
+	claimWithin(t, reg, 10*time.Second, "once the mark is set to 1")
+	if m, err := coord.SplitBrainCheck(ctxT(t), rdb, ""); err != nil || m.Mark != 1 || len(m.Since) != 1 || m.Problem() != "" {
+		t.Fatalf("SplitBrainCheck after --set 1: %+v %q, %v; want mark 1, b alone listed since", m, m.Problem(), err)
 	}
 }

@@ -80,7 +80,11 @@ func writeReplicas(w io.Writer, r replicasReport) error {
 	if list == "" {
 		list = "none"
 	}
-	_, err := fmt.Fprintf(w, "namespace %s: high-water mark %s; the master lists %d replicas, %d online: %s\n",
-		r.Namespace, mark, r.Listed, r.Online, list)
+	since := strings.Join(r.Since, ", ")
+	if since == "" {
+		since = "none"
+	}
+	_, err := fmt.Fprintf(w, "namespace %s: high-water mark %s; the master lists %d replicas, %d online: %s; listed since it took the registry over: %s\n",
+		r.Namespace, mark, r.Listed, r.Online, list, since)
 	return err
 }

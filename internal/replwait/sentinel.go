@@ -93,14 +93,12 @@ type Sentinels interface {
 // those the Sentinels that answered know, and what the others answered
 // last), and false when none answered and none is remembered: the
 // replicas the Sentinels may promote are then unknown. A grant they do
-// not vouch for waits for that many. The mark counts the replicas a
-// master listed at once, not which replicas hold a grant: two that are
-// never listed together keep it at one, and a grant only one of them
-// acknowledged is missing from the other when the Sentinels promote that
-// one while the old master still grants (the SPIN model's
-// repl-turns-counter, docs/model.md). The Sentinels can promote only the
-// replicas they know, and with every one of them acknowledging, a master
-// that lost one to a promotion can no longer get a grant used.
+// not vouch for waits for that many. The mark counts the replicas the
+// master has listed since it took the registry over; the Sentinels may
+// promote one it has not listed yet (the SPIN model's repl-known-counter,
+// docs/model.md). They can promote only the replicas they know, and with
+// every one of them acknowledging, a master that lost one to a promotion
+// can no longer get a grant used.
 func knownReplicas(views []SentinelView) (int64, bool) {
 	if bugs.SentinelReplicasIgnored {
 		return 0, true
