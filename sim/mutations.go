@@ -79,12 +79,14 @@ var Mutations = []Mutation{
 		Bug: "a grant is used without WAIT confirming it on the fleet's replicas: an old master cut off from them keeps granting while the replica promoted in its place grants too"},
 	// INFO refused (NOPERM) or renamed: read as an empty identity, one
 	// that never changes, the error would hide a failover while INFO is
-	// unreadable.
+	// unreadable. A failover loses grants only where they waited for
+	// fewer replicas than there are: where a process that never used a
+	// grant restored a registry Redis lost, with the mark of the replicas
+	// INFO lists, none (pattern info-restart-then-failover).
 	{Name: "identity-silent", Scripts: guarded,
 		Edits: []Edit{{infoCall, "(function(i) if type(i) == 'string' then return i end return " +
 			"'run_id:0 master_replid:0 maxmemory_policy:noeviction' end)(" + infoCall + ")"}},
-		Bug:     "a refused or renamed INFO reads as an empty identity: a failover while INFO is unreadable is not seen as a loss",
-		Unfound: markRestored},
+		Bug: "a refused or renamed INFO reads as an empty identity: a failover while INFO is unreadable is not seen as a loss"},
 	// allkeys-* eviction: the policy is refused, and {ns}:reserved evicted
 	// reads as a loss (Redis evicts whatever the scripts refuse). Both off,
 	// as in the SPIN model's allkeys tooth: with either one on, an evicted
@@ -141,24 +143,17 @@ var markMutations = []Mutation{
 	{Name: "wait-one-fewer", Requires: ruleAckedReplaced, Scripts: granting,
 		Edits: []Edit{{"return want, table.concat(names, ',')", "return math.max(want - 1, 0), table.concat(names, ',')"}},
 		Bug:   "a grant waits for one replica fewer than the mark"},
-	{Name: "min-replicas-ignored", Switch: "MinReplicasIgnored",
-		Bug:     "a grant waits for the mark alone, not for --min-replicas above it (a mark started from no replica listed)",
-		Unfound: markRestored},
+	// A running node restores a registry Redis lost with the mark of its
+	// last grant; a new process, with the replicas listed, none while they
+	// reconnect (pattern rack-restart-then-split).
+	{Name: "min-replicas-ignored", Requires: ruleAckedReplaced, Switch: "MinReplicasIgnored",
+		Bug: "a grant waits for the mark alone, not for --min-replicas above it (a mark started from no replica listed)"},
 	// The mark counts replicas listed at once: two never listed together
 	// keep it at one, and through Sentinel a grant the Sentinels do not
 	// vouch for waits for every replica they know.
 	{Name: "sentinel-replicas-ignored", Requires: ruleAckedReplaced, Switch: "SentinelReplicasIgnored",
 		Bug: "a grant the Sentinels do not vouch for waits for the mark alone, not for every replica they know: the mark at one after a promotion, the rebooted old master promoted while the new one grants to nodes cut off from the Sentinels"},
 }
-
-// markRestored is why two teeth have no seed in the CI set: a node that
-// restores a {ns}:meta Redis lost restores the replicas mark its last
-// grant used (guard.lua), which stops the duplicate these bugs let
-// through in every schedule of 1-10,000 that reached one (with the mark
-// restored from the replicas listed, the CI seed set finds both:
-// RELIABILITY.md). They need a restore by a node that never used a grant,
-// a new process.
-const markRestored = "a running node restores a lost registry with its last replicas mark, which also stops this bug's duplicate in the CI seed set; it needs a restore by a new process"
 
 // The Sentinel rule (internal/replwait, sentinel.go), each condition
 // weakened. The down-after bound has none: it only shortens a window

@@ -573,8 +573,14 @@ func (d *deployment) offsetOf(h *host) int64 {
 // restart restarts the master with data (nil: none): a new run_id and
 // replication ID, so its replicas, which lost their link, reconnect within
 // a few seconds with a full sync.
+//
+// What it starts from is what its persistence holds from then on: a later
+// restart from the last snapshot never brings back data from before this
+// restart (an operator restores a backup by putting it in the snapshot's
+// place, and a server started empty saves its empty data).
 func (d *deployment) restart(data *simredis.Data) {
 	d.srv.Restart(data)
+	d.saved = d.srv.Snapshot()
 	d.m.runID = d.srv.RunID()
 	for _, h := range d.hosts {
 		if h.follows != d.srv || h == d.m {

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -452,4 +453,75 @@ func (s *Schedule) drawRebootSplit(seed uint64) {
 			s.Faults = append(s.Faults, Fault{At: cut, Kind: FaultSentinelNodeCut, Node: i, Sentinel: k, For: dur})
 		}
 	}
+}
+
+// PatternRackRestartSplit, a pattern of schedules without Sentinels and
+// with --min-replicas (1 in 6). The real sequence: the rack that holds the
+// master and some nodes loses power; it comes back with the master's host
+// empty (no persistence) and its uplink down, so the replicas, in other
+// racks, cannot reach it, and the operator's failover script promotes one
+// (the other follows it or none); the rack's nodes, restarted within a
+// second from their state files, reach only the old master, the others
+// only the promoted replica. The rack's nodes are new processes that never
+// used a grant, so the registry they restore on the old master has the
+// mark of the replicas it lists, none (a running node would restore the
+// mark of its last grant): what stops the old master's grants is
+// --min-replicas above the mark. No replica stays on the rack's side: one
+// there would meet --min-replicas 1 while the other is promoted (the
+// uncovered restart-then-split window). Through Sentinel a grant they do
+// not vouch for also waits for every replica they know, which stops these
+// grants whatever --min-replicas says: hence schedules without them.
+const PatternRackRestartSplit = "rack-restart-then-split"
+
+// drawRackRestartSplit adds PatternRackRestartSplit, from a stream of its
+// own.
+func (s *Schedule) drawRackRestartSplit(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0xa11e))}
+	n := len(s.Nodes)
+	if x.IntN(6) != 0 || s.Sentinel != nil || s.MinReplicas == 0 {
+		return
+	}
+	at := x.dur(2*time.Second, s.Duration-10*time.Second)
+	reach := 1 + uint(x.IntN(1<<n-2))
+	for i := range n {
+		if reach&(1<<i) != 0 {
+			down := x.dur(0, 100*time.Millisecond) // before the master restarts; back after it
+			s.Faults = append(s.Faults, Fault{At: at - down, Kind: FaultCrash, Node: i, For: down + x.dur(0, time.Second), State: StateKept})
+		}
+	}
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultRestartEmpty},
+		Fault{At: at, Kind: FaultSplitBrain, For: x.dur(3*time.Second, 2*s.LeaseTTL), Reach: reach, Replica: x.IntN(2), Follow: x.IntN(2) == 0})
+}
+
+// PatternInfoRestartFailover, a pattern of schedules without Sentinels
+// whose INFO is unreadable (redis-info-noperm, redis-info-renamed; 1 in
+// 2). The real sequence: the rack that holds the master and every node
+// loses power; the master's host comes back empty (no persistence) and
+// every node within a second as a new process from its state file; 1-4 s
+// later the master's host fails again (the power not yet steady) and the
+// operator promotes a replica, which the grants made since the restart
+// may not have reached. With INFO unreadable guard.lua refuses every write,
+// so nothing is granted; read as an identity that never changes (the
+// identity-silent tooth), the registry is restored by a process that
+// never used a grant with the mark of the replicas INFO lists, none, the
+// grants wait for no replica (without --min-replicas), and the promotion
+// that lost the last of them is not seen as a loss. Every node restarts:
+// a running one would restore the mark of its last grant.
+const PatternInfoRestartFailover = "info-restart-then-failover"
+
+// drawInfoRestartFailover adds PatternInfoRestartFailover, from a stream
+// of its own.
+func (s *Schedule) drawInfoRestartFailover(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0x1f0f))}
+	info := slices.ContainsFunc(s.Faults, func(f Fault) bool { return f.Kind == FaultInfoNoPerm || f.Kind == FaultInfoRenamed })
+	if x.IntN(2) != 0 || s.Sentinel != nil || !info {
+		return
+	}
+	at := x.dur(2*time.Second, s.Duration-20*time.Second)
+	for i := range s.Nodes {
+		down := x.dur(0, 100*time.Millisecond) // before the master restarts; back after it
+		s.Faults = append(s.Faults, Fault{At: at - down, Kind: FaultCrash, Node: i, For: down + x.dur(0, time.Second), State: StateKept})
+	}
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultRestartEmpty},
+		Fault{At: at + x.dur(time.Second, 4*time.Second), Kind: FaultFailover, Replica: x.IntN(2), Follow: x.IntN(2) == 0})
 }

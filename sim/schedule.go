@@ -209,6 +209,8 @@ func NewSchedule(seed uint64) Schedule {
 	s.drawFailoverSplit(seed)
 	s.drawEmptyRestartSplit(seed)
 	s.drawRebootSplit(seed)
+	s.drawRackRestartSplit(seed)
+	s.drawInfoRestartFailover(seed)
 	sortFaults(s.Faults)
 	return s
 }
