@@ -211,6 +211,7 @@ func NewSchedule(seed uint64) Schedule {
 	s.drawRebootSplit(seed)
 	s.drawRackRestartSplit(seed)
 	s.drawInfoRestartFailover(seed)
+	s.drawSplitRestartSplit(seed)
 	sortFaults(s.Faults)
 	return s
 }
