@@ -526,8 +526,8 @@ func (s *Schedule) drawInfoRestartFailover(seed uint64) {
 		Fault{At: at + x.dur(time.Second, 4*time.Second), Kind: FaultFailover, Replica: x.IntN(2), Follow: x.IntN(2) == 0})
 }
 
-// PatternSplitRestartSplit, a pattern of schedules without Sentinels (1
-// in 6): a split brain whose promoted replica P the other replica
+// PatternSplitRestartSplit, a pattern of schedules without Sentinels and
+// with --min-replicas (1 in 6): a split brain whose promoted replica P the other replica
 // follows; a planned restart of P 3-20 s later; within 3 s, while P's
 // replicas reconnect, a second split brain with some nodes still on P,
 // the old master back as P's replica and staying with it, and the other
@@ -535,7 +535,10 @@ func (s *Schedule) drawInfoRestartFailover(seed uint64) {
 // (the other before the restart, the old master after it): counted at
 // once its mark stays one, and a grant the old master alone acknowledged
 // is missing from the replica promoted. Counted by address (replicas.lua's
-// replica set) the mark is two and P's grants are refused.
+// replica set) the mark is two and P's grants are refused. With
+// --min-replicas 0 a master that lost {ns}:meta meanwhile (its set with
+// it) opens a window no count closes (docs/guarantees.md, what it does
+// not cover): hence schedules with it.
 const PatternSplitRestartSplit = "split-restart-split"
 
 // drawSplitRestartSplit adds PatternSplitRestartSplit, from a stream of
@@ -543,7 +546,7 @@ const PatternSplitRestartSplit = "split-restart-split"
 func (s *Schedule) drawSplitRestartSplit(seed uint64) {
 	x := drawer{rand.New(rand.NewPCG(seed, 0x5b15))}
 	n := len(s.Nodes)
-	if x.IntN(6) != 0 || s.Sentinel != nil {
+	if x.IntN(6) != 0 || s.Sentinel != nil || s.MinReplicas == 0 {
 		return
 	}
 	at := x.dur(2*time.Second, s.Duration/2)

@@ -37,6 +37,7 @@ var foundBy = map[string]uint64{
 	"seq-restore-unwaited":          48,
 	"seq-segment-across-restore":    3729,
 	"mark-not-raised":               980,
+	"replica-set-ignored":           1311,
 	"mark-reset-on-restart":         1234,
 	"mark-lowered-twice":            10,
 	"wait-one-fewer":                10,
