@@ -167,7 +167,9 @@
 //   - {ns}:meta lost (a restart without persistence, or evicted under
 //     allkeys-*, which Redis does while the scripts refuse): the mark
 //     starts from the replicas listed at the first script, often none
-//     while they reconnect; a replica that does not reattach and is
+//     while they reconnect (a running node restores the count it last
+//     used, not which replicas it counted: another replica listed meets
+//     it while the one counted is away); a replica that does not reattach and is
 //     promoted while this master, partitioned, still grants, lacks those
 //     grants. Without the partition this is a lost suffix, which
 //     guard.lua's floor covers. Options.MinReplicas closes it (and the
