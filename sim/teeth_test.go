@@ -41,7 +41,7 @@ var foundBy = map[string]uint64{
 	"mark-reset-on-restart":         1234,
 	"mark-lowered-twice":            10,
 	"wait-one-fewer":                10,
-	"min-replicas-ignored":          2,
+	"min-replicas-ignored":          530,
 	"sentinel-run-id-unchecked":     6,
 	"sentinel-replicas-ignored":     725,
 	"blocks:issue-past-reservation": 13,
