@@ -101,6 +101,8 @@ bit meta[NS];        /* {ns}:meta exists */
 byte msrv[NS];       /* meta server: the identity it was last written under */
 #ifdef WAITSW
 byte msrep[NS];      /* the master_replid part of it (replicasAfterChange) */
+byte mset[NS];       /* meta replica_set: the replicas listed since this identity took it over,
+                        a bit per server (the scripts key them by address, one per server) */
 #endif
 short mloss[NS];     /* meta loss_ms, in ticks */
 byte mlid[NS];       /* meta loss_id, abstracted to a fresh number per loss */
@@ -233,6 +235,27 @@ byte cval;           /* the value */
 #define CCELL1 (M + 1)   /* region 1's counter machine ID (REGIONS) */
 
 /* ---- Redis data as a whole: replication, snapshots ---- */
+#if defined(CFG_REPL) && defined(WAITSW)
+/* A replica's copy of replica_set is read only if it is promoted in place
+ * of a master other than the one whose replid its {ns}:meta stores (a
+ * promotion in place of that one deletes it at its first script,
+ * replicasAfterChange), or if, promoted, it restarts or is copied to a
+ * replica promoted in turn before that first script. A replica's replid
+ * changes only with a full copy, so the copy is cleared when it stores
+ * the replid the replica follows and the faults left allow neither (two
+ * promotions, or a promotion and a restart): states differing only in it
+ * are one. */
+#ifdef REPL_RESTART
+#define SETREAD (faults + 2 <= MAXF && proms + 1 <= MAXP)
+#else
+#define SETREAD (faults + 2 <= MAXF && proms + 2 <= MAXP)
+#endif
+#define DEADSET(D_) if :: role[D_] == 2 && msrep[D_] == rid[D_] && !SETREAD -> mset[D_] = 0 :: else -> skip fi
+#define DEADSETS DEADSET(0); DEADSET(1); DEADSET(2)
+#else
+#define DEADSET(D_) skip
+#define DEADSETS skip
+#endif
 inline copydata(D_, S_) {
   for (xi : 0 .. M-1) {
     lease[D_*M+xi] = lease[S_*M+xi]; resv[D_*M+xi] = resv[S_*M+xi]
@@ -243,7 +266,7 @@ inline copydata(D_, S_) {
   ctr2[D_] = ctr2[S_];
 #endif
 #ifdef WAITSW
-  msrep[D_] = msrep[S_];
+  msrep[D_] = msrep[S_]; mset[D_] = mset[S_]; DEADSET(D_);
 #endif
   xi = 0
 }
@@ -256,7 +279,7 @@ inline cleardata(D_) {
   ctr2[D_] = NONE;
 #endif
 #ifdef WAITSW
-  msrep[D_] = 0;
+  msrep[D_] = 0; mset[D_] = 0;
 #endif
   xi = 0
 }
@@ -299,7 +322,7 @@ inline havoc(S_) {
   :: meta[S_] = 0; msrv[S_] = 0; mloss[S_] = 0; mlid[S_] = 0; mgen[S_] = 0; mhw[S_] = 0; mres[S_] = 0;
      lay[S_] = 0;
 #ifdef WAITSW
-     msrep[S_] = 0;
+     msrep[S_] = 0; mset[S_] = 0;
 #endif
      skip
   fi;
@@ -359,14 +382,20 @@ inline havoc(S_) {
  * dropping it at once explores every grant that a longer listing allows */
 #define STREAMS(r, S_) (role[r] == 2 && rlnk[r] && rof[r] == (S_))
 #define LISTED(S_) (STREAMS(0, S_) + STREAMS(1, S_) + STREAMS(2, S_))
+/* the replicas S_ lists, a bit per server (replica_set) */
+#define LISTSET(S_) (STREAMS(0, S_) + STREAMS(1, S_) * 2 + STREAMS(2, S_) * 4)
 #else
 #define LISTED(S_) (listed[S_])
+#define LISTSET(S_) (listed[S_] << (1 - (S_)))   /* the other server */
 #endif
+/* the replicas in a replica_set */
+#define SETSIZE(b) (((b) & 1) + (((b) >> 1) & 1) + (((b) >> 2) & 1))
 
 /* replicasAfterChange: the mark once server S_ took {ns}:meta over from
  * the identity stored: one less when S_ is a replica promoted in place of
- * that server (its master_replid2 is the replid stored), the same after a
- * restart; never below the replicas listed now */
+ * that server (its master_replid2 is the replid stored), with the replicas
+ * listed since counted anew (S_ was one of them), the same after a restart;
+ * never below the replicas listed now */
 #if defined(WAITSW) && !defined(SENTINEL_ONLY)
 #if defined(BUG_mark_reset)
 /* the bug (DESIGN-26 as written): reset to the replicas listed now */
@@ -387,10 +416,14 @@ inline afterChange(S_) {
   xd = MARKDEC(S_);
   if :: mhw[S_] > xd -> mhw[S_] = mhw[S_] - xd :: else -> mhw[S_] = 0 fi;
   mhw[S_] = MAX(mhw[S_], LISTED(S_));
+  if :: xd != 0 -> mset[S_] = 0 :: else -> skip fi;
   msrep[S_] = rid[S_]
 }
+/* a {ns}:meta restored after Redis lost it has no replica_set */
+#define CLRSET(S_) mset[S_] = 0
 #else
 #define afterChange(S_) skip
+#define CLRSET(S_) skip
 #endif
 
 /* a fresh loss ID: only renewals read it (flake mode) */
@@ -409,7 +442,7 @@ inline guard(S_, G_, K_) {
      meta[S_] = 1; msrv[S_] = ident[S_]; mloss[S_] = RT(S_); NEWLID(S_);
      if :: G_ == 0 -> ngen++; mgen[S_] = ngen :: else -> mgen[S_] = G_ fi; xhow = 1;
      /* the mark starts from the replicas listed */
-     mhw[S_] = 0; afterChange(S_)
+     mhw[S_] = 0; CLRSET(S_); afterChange(S_)
   :: meta[S_] && msrv[S_] == ident[S_] && !RESGONE(S_) -> xhow = 0
   :: else ->
      /* reservations gone under the same server: the next claim writes both again */
@@ -420,16 +453,28 @@ inline guard(S_, G_, K_) {
 }
 
 /* replicas.lua, at the end of a grant (claim, renewal, counter segment):
- * the mark raised to the replicas listed, and the count the grant must
+ * the replicas listed added to the replica_set, the mark raised to the
+ * replicas listed and to the size of the set (two replicas listed in
+ * turns, never together, count two: a grant only one of them acknowledged
+ * is missing from the other once promoted), and the count the grant must
  * reach (xn), floored by the operator's --min-replicas (WAIT_MIN, which
  * internal/replwait applies) */
 #ifdef SENTINEL_ONLY
 /* (the mark plays no part) */
 #define needed(S_) xn = 0
 #elif defined(WAITSW)
+#ifdef BUG_replica_set_ignored
+/* the bug: the replicas listed at once counted, not those listed since */
+#define RAISESET(S_) skip
+#define SETCOUNT(S_) 0
+#else
+#define RAISESET(S_) mset[S_] = mset[S_] | LISTSET(S_)
+#define SETCOUNT(S_) SETSIZE(mset[S_])
+#endif
 inline needed(S_) {
+  RAISESET(S_);
 #ifndef BUG_mark_unraised
-  mhw[S_] = MAX(mhw[S_], LISTED(S_));
+  mhw[S_] = MAX(mhw[S_], MAX(LISTED(S_), SETCOUNT(S_)));
 #endif
 #ifdef BUG_wait_listed
   xn = LISTED(S_);        /* the bug: the replicas listed now, not the mark */
@@ -629,7 +674,7 @@ inline usecounter(P_, C_, F_, E_) {
 /* a replica becomes master: a new replid, the one it had (its master's)
  * as master_replid2 */
 #define PROMOTE(r) faults++; proms++; role[r] = 1; acc[r] = 1; rlnk[r] = 0; \
-  RIDPROMOTE(r); nid++; ident[r] = nid; printf("EV PROMOTED %d\n", r); PROMDATA(r)
+  RIDPROMOTE(r); nid++; ident[r] = nid; printf("EV PROMOTED %d\n", r); PROMDATA(r); DEADSETS
 #ifdef SENTINEL_ONLY
 /* With the Sentinel rule alone no grant waits for a replica, so what a
  * replica holds is drawn when it is promoted, as in CFG_FAILOVER: any
@@ -1358,7 +1403,7 @@ end:
   /* a master restarts with its data (a new run_id and replid, no
    * master_replid2); its replicas lose their stream */
   :: atomic { JOINED && faults < MAXF && ANY3(ISMASTER) -> PICK3(ISMASTER); faults++;
-       RIDRESTART(xo); nid++; ident[xo] = nid;
+       RIDRESTART(xo); nid++; ident[xo] = nid; DEADSETS;
        for (xi : 0 .. NS-1) { if :: rof[xi] == xo -> rlnk[xi] = 0 :: else -> skip fi }; xi = 0;
        printf("EV RESTART %d\n", xo); xo = 0 }
 #endif

@@ -44,7 +44,9 @@ var replayFlags = []string{"-DM=2", "-DH=3", "-DLEAD=2", "-DSEG=2",
 // of the fleet's layout beside one of another layout (the stray); and
 // three servers (a master and two replicas attaching, detaching,
 // resyncing, promoted one after another, a master restarting), where the
-// replicas' high-water mark each grant returns is compared too.
+// replicas' high-water mark each grant returns is compared too. Each
+// server lists its replicas at one address per server (replicas.lua's
+// replica_set counts them by address, the model by server).
 var replayConfigs = [][]string{
 	{"-DCFG_LOSS", "-DP=2", "-DCLONE"},
 	{"-DCFG_FAILOVER", "-DP=2", "-DCLONE"},
@@ -96,14 +98,15 @@ func TestReplay_ScriptsMatchModel(t *testing.T) {
 		}
 	}
 	t.Logf("%d script calls replayed; registry restored by a knower %d times, refused to a stranger (NOREGISTRY) %d times, "+
-		"a stray's layout refused %d times; %d replicas marks compared, %d of them on a promoted replica",
-		total.calls, total.restored, total.noRegistry, total.layout, total.marks, total.promoted)
+		"a stray's layout refused %d times; %d replicas marks compared, %d of them on a promoted replica, %d raised by the replicas listed since",
+		total.calls, total.restored, total.noRegistry, total.layout, total.marks, total.promoted, total.bySet)
 	if total.calls < 500 {
 		t.Fatalf("only %d script calls replayed: the simulations no longer print them?", total.calls)
 	}
-	if total.restored == 0 || total.noRegistry == 0 || total.layout == 0 || total.promoted == 0 {
-		t.Fatalf("the simulations no longer reach a registry restore (%d), a NOREGISTRY refusal (%d), a LAYOUT refusal (%d) "+
-			"or a mark on a promoted replica (%d)", total.restored, total.noRegistry, total.layout, total.promoted)
+	if total.restored == 0 || total.noRegistry == 0 || total.layout == 0 || total.promoted == 0 || total.bySet == 0 {
+		t.Fatalf("the simulations no longer reach a registry restore (%d), a NOREGISTRY refusal (%d), a LAYOUT refusal (%d), "+
+			"a mark on a promoted replica (%d) or one raised by the replicas listed since (%d)",
+			total.restored, total.noRegistry, total.layout, total.promoted, total.bySet)
 	}
 }
 
@@ -115,6 +118,7 @@ type tally struct {
 	layout     int // LAYOUT refusals (claims and counters)
 	marks      int // grants whose replicas mark was compared (three servers)
 	promoted   int // of them, on a promoted replica (the mark it took over from the master it replaced)
+	bySet      int // of them, above both the mark before the call and the replicas listed: replica_set's count
 }
 
 func (t *tally) add(o tally) {
@@ -124,6 +128,7 @@ func (t *tally) add(o tally) {
 	t.layout += o.layout
 	t.marks += o.marks
 	t.promoted += o.promoted
+	t.bySet += o.bySet
 }
 
 // proc is what the replay knows of one process slot, from the real
@@ -157,9 +162,15 @@ type replay struct {
 	// wait: a grant is used, and the state file written, once WAIT
 	// confirmed it (WAITOK)
 	wait bool
+	// markBefore and listedBefore: {ns}:meta's mark and the replicas
+	// listed as the last script call found them
+	markBefore, listedBefore int64
 	// need is the replicas count the last grant's reply carried, and
-	// needSrv its server (-1: none since the model's last NEED)
+	// needSrv its server (-1: none since the model's last NEED); above is
+	// whether it exceeds both the mark before the call and the replicas
+	// listed (replica_set raised it)
 	need, needSrv int64
+	above         bool
 	tally
 }
 
@@ -218,7 +229,12 @@ func (r *replay) do(s int, args ...string) any {
 
 func (r *replay) eval(s int, script string, keys []string, argv []any) []any {
 	r.tally.calls++
-	r.srv[s].SetReplicaList(r.listed(s))
+	listed := r.listed(s)
+	r.srv[s].SetReplicaList(listed)
+	r.markBefore, r.listedBefore = 0, int64(len(listed))
+	if m, ok := r.srv[s].Field(r.keys.Meta, "replicas"); ok {
+		r.markBefore, _ = strconv.ParseInt(m, 10, 64)
+	}
 	cmd := []string{"EVAL", script, strconv.Itoa(len(keys))}
 	cmd = append(cmd, keys...)
 	for _, a := range argv {
@@ -239,6 +255,13 @@ func (r *replay) eval(s int, script string, keys []string, argv []any) []any {
 	default:
 		return []any{x}
 	}
+}
+
+// granted records the replicas count a grant on server s carried, for
+// the model's NEED that follows.
+func (r *replay) granted(s int, need int64) {
+	r.need, r.needSrv = need, int64(s)
+	r.above = need > r.markBefore && need > r.listedBefore
 }
 
 func str(v any) string { return fmt.Sprint(v) }
@@ -355,6 +378,9 @@ func (r *replay) run(out []byte) {
 			r.tally.marks++
 			if r.repl[n(1)].promoted {
 				r.tally.promoted++
+			}
+			if r.above {
+				r.tally.bySet++
 			}
 			r.needSrv = -1
 		case "DATA": // a key of the data a loss brought back
@@ -491,7 +517,7 @@ func (r *replay) claim(f []string) {
 		r.fail("claim: the script gave ID %v floor %v, the model ID %s floor %s", res[1], res[2], m, f[7])
 	}
 	p.mid, p.token, p.held, p.gen, p.lossID = int(atoi(r.t, m)), "t"+tok, num(res[2]), str(res[3]), str(res[9])
-	r.need, r.needSrv = num(res[claimNeedAt]), int64(s)
+	r.granted(s, num(res[claimNeedAt]))
 	p.stateFile = func() { p.sfTok, p.sfMid, p.sfFloor = tok, m, num(res[2]) }
 	if !r.wait {
 		p.stateFile()
@@ -536,7 +562,7 @@ func (r *replay) renew(f []string) {
 		p.stateFile()
 		p.stateFile = nil
 	}
-	r.need, r.needSrv = num(res[renewNeedAt]), int64(s)
+	r.granted(s, num(res[renewNeedAt]))
 }
 
 // release: RELEASE p s last
@@ -576,6 +602,6 @@ func (r *replay) counter(f []string) {
 		}
 		p.counterLast = last
 		p.known = true // fallback.Counter.known: set at a segment
-		r.need, r.needSrv = num(res[counterNeedAt]), int64(s)
+		r.granted(s, num(res[counterNeedAt]))
 	}
 }
