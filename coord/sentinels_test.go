@@ -78,15 +78,15 @@ func TestSentinels_ReplicaAway_GrantsGoOn(t *testing.T) {
 	}
 }
 
-// Fault covered: two replicas that are never listed together at a grant
-// (each away while the other is back) leave the fleet's mark at one; a
-// grant then acknowledged by one alone is missing from the other, which
+// Fault covered: a replica the Sentinels may promote that the fleet's
+// mark does not count (here the mark is set to one with a replica away);
+// a grant then acknowledged by the other alone is missing from it, which
 // the Sentinels may promote while the old master still grants, and the
 // promoted one's nodes hand out the same values (the SPIN model's
-// repl-turns-counter, docs/model.md). Through Sentinel a grant the
-// Sentinels do not vouch for (here: one of three is down, then all)
-// waits for every replica they know, so it is refused while one is away,
-// whatever the mark; with both back it is used again.
+// teeth-sentinel-replicas-ignored, docs/model.md). Through Sentinel a
+// grant the Sentinels do not vouch for (here: one of three is down, then
+// all) waits for every replica they know, so it is refused while one is
+// away, whatever the mark; with both back it is used again.
 func TestSentinels_UnvouchedGrantWaitsForEveryKnownReplica(t *testing.T) {
 	redistest.Require(t, "redis-server", "redis-sentinel")
 	master := redistest.Start(t, redistest.Options{Args: []string{"repl-diskless-sync-delay 0"}})
@@ -118,8 +118,8 @@ func TestSentinels_UnvouchedGrantWaitsForEveryKnownReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Replica 1 away, and the mark one, as two replicas taking turns
-	// leave it.
+	// Replica 1 away, and the mark one: an operator's --set 1 for its
+	// planned restart, which also counts the replicas listed anew.
 	links[1].Cut()
 	waitOnline(t, rdb, 1)
 	if _, err := coord.SetReplicaMark(ctxT(t), rdb, "", 1, "test"); err != nil {

@@ -148,9 +148,9 @@ var markMutations = []Mutation{
 	// reconnect (pattern rack-restart-then-split).
 	{Name: "min-replicas-ignored", Requires: ruleAckedReplaced, Switch: "MinReplicasIgnored",
 		Bug: "a grant waits for the mark alone, not for --min-replicas above it (a mark started from no replica listed)"},
-	// The mark counts replicas listed at once: two never listed together
-	// keep it at one, and through Sentinel a grant the Sentinels do not
-	// vouch for waits for every replica they know.
+	// Through Sentinel a grant the Sentinels do not vouch for waits for
+	// every replica they know, which the mark may not count: one they
+	// promote that this master has not listed.
 	{Name: "sentinel-replicas-ignored", Requires: ruleAckedReplaced, Switch: "SentinelReplicasIgnored",
 		Bug: "a grant the Sentinels do not vouch for waits for the mark alone, not for every replica they know: the mark at one after a promotion, the rebooted old master promoted while the new one grants to nodes cut off from the Sentinels"},
 }
