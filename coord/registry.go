@@ -78,7 +78,8 @@ func NewRegistry(rdb redis.UniversalClient, opts Options) (*Registry, error) {
 		return nil, err
 	}
 	keys := contract.NewKeys(o.Namespace)
-	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Clock: o.Clock}}, nil
+	return &Registry{rdb: rdb, opts: o, keys: keys, wait: replwait.Waiter{Meta: keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Clock: o.Clock,
+		Marks: new(replwait.MarkMemory)}}, nil
 }
 
 // Options returns the registry's options with defaults filled in.
@@ -470,3 +471,9 @@ func toInt64(v any) int64 {
 	n, _ := strconv.ParseInt(fmt.Sprint(v), 10, 64)
 	return n
 }
+
+// MarkMemory is the replicas mark of the registry's last grant used, for
+// the process's other grants to share (fallback.Options.Marks,
+// seq.Options.Marks): a {ns}:meta Redis lost is restored with the
+// process's last mark, whichever kind of grant used it.
+func (r *Registry) MarkMemory() *replwait.MarkMemory { return r.wait.Marks }

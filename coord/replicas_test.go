@@ -576,3 +576,43 @@ func TestReplicaWait_ReplicasInTurns_CountedByAddress(t *testing.T) {
 		t.Fatalf("SplitBrainCheck after --set 1: %+v %q, %v; want mark 1, b alone listed since", m, m.Problem(), err)
 	}
 }
+
+// Fault covered: Redis loses everything (here FLUSHALL) while its one
+// replica is away, and the first grant after it is a counter segment of
+// a node that held a lease until then (an auto node falling back to
+// counter mode just as its lease is lost). The counter restores {ns}:meta
+// with the process's last mark, the registry's: with a mark of its own,
+// none before its first segment, the mark would start from the replicas
+// listed, none, and a segment no replica holds would be used; promoted,
+// the replica would grant the same values.
+func TestReplicaWait_MetaLost_CounterRestoresTheProcessMark(t *testing.T) {
+	master, replica, _ := masterWithReplica(t)
+	rdb := master.Client(t)
+	reg := newReg(t, rdb, coord.Options{ReplicaWait: 100 * time.Millisecond})
+	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if m := reg.MarkMemory().Load(); m != 1 {
+		t.Fatalf("the registry's mark after a claim with one replica: %d, want 1", m)
+	}
+	replica.Kill()
+	waitOnline(t, rdb, 0)
+	if err := rdb.FlushAll(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	counter, err := fallback.New(rdb, fallback.Options{ReplicaWait: 100 * time.Millisecond, MinSegment: 10, MaxSegment: 10,
+		Known: true, Marks: reg.MarkMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer counter.Close()
+	ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Second)
+	defer cancel()
+	if id, err := counter.NextID(ctx); !errors.Is(err, fallback.ErrUnavailable) || !errors.Is(counter.Stats().LastError, fallback.ErrNotReplicated) {
+		t.Fatalf("counter after the loss, the replica away: %d, %v (last error %v); want ErrUnavailable, refused for want of the replica",
+			id, err, counter.Stats().LastError)
+	}
+	if m, err := coord.SplitBrainCheck(ctxT(t), rdb, ""); err != nil || m.Mark != 1 {
+		t.Fatalf("the mark {ns}:meta was restored with: %+v, %v; want 1", m, err)
+	}
+}

@@ -128,7 +128,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Counter, error) {
 	}
 	c.wait.Meta = c.keys.Meta
 	c.wait.Floor = int64(c.opts.MinReplicas)
-	c.wait.Sentinels, c.wait.Clock = c.opts.Sentinels, c.opts.Clock
+	c.wait.Sentinels, c.wait.Clock, c.wait.Marks = c.opts.Sentinels, c.opts.Clock, c.opts.Marks
 	c.args = contract.CounterArgs{
 		Keys: c.keys, EpochUs: l.StartTime.UnixMicro(), TickUs: float64(l.TimeUnit) / float64(time.Microsecond),
 		SeqBits: l.BitsSequence, Lead: c.leadTicks, Layout: l.String(), EventsMaxLen: o.EventsMaxLen,

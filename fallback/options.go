@@ -93,6 +93,10 @@ type Options struct {
 	// Sentinels is coord.Options.Sentinels: segments the Sentinels vouch
 	// for are used without waiting for the replicas.
 	Sentinels replwait.Sentinels
+	// Marks is the process's replicas mark of its last grant used
+	// (coord.Registry.MarkMemory, which a node passes here): the counter
+	// restores a {ns}:meta Redis lost with it. nil: the counter's own.
+	Marks *replwait.MarkMemory
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -5,7 +5,18 @@ import (
 	"time"
 
 	"github.com/flaked/flaked/fallback"
+	"github.com/flaked/flaked/internal/replwait"
 )
+
+// Marks are the replicas mark memories of the node's registry, of the
+// counter it would start and of its sequences.
+func (n *Node) Marks() (reg, counter, seqs *replwait.MarkMemory, err error) {
+	s, err := n.Sequences()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return n.reg.MarkMemory(), n.opts.counterOptions(n.reg).Marks, s.Options().Marks, nil
+}
 
 // Crash stops the node the way kill -9 would, as far as the fleet can
 // tell: nothing more is issued, nothing is released, the state file lock

@@ -229,6 +229,9 @@ func (o *Options) counterOptions(reg *coord.Registry) fallback.Options {
 	if co.Sentinels == nil {
 		co.Sentinels = reg.Options().Sentinels
 	}
+	if co.Marks == nil {
+		co.Marks = reg.MarkMemory()
+	}
 	if co.Host == "" {
 		co.Host, co.PID = reg.Options().Owner.Host, reg.Options().Owner.PID
 	}

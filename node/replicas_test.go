@@ -120,3 +120,19 @@ func acked(rdb redis.UniversalClient, n int) error {
 	}
 	return err
 }
+
+// A node restores a {ns}:meta Redis lost with the mark of its last grant
+// used, whichever kind of grant used it: its registry, its counter and its
+// sequences share one (coord's TestReplicaWait_MetaLost_CounterRestoresTheProcessMark
+// shows the duplicate a counter's own mark, none before its first
+// segment, lets through).
+func TestNode_GrantsShareTheRegistryMark(t *testing.T) {
+	n := newNode(t, node.Options{Redis: client(t, realRedis(t)), Mode: node.ModeFlake})
+	reg, counter, seqs, err := n.Marks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg == nil || counter != reg || seqs != reg {
+		t.Fatalf("mark memories: registry %p, counter %p, sequences %p; want one", reg, counter, seqs)
+	}
+}

@@ -33,7 +33,7 @@ func (n *Node) Sequences() (*seq.Sequences, error) {
 		s, n.seqs.err = seq.New(n.rdb, seq.Options{
 			Namespace: ro.Namespace, Clock: n.opts.Clock, Rand: ro.Rand,
 			EventsMaxLen: n.opts.Counter.EventsMaxLen, Host: ro.Owner.Host, PID: ro.Owner.PID,
-			RedisIdentity: ro.RedisIdentity, MinReplicas: ro.MinReplicas, Sentinels: ro.Sentinels,
+			RedisIdentity: ro.RedisIdentity, MinReplicas: ro.MinReplicas, Sentinels: ro.Sentinels, Marks: n.reg.MarkMemory(),
 			// Only when the node's registry ran under it: a node started in
 			// counter mode while Redis was away has seen no registry, and
 			// a {ns}:meta it made would keep flaked init from making one.

@@ -44,6 +44,8 @@ type Options struct {
 	// Sentinels is coord.Options.Sentinels: segments the Sentinels vouch
 	// for are used without waiting for the replicas.
 	Sentinels replwait.Sentinels
+	// Marks is fallback.Options.Marks, for sequences.
+	Marks *replwait.MarkMemory
 	// Known says the caller has run under the namespace's registry (a node
 	// that started): it then restores {ns}:meta if Redis lost it, as it
 	// does once seq.lua has answered it. Otherwise a namespace without a

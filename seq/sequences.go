@@ -140,12 +140,15 @@ func New(rdb redis.UniversalClient, opts Options) (*Sequences, error) {
 		return nil, err
 	}
 	s := &Sequences{rdb: rdb, opts: o, keys: contract.NewKeys(o.Namespace)}
-	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Clock: o.Clock}
+	s.wait = replwait.Waiter{Meta: s.keys.Meta, Floor: int64(o.MinReplicas), Sentinels: o.Sentinels, Clock: o.Clock, Marks: o.Marks}
 	s.tags.Store(&map[string]*tag{})
 	s.known.Store(o.Known)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
+
+// Options returns the options with defaults filled in.
+func (s *Sequences) Options() Options { return s.opts }
 
 func (s *Sequences) args(op, tagName string) contract.SeqArgs {
 	gen := ""

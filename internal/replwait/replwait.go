@@ -91,10 +91,34 @@ type Waiter struct {
 	// Clock is what the Sentinel rule measures with and waits on; nil
 	// means the process's clock.
 	Clock clock.Clock
+	// Marks, when set, is the mark of the last grant used shared with
+	// the process's other Waiters; nil means the Waiter's own.
+	Marks *MarkMemory
 
 	last    atomic.Pointer[Status]
-	mark    atomic.Int64
+	own     MarkMemory
 	settles sync.Map // *redis.Client -> *settleOnce: see settled
+}
+
+// MarkMemory is the replicas mark of the last grant a process used,
+// shared by its Waiters (a node's registry, counter and sequences): a
+// node restores a {ns}:meta that Redis lost with its last mark, whichever
+// kind of grant used it. With a mark of its own, an auto node's counter,
+// which takes over just when Redis lost everything, would restore it with
+// none before its first segment.
+type MarkMemory struct{ v atomic.Int64 }
+
+// Load returns the mark last stored (0 before any).
+func (m *MarkMemory) Load() int64 { return m.v.Load() }
+
+// Store records the mark of a grant used.
+func (m *MarkMemory) Store(n int64) { m.v.Store(n) }
+
+func (w *Waiter) marks() *MarkMemory {
+	if w.Marks != nil {
+		return w.Marks
+	}
+	return &w.own
 }
 
 // Status is the last grant's outcome, for the node's INFO and metrics.
@@ -113,7 +137,7 @@ func (w *Waiter) Last() *Status { return w.last.Load() }
 // the mark started from those, a replica cut off from it and promoted
 // meanwhile would leave it granting with the other one's acknowledgement
 // alone, as the simulator found.
-func (w *Waiter) Mark() int64 { return w.mark.Load() }
+func (w *Waiter) Mark() int64 { return w.marks().Load() }
 
 var systemClock = clock.System()
 
@@ -139,7 +163,7 @@ func (w *Waiter) Run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 	needAt int, timeout time.Duration) ([]any, Result, error) {
 	v, res, err := w.run(ctx, rdb, s, keys, argv, needAt, timeout)
 	if res.Via != "" {
-		w.mark.Store(toInt(v[needAt]))
+		w.marks().Store(toInt(v[needAt]))
 	}
 	if res.Via != "" || err != nil && errors.Is(err, ErrNotReplicated) {
 		st := &Status{Result: res}
