@@ -245,15 +245,12 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 		res.Known = known
 		res.Need = max(res.Need, known)
 	}
-	if sentinels && listedCount(res.Listed) < res.Need {
+	if listedCount(res.Listed) < res.Need {
 		// More replicas than the master lists cannot acknowledge: the WAIT
-		// is not waited out, so a caller that tries again (a claim, a
-		// counter refill) soon reaches a check the Sentinels vouch for, as
-		// after a failover that not every Sentinel has seen yet, with the
-		// old master on their list. Without Sentinels no check can vouch:
-		// the WAIT runs its course (it returns as soon as a replica that
-		// attaches meanwhile acknowledges), and the grant is not run again
-		// ten times a second.
+		// is not waited out (a replica may attach meanwhile), so a caller
+		// that tries again (a claim, a counter refill) soon reaches a check
+		// the Sentinels vouch for, as after a failover that not every
+		// Sentinel has seen yet, with the old master on their list.
 		timeout = min(timeout, hopelessWait)
 	}
 	// Wait, not Do: it sets the read timeout to the WAIT's own, past the
