@@ -41,9 +41,9 @@ var foundBy = map[string]uint64{
 	"mark-lowered-twice":            10,
 	"wait-one-fewer":                10,
 	"min-replicas-ignored":          2,
-	"sentinel-quorum":               681,
 	"sentinel-run-id-unchecked":     6,
 	"sentinel-replicas-ignored":     725,
+	"sentinel-quorum":               681,
 	"blocks:issue-past-reservation": 13,
 	"blocks:release-below-used":     51,
 }
