@@ -648,17 +648,15 @@ func (s *Schedule) drawZoneCut(seed uint64) {
 	if reach == 0 {
 		reach = 1 << ((k + 1) % n)
 	}
+	forced := c.Quorum > 1 || x.IntN(2) == 0
 	promoted := c.DownAfter + time.Second // the lone Sentinel's failover
-	var forced []Fault
-	if c.Quorum > 1 || x.IntN(2) == 0 {
-		promoted = x.dur(2*time.Second, 20*time.Second)
-		forced = append(forced, Fault{Kind: FaultSentinelFailover, Sentinel: k, pattern: PatternZoneCut})
+	if forced {
+		promoted = x.dur(2*time.Second, 20*time.Second) // the operator's
 	}
 	cutFor := promoted + x.dur(s.LeaseTTL, 2*s.LeaseTTL)
 	at := x.dur(2*time.Second, max(2*time.Second, s.Duration-cutFor-5*time.Second))
-	for i := range forced {
-		forced[i].At = at + promoted
-	}
 	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultSentinelZoneCut, Sentinel: k, Reach: reach, For: cutFor, pattern: PatternZoneCut})
-	s.Faults = append(s.Faults, forced...)
+	if forced {
+		s.Faults = append(s.Faults, Fault{At: at + promoted, Kind: FaultSentinelFailover, Sentinel: k, pattern: PatternZoneCut})
+	}
 }
