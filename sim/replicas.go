@@ -37,6 +37,14 @@ const (
 	FaultSentinelNodeCut   = "sentinel-node-cut"
 	FaultSentinelFailover  = "sentinel-failover"
 	FaultSentinelMasterCut = "sentinel-master-cut"
+	// Redis's port cut between two zones for For, the Sentinels' port
+	// open (a firewall or network ACL change that names Redis's port):
+	// the master's zone holds the master, every Sentinel but Sentinel and
+	// the nodes in Reach; the other zone holds the replicas, Sentinel and
+	// the other nodes. The Sentinels still reach one another (they ask
+	// and vote) but share no Redis instance across the cut, so a
+	// promotion on one side is not learnt on the other until it heals.
+	FaultSentinelZoneCut = "sentinel-zone-cut"
 	// A planned restart of the master: SHUTDOWN saves a snapshot, the
 	// process starts again from it (a new run_id, nothing lost), and its
 	// replicas reconnect with a full sync.
@@ -50,7 +58,7 @@ const (
 func midFault(kind string) bool {
 	switch kind {
 	case FaultReplicaDown, FaultReplicaCut, FaultReplicaLag, FaultReplicaResync, FaultSentinelAway, FaultSentinelDisagree,
-		FaultSentinelNodeCut, FaultSentinelFailover, FaultSentinelMasterCut:
+		FaultSentinelNodeCut, FaultSentinelFailover, FaultSentinelMasterCut, FaultSentinelZoneCut:
 		return true
 	}
 	return false
@@ -152,6 +160,9 @@ func (f Fault) replicaString() string {
 			s += fmt.Sprintf(", replica %d on its side", f.Replica)
 		}
 		return s
+	case FaultSentinelZoneCut:
+		return fmt.Sprintf(": for %v, the master with nodes %v and the Sentinels but %d, the replicas with Sentinel %d and the other nodes",
+			f.For, reachNodes(f.Reach), f.Sentinel, f.Sentinel)
 	}
 	return ""
 }
@@ -238,6 +249,50 @@ func (r *run) injectReplicas(f Fault) {
 		ss.forceFailover(s)
 	case FaultSentinelMasterCut:
 		r.masterCut(f, f.Reach)
+	case FaultSentinelZoneCut:
+		r.zoneCut(f, s)
+	}
+}
+
+// zoneCut cuts Redis's port between the master's zone (the master, the
+// Sentinels but lone, the nodes in f.Reach) and the other one (the other
+// hosts, lone, the other nodes) for f.For: the replicas' links to the
+// master are cut and connect again (a partial sync) when it heals, unless
+// a promotion re-pointed them meanwhile.
+func (r *run) zoneCut(f Fault, lone *sentinel) {
+	d, now := r.redis, r.w.now
+	end := now + f.For
+	m := d.m
+	m.replCut = max(m.replCut, end)
+	lone.masterCut[m.i] = max(lone.masterCut[m.i], end)
+	for _, h := range d.hosts {
+		if h == m {
+			continue
+		}
+		for _, s := range d.sentinels.all {
+			if s != lone {
+				s.masterCut[h.i] = max(s.masterCut[h.i], end)
+			}
+		}
+		for i := range r.slots {
+			if f.Reach&(1<<i) != 0 {
+				h.nodeCut[i] = max(h.nodeCut[i], end)
+			}
+		}
+		if h.follows == d.srv && h.cutUntil <= now {
+			h.cutAt, h.cutUntil = now, end
+			srv, gen := h.follows, h.gen
+			r.w.atMid(end, func() {
+				if h.gen == gen && h.follows == srv && h != d.m {
+					d.attach(h, srv, false)
+				}
+			})
+		}
+	}
+	for i := range r.slots {
+		if f.Reach&(1<<i) == 0 {
+			m.nodeCut[i] = max(m.nodeCut[i], end)
+		}
 	}
 }
 
@@ -568,4 +623,54 @@ func (s *Schedule) drawSplitRestartSplit(seed uint64) {
 		return
 	}
 	s.Faults = append(s.Faults, first, Fault{At: restart, Kind: FaultRestartClean, pattern: PatternSplitRestartSplit}, second)
+}
+
+// PatternZoneCut, a pattern of schedules with Sentinels (1 in 6). The
+// real sequence: a firewall or network ACL change drops Redis's port
+// between two zones for longer than a lease while the Sentinels' port
+// stays open. The master, two Sentinels and some nodes are in one zone;
+// both replicas, the third Sentinel and the other nodes (among them one
+// that asks that Sentinel first, as the nodes of a zone ask its own
+// Sentinel) in the other. That Sentinel sees the master down while the
+// two beside it see it up: with quorum 1 (half of those schedules) it
+// fails over alone once down-after passed, the two voting for it as a
+// Sentinel votes whatever it sees; otherwise the operator, paged by the
+// failing nodes of the replicas' zone, runs SENTINEL FAILOVER on it 2-20
+// s after the cut (the two others reach no replica to promote). The
+// promoted replica takes the writes of the nodes that dial it through
+// that Sentinel. The two beside the old master share no Redis instance
+// with it, so they learn nothing of the promotion until the cut heals,
+// and meanwhile the old master takes the writes of the nodes beside it,
+// which take over the machine IDs whose leases expire there. Every check
+// of those nodes finds two Sentinels of three naming the old master up:
+// what refuses their grants is the third (the rule asks every Sentinel,
+// not a majority) flagging it down or failover_in_progress, or naming the
+// promoted replica once it switched.
+const PatternZoneCut = "zone-cut-failover"
+
+// drawZoneCut adds PatternZoneCut, from a stream of its own.
+func (s *Schedule) drawZoneCut(seed uint64) {
+	x := drawer{rand.New(rand.NewPCG(seed, 0x2c07))}
+	c, n := s.Sentinel, len(s.Nodes)
+	if c == nil || x.IntN(6) != 0 {
+		return
+	}
+	k := x.IntN(c.Count)
+	// The nodes beside the master: some, never node k, which asks
+	// Sentinel k first (run.route).
+	reach := uint(x.IntN(1<<n-1)) &^ (1 << k)
+	if reach == 0 {
+		reach = 1 << ((k + 1) % n)
+	}
+	forced := c.Quorum > 1 || x.IntN(2) == 0
+	promoted := c.DownAfter + time.Second // the lone Sentinel's failover
+	if forced {
+		promoted = x.dur(2*time.Second, 20*time.Second) // the operator's
+	}
+	cutFor := promoted + x.dur(s.LeaseTTL, 2*s.LeaseTTL)
+	at := x.dur(2*time.Second, max(2*time.Second, s.Duration-cutFor-5*time.Second))
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultSentinelZoneCut, Sentinel: k, Reach: reach, For: cutFor, pattern: PatternZoneCut})
+	if forced {
+		s.Faults = append(s.Faults, Fault{At: at + promoted, Kind: FaultSentinelFailover, Sentinel: k, pattern: PatternZoneCut})
+	}
 }

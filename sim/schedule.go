@@ -149,7 +149,7 @@ func (f Fault) String() string {
 			b.WriteString(f.promotionString())
 		}
 	case FaultReplicaDown, FaultReplicaCut, FaultReplicaLag, FaultReplicaResync, FaultSentinelAway, FaultSentinelDisagree,
-		FaultSentinelNodeCut, FaultSentinelFailover, FaultSentinelMasterCut:
+		FaultSentinelNodeCut, FaultSentinelFailover, FaultSentinelMasterCut, FaultSentinelZoneCut:
 		b.WriteString(f.replicaString())
 	case FaultRedisDown:
 		fmt.Fprintf(&b, " for %v", f.For)
@@ -212,6 +212,7 @@ func NewSchedule(seed uint64) Schedule {
 	s.drawRackRestartSplit(seed)
 	s.drawInfoRestartFailover(seed)
 	s.drawSplitRestartSplit(seed)
+	s.drawZoneCut(seed)
 	sortFaults(s.Faults)
 	return s
 }

@@ -20,7 +20,7 @@ const teethSeeds = 10000
 // it no longer fails (a change to the code or to the simulator's draws
 // moves the seeds), then logs the seed to record here.
 var foundBy = map[string]uint64{
-	"state-file-token":              582,
+	"state-file-token":              106,
 	"loss-floor-ignored":            181,
 	"renew-across-loss":             3167,
 	"reclaim-below-reservation":     5354,
@@ -44,6 +44,7 @@ var foundBy = map[string]uint64{
 	"min-replicas-ignored":          530,
 	"sentinel-run-id-unchecked":     6,
 	"sentinel-replicas-ignored":     725,
+	"sentinel-quorum":               681,
 	"blocks:issue-past-reservation": 13,
 	"blocks:release-below-used":     51,
 }
