@@ -582,20 +582,19 @@ func (s *Schedule) drawInfoRestartFailover(seed uint64) {
 }
 
 // PatternSplitRestartSplit, a pattern of schedules without Sentinels and
-// with --min-replicas (1 in 6): a split brain whose promoted replica P the other replica
-// follows; a planned restart of P 3-20 s later; within 3 s, while P's
-// replicas reconnect, a second split brain with some nodes still on P,
-// the old master back as P's replica and staying with it, and the other
-// replica promoted. P lists the two replicas in turns, never together
-// (the other before the restart, the old master after it): counted at
-// once its mark stays one, and a grant the old master alone acknowledged
-// is missing from the replica promoted. Counted by address (replicas.lua's
-// replica set) the mark is two and P's grants are refused. Only in
-// schedules that promote nothing and lose nothing before its second
-// split (below). With
-// --min-replicas 0 a master that lost {ns}:meta meanwhile (its set with
-// it) opens a window no count closes (docs/guarantees.md, what it does
-// not cover): hence schedules with it.
+// with --min-replicas (1 in 6): a split brain whose promoted replica P
+// the other replica follows; a planned restart of P 3-20 s later; within
+// 3 s, while P's replicas reconnect, a second split brain with some nodes
+// still on P, the old master back as P's replica and staying with it, and
+// the other replica promoted. P lists the two replicas in turns, never
+// together (the other before the restart, the old master after it):
+// counted at once its mark stays one, and a grant the old master alone
+// acknowledged is missing from the replica promoted. Counted by address
+// (replicas.lua's replica set) the mark is two and P's grants are
+// refused. Only in schedules that promote nothing and lose nothing before
+// its second split (below). With --min-replicas 0 a master that lost
+// {ns}:meta meanwhile (its set with it) opens a window no count closes
+// (docs/guarantees.md, what it does not cover): hence schedules with it.
 const PatternSplitRestartSplit = "split-restart-split"
 
 // drawSplitRestartSplit adds PatternSplitRestartSplit, from a stream of
