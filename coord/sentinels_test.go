@@ -1,15 +1,18 @@
 package coord_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/internal/faultproxy"
 	"github.com/flaked/flaked/internal/redistest"
+	"github.com/flaked/flaked/internal/replwait"
 )
 
 // Fault covered: the replica Sentinel may promote is away (paused: it
@@ -34,7 +37,8 @@ func TestSentinels_ReplicaAway_GrantsGoOn(t *testing.T) {
 		t.Fatalf("views: %+v", views)
 	}
 
-	reg := newReg(t, rdb, coord.Options{ReplicaWait: 100 * time.Millisecond, Sentinels: set})
+	asked := &countedSentinels{Sentinels: set}
+	reg := newReg(t, rdb, coord.Options{ReplicaWait: 100 * time.Millisecond, Sentinels: asked})
 	lease, err := reg.Claim(ctxT(t), coord.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -53,22 +57,23 @@ func TestSentinels_ReplicaAway_GrantsGoOn(t *testing.T) {
 	if err := other.Renew(ctxT(t)); !errors.Is(err, coord.ErrNotReplicated) {
 		t.Fatalf("without Sentinels, a renewal no replica acknowledged: %v", err)
 	}
-	// Down-after is 1 s and the Sentinel PINGs once a second, so a check
-	// now and then finds its last reply too old to vouch for anything:
-	// such a grant falls back to the WAIT and is refused; the next check
-	// vouches again.
-	renewed := 0
-	for i := 0; i < 20 && renewed < 5; i++ {
-		err := lease.Renew(ctxT(t))
-		switch {
-		case err == nil:
-			renewed++
-		case !errors.Is(err, coord.ErrNotReplicated):
-			t.Fatalf("renewal through the Sentinel rule: %v", err)
+	// Down-after is 1 s and the Sentinel PINGs once a second, so at the
+	// end of each second the check sent with a grant finds its last reply
+	// nearly down-after old and vouches for nothing: the Waiter asks again
+	// after the grant's reply, and that check vouches. Every renewal goes
+	// through; renewals spread over up to 5 s meet such checks (more
+	// Views calls than renewals).
+	renewals := 0
+	asked.calls.Store(0)
+	for ; renewals < 100 && asked.calls.Load() < int64(renewals)+3; renewals++ {
+		if err := lease.Renew(ctxT(t)); err != nil {
+			t.Fatalf("renewal %d through the Sentinel rule, the replica away: %v", renewals, err)
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if renewed < 5 {
-		t.Fatalf("%d of 20 renewals through the Sentinel rule went through", renewed)
+	if n := asked.calls.Load(); n <= int64(renewals) {
+		t.Fatalf("%d renewals over %v asked the Sentinels %d times: no first check left a grant out, so the second check went untested",
+			renewals, time.Duration(renewals)*50*time.Millisecond, n)
 	}
 	if _, err := reg.Claim(ctxT(t), coord.ClaimOptions{}); err != nil {
 		t.Fatalf("a claim with the replica away: %v", err)
@@ -148,4 +153,15 @@ func TestSentinels_UnvouchedGrantWaitsForEveryKnownReplica(t *testing.T) {
 	if err := lease.Renew(ctxT(t)); err != nil {
 		t.Fatalf("both replicas back: %v", err)
 	}
+}
+
+// countedSentinels counts the checks a registry sends.
+type countedSentinels struct {
+	replwait.Sentinels
+	calls atomic.Int64
+}
+
+func (c *countedSentinels) Views(ctx context.Context) []replwait.SentinelView {
+	c.calls.Add(1)
+	return c.Sentinels.Views(ctx)
 }

@@ -137,6 +137,12 @@ var markMutations = []Mutation{
 	{Name: "mark-reset-on-restart", Requires: ruleAckedReplaced, Scripts: guarded,
 		Edits: []Edit{{"    redis.call('HDEL', meta, 'replica_set')\n  end", "    redis.call('HDEL', meta, 'replica_set')\n  else\n    mark = 0\n    redis.call('HDEL', meta, 'replica_set')\n  end"}},
 		Bug:   "a change of server other than a promotion (a restart) resets the mark and the replicas counted to the replicas listed, often none while they reconnect"},
+	{Name: "mark-lowered-always", Requires: ruleAckedReplaced, Scripts: guarded,
+		Edits: []Edit{{"  if prevRepl and infoField('master_replid2') == prevRepl then", "  if prevRepl then"}},
+		Bug:   "any change of server lowers the mark by one, a restart too: a master restarted with its replicas still away waits for one fewer"},
+	{Name: "mark-lowered-any-promotion", Requires: ruleAckedReplaced, Scripts: guarded,
+		Edits: []Edit{{"  if prevRepl and infoField('master_replid2') == prevRepl then", "  if prevRepl and infoField('master_replid2') ~= string.rep('0', 40) then"}},
+		Bug:   "the mark is lowered by one for any promoted replica, not only one promoted in place of the master that wrote last: a replica that did not follow the newest master, promoted, lowers it again"},
 	{Name: "mark-lowered-twice", Requires: ruleAckedReplaced, Scripts: guarded,
 		Edits: []Edit{{"    mark = mark - 1\n", "    mark = mark - 2\n"}},
 		Bug:   "a promotion lowers the mark by two: a replica the promoted one left behind is not waited for"},
@@ -176,6 +182,17 @@ var sentinelMutations = []Mutation{
 		Bug: "a check vouches up to the down-after bound however late the grant comes: a forced failover lands in between"},
 	{Name: "sentinel-run-id-unchecked", Requires: ruleVouchedReplaced, Switch: "SentinelRunIDUnchecked",
 		Bug: "the master the Sentinels name is not compared with the server that granted: an old master's grant passes once they switched"},
+	// The second check, sent after the grant's reply when the first one's
+	// bound leaves the grant out: reusing the first answers vouches for a
+	// grant however long it took, as sentinel-no-max-check-age, and with
+	// no down-after bound either.
+	{Name: "sentinel-recheck-reused", Requires: ruleVouchedReplaced, Switch: "SentinelRecheckReused",
+		Bug: "the second check reuses the first one's answers, given before the grant ran: a grant delayed past a promotion passes",
+		Unfound: "as sentinel-no-max-check-age, of which it is a wider version (no down-after bound either): it needs a " +
+			"promotion between a check and a grant delayed past a second on a stalled old master, and the promoted " +
+			"replica's first script before that grant runs, which the simulator's calls to a stalled master (the whole " +
+			"stall, no client read timeout) do not line up: no seed of 1-10,000 gives a duplicate (the SPIN model finds " +
+			"it: teeth-sentinel-recheck-reused)"},
 	{Name: "sentinel-failover-ignored", Requires: ruleVouchedReplaced, Switch: "SentinelFailoverIgnored",
 		Bug: "failover_in_progress does not refuse: a grant on the old master during a forced failover passes",
 		Unfound: "the leader alone flags failover_in_progress, naming the old master, from the promotion until it switches, " +

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flaked/flaked/contract"
+	"github.com/flaked/flaked/internal/bugs"
 	"github.com/flaked/flaked/internal/replwait"
 	"github.com/flaked/flaked/internal/simredis"
 )
@@ -21,7 +22,8 @@ var Rules = []string{
 	ruleMarkRaised, ruleMarkBySet, ruleMarkKept, ruleMarkLowered, ruleMarkFloored, ruleKnownFloored, ruleMarkStarted,
 	ruleAckedReplaced,
 	ruleVouched, ruleUnreachable, ruleOtherMaster, ruleOldRunID, ruleSDown, ruleODown, ruleDisconnected,
-	ruleFailover, rulePending, ruleLateMaxAge, ruleLateDownAfter, ruleRunIDUnread, ruleVouchedReplaced,
+	ruleFailover, rulePending, ruleLateMaxAge, ruleLateDownAfter, ruleRunIDUnread, ruleRecheckVouched, ruleRecheckRefused,
+	ruleVouchedReplaced,
 }
 
 const (
@@ -53,10 +55,15 @@ const (
 	ruleODown         = "sentinel: refused: a Sentinel sees the master o_down"
 	ruleDisconnected  = "sentinel: refused: a Sentinel's link to the master is disconnected"
 	ruleFailover      = "sentinel: refused: failover_in_progress"
-	rulePending       = "sentinel: refused: a PING pending for nearly down-after"
-	ruleLateMaxAge    = "sentinel: refused: the grant came past MaxCheckAge"
-	ruleLateDownAfter = "sentinel: refused: the grant came past the down-after bound"
-	ruleRunIDUnread   = "sentinel: refused: the granting server's run ID unread"
+	// The first check leaves the grant out by its bound alone (every
+	// Sentinel names the master up): the Waiter asks again after the
+	// grant's reply, and that second check vouches or refuses.
+	rulePending        = "sentinel: asked again: a PING pending (or a last reply) nearly down-after old"
+	ruleLateMaxAge     = "sentinel: asked again: the grant came past MaxCheckAge"
+	ruleLateDownAfter  = "sentinel: asked again: the grant came past the down-after bound"
+	ruleRecheckVouched = "sentinel: vouched by the second check, after the grant's reply"
+	ruleRecheckRefused = "sentinel: refused by the second check, after the grant's reply"
+	ruleRunIDUnread    = "sentinel: refused: the granting server's run ID unread"
 	// A grant an old master ran more than MaxCheckAge after a replica was
 	// promoted in its place, vouched for. The rule vouches for a grant run
 	// at most MaxCheckAge after a promotion the Sentinels report (inside
@@ -155,9 +162,16 @@ func (r *run) ruleCheck(p *proc, v any, err error) {
 		return // the Waiter sends the script again, with no new check
 	}
 	p.check = nil
+	// As the Waiter decides (replwait.Waiter.run): a grant's reply ends
+	// with the replicas it needs and those listed; the Sentinels are asked
+	// nothing when no replica must hold it.
 	reply, ok := c.reply.([]any)
-	if c.err != nil || !ok || len(reply) == 0 || reply[0] != "OK" || max(p.lastMark, r.s.MinReplicas) <= 0 {
-		return // no grant, or one no replica must hold: the Waiter asks nothing of the Sentinels
+	floor := r.s.MinReplicas
+	if bugs.MinReplicasIgnored {
+		floor = 0
+	}
+	if c.err != nil || !ok || len(reply) < 7 || reply[0] != "OK" || bugs.ReplicaWaitOff || max(needOf(reply), floor) <= 0 {
+		return
 	}
 	server, _ := v.(string)
 	if err != nil {
@@ -165,20 +179,22 @@ func (r *run) ruleCheck(p *proc, v any, err error) {
 	}
 	runID, _, _ := strings.Cut(server, ":")
 	win := replwait.WindowOf(c.sent, c.views, runID)
-	switch {
-	case win.Until > 0 && r.w.now < win.Until:
-		p.unwaited = false // used on the Sentinels' word
-		r.rules[ruleVouched]++
-		if at, ok := r.redis.replacedAt[p.pinned]; ok && p.ranReplaced && p.ranAt-at > replwait.MaxCheckAge {
-			r.rules[ruleVouchedReplaced]++
-			r.redis.log("node %d: a grant the old master ran after a promotion vouched for: sent %v, views %+v", p.slot.i, c.sent, c.views)
-		}
+	if win.Until > 0 && r.w.now < win.Until {
+		r.vouched(p, c.sent, c.views)
 		return
+	}
+	if win.Up {
+		r.recheck(p, runID, c.views)
+	}
+	switch {
 	case win.Until > 0 && win.Until == c.sent+replwait.MaxCheckAge:
 		r.rules[ruleLateMaxAge]++
 		return
 	case win.Until > 0:
 		r.rules[ruleLateDownAfter]++
+		return
+	case win.Up:
+		r.rules[rulePending]++
 		return
 	case runID == "":
 		r.rules[ruleRunIDUnread]++
@@ -213,9 +229,63 @@ func (r *run) ruleCheck(p *proc, v any, err error) {
 		}
 	}
 	if len(seen) == 0 {
-		seen[rulePending] = true
+		seen[ruleUnreachable] = true // fewer answered than the Sentinels know
 	}
 	for k := range seen {
 		r.rules[k]++
 	}
+}
+
+// vouched counts a grant used on the Sentinels' word, from a check sent at
+// sent that gave views.
+func (r *run) vouched(p *proc, sent time.Duration, views []replwait.SentinelView) {
+	p.unwaited = false
+	r.rules[ruleVouched]++
+	if at, ok := r.redis.replacedAt[p.pinned]; ok && p.ranReplaced && p.ranAt-at > replwait.MaxCheckAge {
+		r.rules[ruleVouchedReplaced]++
+		r.redis.log("node %d: a grant the old master ran after a promotion vouched for: sent %v, views %+v", p.slot.i, sent, views)
+	}
+}
+
+// recheck arms the second check the Waiter sends, on p's goroutine, after
+// a grant's reply whose first check left it out (procSentinels.Views):
+// the Sentinels answer as it reaches the network, and it vouches when
+// every one names the master up with no failover.
+func (r *run) recheck(p *proc, runID string, first []replwait.SentinelView) {
+	if bugs.SentinelRecheckReused {
+		r.rules[ruleRecheckVouched]++
+		r.vouched(p, r.w.now, first)
+		return
+	}
+	p.sentinels.recheck = func() []replwait.SentinelView {
+		sent := r.w.now
+		leg := r.s.RTT / 2
+		if p.slot.netUntil[FaultDelay] > sent {
+			leg += p.slot.delay
+		}
+		r.w.pass(p, leg)
+		views := r.redis.sentinels.views(p.slot.i)
+		r.w.pass(p, leg)
+		if replwait.WindowOf(sent, views, runID).Up {
+			r.rules[ruleRecheckVouched]++
+			r.vouched(p, sent, views)
+		} else {
+			r.rules[ruleRecheckRefused]++
+		}
+		return views
+	}
+}
+
+// needOf is how many replicas a grant's reply asks for: the element
+// before the last (every granting script ends its reply with need and
+// the replicas listed).
+func needOf(reply []any) int {
+	switch n := reply[len(reply)-2].(type) {
+	case int64:
+		return int(n)
+	case string:
+		v, _ := strconv.Atoi(n)
+		return v
+	}
+	return 0
 }

@@ -662,10 +662,15 @@ func (ss *sentinels) forceFailover(s *sentinel) {
 // Sentinels (coord.Options.Sentinels). The Waiter asks Views on a
 // goroutine of its own, beside the script; the run answers it on its one
 // goroutine when the script's pipeline reaches the network (run.call), so
-// that the answer is a function of the seed.
+// that the answer is a function of the seed. The second check a Waiter
+// sends after a grant's reply, when the first one's bound leaves the
+// grant out, it asks on the process's own goroutine: the run arms recheck
+// for it as it counts the first check (run.ruleCheck, which decides as
+// the Waiter does), and Views runs it.
 type procSentinels struct {
-	req   chan chan []replwait.SentinelView
-	known replwait.ReplicaMemory // as coord.SentinelSet's, per process
+	req     chan chan []replwait.SentinelView
+	known   replwait.ReplicaMemory // as coord.SentinelSet's, per process
+	recheck func() []replwait.SentinelView
 }
 
 func newProcSentinels() *procSentinels {
@@ -674,6 +679,10 @@ func newProcSentinels() *procSentinels {
 
 // Views asks the run for the Sentinels' answers and waits for them.
 func (p *procSentinels) Views(ctx context.Context) []replwait.SentinelView {
+	if f := p.recheck; f != nil {
+		p.recheck = nil
+		return p.known.Fill(f())
+	}
 	reply := make(chan []replwait.SentinelView, 1)
 	select {
 	case p.req <- reply:

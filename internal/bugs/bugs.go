@@ -21,4 +21,5 @@ const (
 	SentinelRunIDUnchecked  = false
 	SentinelFailoverIgnored = false
 	SentinelReplicasIgnored = false
+	SentinelRecheckReused   = false
 )

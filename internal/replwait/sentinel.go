@@ -34,6 +34,16 @@ import (
 // the earliest of sent + down-after − age over them, age being how long
 // that Sentinel's pending PING or its last valid reply goes back.
 //
+// A check sent after the grant's reply needs no bound: each Sentinel
+// answered after the grant ran, and a promotion by Sentinel happens inside
+// its leader's failover, which that leader flags from its start and ends
+// naming the new master. Every Sentinel naming the master up with no
+// failover then proves that none had begun when the grant ran. The check
+// the node sends with a grant answers before it runs, to save the round
+// trip; when its bound leaves the grant out (a Sentinel's last reply or
+// pending PING nearly down-after old, as every ping period with a short
+// down-after, or a slow grant), the node asks again (Waiter.run).
+//
 // A promotion that skips failure detection (SENTINEL FAILOVER,
 // REPLICAOF NO ONE by hand) is not bounded by down-after: the check then
 // bounds only the time from the check to the grant (MaxCheckAge), which
@@ -148,9 +158,17 @@ func (m *ReplicaMemory) Fill(views []SentinelView) []SentinelView {
 // promoted in place of the master with run ID RunID before Until, on the
 // clock the check's send time was read from. Why says why it proves
 // nothing when Until is zero.
+//
+// Up is the part that holds whenever the check was sent: every Sentinel
+// answered, naming that master up with no failover, so no Sentinel had
+// begun a promotion when it answered. Until bounds a promotion after the
+// answers, for a check sent before the grant ran; a check sent after the
+// grant's reply needs only Up (Waiter.run asks again when the first
+// check's PING ages or MaxCheckAge leave the grant out).
 type Window struct {
 	Until time.Duration
 	Why   string
+	Up    bool
 }
 
 // rateMargin is the share of down-after kept back for the Sentinels' and
@@ -211,7 +229,7 @@ func WindowOf(sent time.Duration, views []SentinelView, runID string) Window {
 		return Window{Why: fmt.Sprintf("%d of the %d Sentinels answered", n, max(len(required), known))}
 	}
 	if until <= sent {
-		return Window{Why: "a Sentinel's PING to the master is pending for nearly its down-after-milliseconds"}
+		return Window{Up: true, Why: "a Sentinel's PING to the master is pending, or its last reply is, for nearly its down-after-milliseconds"}
 	}
-	return Window{Until: until}
+	return Window{Until: until, Up: true}
 }

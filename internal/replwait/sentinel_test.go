@@ -30,7 +30,8 @@ func up(addr string) replwait.SentinelView {
 // happened yet refuses: a Sentinel that did not answer or is missing (it
 // may be the leader, seeing the master down), one naming another master,
 // one seeing it down or in a failover, a PING pending for nearly
-// down-after. The window is the earliest Sentinel's bound, never past
+// down-after (which a second check, after the grant's reply, does not
+// need: Up). The window is the earliest Sentinel's bound, never past
 // MaxCheckAge after the send.
 func TestWindowOf(t *testing.T) {
 	const sent = 10 * time.Second
@@ -76,6 +77,11 @@ func TestWindowOf(t *testing.T) {
 			w := replwait.WindowOf(sent, c.views, "run1")
 			if w.Until != c.until || !strings.Contains(w.Why, c.why) || (c.until == 0) != (w.Why != "") {
 				t.Fatalf("WindowOf = %+v, want until %v, why containing %q", w, c.until, c.why)
+			}
+			// Up: every Sentinel names the master up with no failover,
+			// which a check sent after the grant's reply needs alone.
+			if up := c.until > 0 || c.why == "pending"; w.Up != up {
+				t.Fatalf("WindowOf = %+v, want Up %v", w, up)
 			}
 		})
 	}
@@ -147,17 +153,42 @@ func TestRun_SentinelsVouch(t *testing.T) {
 		t.Fatalf("Last after a refusal: %+v", last)
 	}
 
-	// The grant's reply comes back past the window: a second after the
-	// check.
+	// The grant's reply comes back past the window (a second after the
+	// check, or a PING nearly down-after old, as every ping period with
+	// a short down-after): the Waiter asks again after the reply, and the
+	// Sentinels' second answers decide. A failover begun meanwhile
+	// refuses (the fault: a promotion between the first check and the
+	// grant); the master still up vouches.
 	views[0].Flags = "master"
+	f.calls.Store(0)
+	second := up("s1")
+	second.Known, second.Others, second.Flags = 1, nil, "master,failover_in_progress"
+	f.views = func() []replwait.SentinelView {
+		if f.calls.Load() == 2 {
+			return []replwait.SentinelView{second}
+		}
+		return views
+	}
 	step.Store(int64(time.Second))
 	_, res, err = w.Run(ctx, rdb, serverGrant, keys, []any{1}, 1, 20*time.Millisecond)
-	if !errors.Is(err, replwait.ErrNotReplicated) || !strings.Contains(err.Error(), "past what it vouches for") {
-		t.Fatalf("a grant past the window: %+v %v", res, err)
+	if !errors.Is(err, replwait.ErrNotReplicated) || !strings.Contains(err.Error(), "failover_in_progress") || f.calls.Load() != 2 {
+		t.Fatalf("a grant past the window, a failover begun by the second check: %+v %v (%d checks)", res, err, f.calls.Load())
 	}
+	f.calls.Store(0)
+	second.Flags = "master"
+	if _, res, err = w.Run(ctx, rdb, serverGrant, keys, []any{1}, 1, 20*time.Millisecond); err != nil || res.Via != "sentinels" || f.calls.Load() != 2 {
+		t.Fatalf("a grant past the window, the master up at the second check: %+v %v (%d checks)", res, err, f.calls.Load())
+	}
+	f.calls.Store(0)
 	step.Store(int64(10 * time.Millisecond))
-	if _, res, err = w.Run(ctx, rdb, serverGrant, keys, []any{1}, 1, 20*time.Millisecond); err != nil || res.Via != "sentinels" {
-		t.Fatalf("again within the window: %+v %v", res, err)
+	views[0].Age = views[0].DownAfter
+	if _, res, err = w.Run(ctx, rdb, serverGrant, keys, []any{1}, 1, 20*time.Millisecond); err != nil || res.Via != "sentinels" || f.calls.Load() != 2 {
+		t.Fatalf("a PING down-after old at the first check, the master up at the second: %+v %v (%d checks)", res, err, f.calls.Load())
+	}
+	f.calls.Store(0)
+	views[0].Age = 200 * time.Millisecond
+	if _, res, err = w.Run(ctx, rdb, serverGrant, keys, []any{1}, 1, 20*time.Millisecond); err != nil || res.Via != "sentinels" || f.calls.Load() != 1 {
+		t.Fatalf("within the window: %+v %v (%d checks)", res, err, f.calls.Load())
 	}
 }
 
