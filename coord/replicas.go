@@ -152,26 +152,24 @@ func SplitBrainCheck(ctx context.Context, rdb redis.UniversalClient, namespace s
 		return ReplicaMark{}, err
 	}
 	m := ReplicaMark{Namespace: namespace, Mark: -1}
-	v, err := c.HGet(ctx, keys.Meta, contract.MetaReplicas).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
+	fields, err := c.HMGet(ctx, keys.Meta, contract.MetaReplicas, contract.MetaReplicaSet).Result()
+	if err != nil {
+		return m, fmt.Errorf("read %s: %w", keys.Meta, err)
+	}
+	switch v, _ := fields[0].(string); {
+	case fields[0] == nil:
+		// No mark: 0 in a registry that has none yet, -1 with no registry.
 		if n, err := c.Exists(ctx, keys.Meta).Result(); err != nil {
 			return m, err
 		} else if n == 1 {
 			m.Mark = 0
 		}
-	case err != nil:
-		return m, fmt.Errorf("read %s: %w", keys.Meta, err)
 	default:
 		if m.Mark, err = strconv.Atoi(v); err != nil {
 			return m, fmt.Errorf("%s %s is %q, not a count", keys.Meta, contract.MetaReplicas, v)
 		}
 	}
-	set, err := c.HGet(ctx, keys.Meta, contract.MetaReplicaSet).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return m, fmt.Errorf("read %s: %w", keys.Meta, err)
-	}
-	if set != "" {
+	if set, _ := fields[1].(string); set != "" {
 		m.Since = strings.Split(set, ",")
 	}
 	info, err := c.Info(ctx, "replication").Result()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flaked/flaked/contract"
 	"github.com/flaked/flaked/coord"
 	"github.com/flaked/flaked/fallback"
 	"github.com/flaked/flaked/flake"
@@ -614,5 +615,36 @@ func TestReplicaWait_MetaLost_CounterRestoresTheProcessMark(t *testing.T) {
 	}
 	if m, err := coord.SplitBrainCheck(ctxT(t), rdb, ""); err != nil || m.Mark != 1 {
 		t.Fatalf("the mark {ns}:meta was restored with: %+v, %v; want 1", m, err)
+	}
+}
+
+// SplitBrainCheck reads the mark and the replicas counted since from one
+// HMGET: no registry is -1, a registry with no mark yet 0, and a mark that
+// is not a count an error naming it.
+func TestSplitBrainCheck_ReadsTheMark(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client(t)
+	meta := contract.NewKeys(coord.DefaultNamespace).Meta
+	check := func() coord.ReplicaMark {
+		t.Helper()
+		m, err := coord.SplitBrainCheck(ctxT(t), rdb, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := check(); m.Mark != -1 || m.Since != nil {
+		t.Fatalf("no registry: %+v", m)
+	}
+	rdb.HSet(ctxT(t), meta, "generation", "1")
+	if m := check(); m.Mark != 0 || m.Since != nil {
+		t.Fatalf("a registry with no mark: %+v", m)
+	}
+	rdb.HSet(ctxT(t), meta, contract.MetaReplicas, "2", contract.MetaReplicaSet, "10.0.0.1:6379,10.0.0.2:6379")
+	if m := check(); m.Mark != 2 || len(m.Since) != 2 || m.Since[1] != "10.0.0.2:6379" {
+		t.Fatalf("mark 2, two replicas since: %+v", m)
+	}
+	rdb.HSet(ctxT(t), meta, contract.MetaReplicas, "two")
+	if _, err := coord.SplitBrainCheck(ctxT(t), rdb, ""); err == nil || !strings.Contains(err.Error(), `"two"`) {
+		t.Fatalf("a mark that is not a count: %v", err)
 	}
 }
