@@ -202,14 +202,16 @@ var sentinelMutations = []Mutation{
 			"it: teeth-sentinel-recheck-reused)"},
 	{Name: "sentinel-failover-ignored", Requires: ruleVouchedReplaced, Switch: "SentinelFailoverIgnored",
 		Bug: "failover_in_progress does not refuse: a grant on the old master during a forced failover passes",
-		Unfound: "the leader alone flags failover_in_progress, naming the old master, from the promotion until it switches, " +
-			"0-2 s later in the simulator (its next INFO, the other replica's partial sync, the failover's end); pattern " +
-			"zone-cut-failover lines up grants of the old master vouched for meanwhile, but the promoted replica's first script, " +
-			"from a node that dials it through the leader once it names it, comes no sooner than that window opens, and its loss " +
-			"floors (a Redis clock allowance of 1 s above it) cover what the old master granted in it: no seed of 1-10,000 gives a " +
-			"duplicate. Redis Sentinel keeps a failover in progress while a replica it cannot reach is not yet down " +
-			"(sentinelFailoverDetectEnd), which the simulated Sentinels do not model: with it, a zone cut that leaves a replica " +
-			"beside the old master would hold the window open for up to half a down-after"},
+		Unfound: "the leader alone flags failover_in_progress, naming the old master, from the promotion until it switches: " +
+			"once every other replica follows the promoted one in sync or is down to it, unreached for down-after " +
+			"(sentinelFailoverDetectEnd). Pattern zone-cut-failover lines up grants of the old master vouched for meanwhile. " +
+			"With both replicas beside the leader the window lasts 0-2 s (its next INFO, the other replica's sync, the " +
+			"failover's end), and the promoted replica's first script, from a node that dials it through the leader once it names " +
+			"it, comes no sooner than that window opens, so its loss floors (a Redis clock allowance of 1 s above it) cover what " +
+			"the old master granted in it. With a replica beside the old master (one in two of those schedules) the window " +
+			"lasts until down-after after the cut, but the promoted replica then has no replica of its own, and a grant the two " +
+			"Sentinels beside the old master do not vouch for waits for every replica they know: it grants nothing until the cut " +
+			"heals. No seed of 1-10,000 gives a duplicate"},
 }
 
 func init() { Mutations = append(append(Mutations, markMutations...), sentinelMutations...) }

@@ -161,6 +161,10 @@ func (f Fault) replicaString() string {
 		}
 		return s
 	case FaultSentinelZoneCut:
+		if f.Stay {
+			return fmt.Sprintf(": for %v, the master with replica %d, nodes %v and the Sentinels but %d, the other replica with Sentinel %d and the other nodes",
+				f.For, f.Replica, reachNodes(f.Reach), f.Sentinel, f.Sentinel)
+		}
 		return fmt.Sprintf(": for %v, the master with nodes %v and the Sentinels but %d, the replicas with Sentinel %d and the other nodes",
 			f.For, reachNodes(f.Reach), f.Sentinel, f.Sentinel)
 	}
@@ -254,19 +258,28 @@ func (r *run) injectReplicas(f Fault) {
 	}
 }
 
-// zoneCut cuts Redis's port between the master's zone (the master, the
-// Sentinels but lone, the nodes in f.Reach) and the other one (the other
-// hosts, lone, the other nodes) for f.For: the replicas' links to the
-// master are cut and connect again (a partial sync) when it heals, unless
-// a promotion re-pointed them meanwhile.
+// zoneCut cuts Redis's port between the master's zone (the master,
+// replica f.Replica when f.Stay, the Sentinels but lone, the nodes in
+// f.Reach) and the other one (the other hosts, lone, the other nodes)
+// for f.For: the links to the master of the replicas in the other zone
+// are cut and connect again (a partial sync) when it heals, unless a
+// promotion re-pointed them meanwhile.
 func (r *run) zoneCut(f Fault, lone *sentinel) {
 	d, now := r.redis, r.w.now
 	end := now + f.For
 	m := d.m
 	m.replCut = max(m.replCut, end)
 	lone.masterCut[m.i] = max(lone.masterCut[m.i], end)
-	for _, h := range d.hosts {
-		if h == m {
+	reps := d.replicas()
+	for k, h := range reps {
+		if f.Stay && k == f.Replica%len(reps) { // beside the master
+			h.sideOf, h.sideUntil = m, end
+			lone.masterCut[h.i] = max(lone.masterCut[h.i], end)
+			for i := range r.slots {
+				if f.Reach&(1<<i) == 0 {
+					h.nodeCut[i] = max(h.nodeCut[i], end)
+				}
+			}
 			continue
 		}
 		for _, s := range d.sentinels.all {
@@ -635,7 +648,7 @@ func (s *Schedule) drawSplitRestartSplit(seed uint64) {
 // fails over alone once down-after passed, the two voting for it as a
 // Sentinel votes whatever it sees; otherwise the operator, paged by the
 // failing nodes of the replicas' zone, runs SENTINEL FAILOVER on it 2-20
-// s after the cut (the two others reach no replica to promote). The
+// s after the cut (the Sentinel of the failing nodes' zone). The
 // promoted replica takes the writes of the nodes that dial it through
 // that Sentinel. The two beside the old master share no Redis instance
 // with it, so they learn nothing of the promotion until the cut heals,
@@ -644,7 +657,10 @@ func (s *Schedule) drawSplitRestartSplit(seed uint64) {
 // of those nodes finds two Sentinels of three naming the old master up:
 // what refuses their grants is the third (the rule asks every Sentinel,
 // not a majority) flagging it down or failover_in_progress, or naming the
-// promoted replica once it switched.
+// promoted replica once it switched. In one in two, one replica is in
+// the master's zone: that Sentinel's failover, which waits for every
+// replica it has not seen down, stays in progress, naming the old master,
+// until down-after has passed since the cut.
 const PatternZoneCut = "zone-cut-failover"
 
 // drawZoneCut adds PatternZoneCut, from a stream of its own.
@@ -668,7 +684,12 @@ func (s *Schedule) drawZoneCut(seed uint64) {
 	}
 	cutFor := promoted + x.dur(s.LeaseTTL, 2*s.LeaseTTL)
 	at := x.dur(2*time.Second, max(2*time.Second, s.Duration-cutFor-5*time.Second))
-	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultSentinelZoneCut, Sentinel: k, Reach: reach, For: cutFor, pattern: PatternZoneCut})
+	// One in two leaves a replica beside the master: the lone Sentinel's
+	// failover stays in progress until it sees that one down, down-after
+	// after the cut.
+	stay, replica := x.IntN(2) == 0, x.IntN(2)
+	s.Faults = append(s.Faults, Fault{At: at, Kind: FaultSentinelZoneCut, Sentinel: k, Reach: reach, For: cutFor, Stay: stay, Replica: replica,
+		pattern: PatternZoneCut})
 	if forced {
 		s.Faults = append(s.Faults, Fault{At: at + promoted, Kind: FaultSentinelFailover, Sentinel: k, pattern: PatternZoneCut})
 	}

@@ -37,9 +37,11 @@ import (
 //     ONE: the promotion. It sees the promotion at the replica's next INFO
 //     (within a second), tells the other replicas it reaches to follow
 //     the promoted one (and from then answers GET-MASTER-ADDR-BY-NAME
-//     with it), and once they are in sync (or failover-timeout passed)
-//     switches its configuration to the new master (failover_in_progress
-//     ends; the run ID is unknown until its first INFO). Not the leader
+//     with it; one it does not reach, once it does), and once every one
+//     is in sync or down to it, unreached for down-after (or
+//     failover-timeout passed), switches its configuration to the new
+//     master (failover_in_progress ends; the run ID is unknown until its
+//     first INFO). Not the leader
 //     within min(10 s, failover-timeout): it gives up and may start again
 //     after twice failover-timeout.
 //   - The others learn the new master from its hello messages (every 2 s,
@@ -70,8 +72,10 @@ type sentinel struct {
 	addr      string
 	awayUntil time.Duration
 	// masterCut: it cannot reach host h until masterCut[h] (Sentinels
-	// that disagree).
+	// that disagree). reached[h]: when it last reached host h (its link's
+	// last reply), for the replicas its failover waits for.
 	masterCut map[int]time.Duration
+	reached   map[int]time.Duration
 
 	master *host  // the master in its configuration
 	runID  string // the master's run_id from its last INFO ("" before one)
@@ -111,8 +115,10 @@ type failover struct {
 	since   time.Duration // when the state began
 	forced  bool
 	promote *host
-	reconf  []*host       // the replicas told to follow the promoted one
-	end     time.Duration // when it sees them in sync
+	// told: the replicas sent REPLICAOF (or already following the
+	// promoted one); done: those it saw in sync, or left out.
+	told, done map[*host]bool
+	end        time.Duration // when it sees them in sync
 }
 
 const (
@@ -136,7 +142,7 @@ const (
 func newSentinels(d *deployment, cfg SentinelConfig) *sentinels {
 	ss := &sentinels{d: d, cfg: cfg}
 	for i := range cfg.Count {
-		s := &sentinel{i: i, addr: fmt.Sprintf("10.0.1.%d:26379", 10+i), masterCut: map[int]time.Duration{},
+		s := &sentinel{i: i, addr: fmt.Sprintf("10.0.1.%d:26379", 10+i), masterCut: map[int]time.Duration{}, reached: map[int]time.Duration{},
 			master: d.m, runID: d.m.runID, epoch: 0, downAt: map[int]time.Duration{}, repliedAt: map[int]time.Duration{},
 			askedAt: map[int]time.Duration{}, vote: map[int]vote{}, failoverStart: -time.Hour, nextHello: time.Duration(i) * 700 * time.Millisecond}
 		ss.all = append(ss.all, s)
@@ -177,11 +183,17 @@ func (ss *sentinels) tick() {
 		if s.awayUntil > now {
 			continue
 		}
-		if s.awayUntil > 0 { // back from a restart: new links, its failover lost
+		back := s.awayUntil > 0
+		if back { // back from a restart: new links, its failover lost
 			s.awayUntil = 0
 			ss.newLink(s)
 			s.failover = nil
 			s.runID = ""
+		}
+		for _, h := range ss.d.hosts {
+			if back || ss.reaches(s, h) { // a new link counts as a reply (createInstanceLink)
+				s.reached[h.i] = now
+			}
 		}
 		ss.tickMaster(s)
 	}
@@ -417,36 +429,64 @@ func (ss *sentinels) step(s *sentinel) {
 		}
 		f.state, f.since = foReconf, now
 	case foReconf:
-		if f.reconf == nil {
-			f.reconf = []*host{}
-			for _, o := range d.replicas() {
-				if o.follows == d.srv || !ss.reaches(s, o) || d.old != nil && o == d.old.h {
-					continue
-				}
-				if d.rng.IntN(4) == 0 {
-					d.log("sentinel %s: %s does not follow the promoted replica", s.addr, o.addr)
-					o.confAt = now
-					continue
-				}
-				partial := o.replID == f.promote.replID && o.data != nil && o.data.Offset() <= d.srv.Offset()
-				d.attach(o, d.srv, !partial)
-				f.reconf = append(f.reconf, o)
-			}
+		if ss.reconfigure(s) {
+			return
 		}
-		// The failover ends once the replicas told to follow are in sync
-		// (their INFO says so, within a second) or failover-timeout passed.
-		for _, o := range f.reconf {
-			if o.follows == d.srv && now < o.online && ss.reaches(s, o) && now-f.since < ss.cfg.FailoverTimeout {
-				return
-			}
-		}
-		if f.end == 0 {
+		if f.end == 0 { // their INFO says so within a second
 			f.end = now + time.Duration(d.rng.Int64N(int64(time.Second)))
 		}
 		if now >= f.end {
 			ss.switchTo(s, f.promote, f.epoch)
 		}
 	}
+}
+
+// reconfigure tells the replicas of s's failover to follow the promoted
+// one and reports whether the failover stays in progress
+// (sentinelFailoverReconfNextSlave, sentinelFailoverDetectEnd): until
+// failover-timeout, while a replica (not the promoted one, not the old
+// master) is neither in sync with the promoted one nor subjectively down,
+// unreached by s for longer than down-after. A replica s does not reach
+// is sent REPLICAOF once it does. One in four told does not follow (its
+// REPLICAOF lost on the way): it is left out of this failover and
+// pointed at the master failover-timeout later (fixReplicas).
+func (ss *sentinels) reconfigure(s *sentinel) bool {
+	now, f, d := ss.d.w.now, s.failover, ss.d
+	if now-f.since >= ss.cfg.FailoverTimeout {
+		return false
+	}
+	if f.told == nil {
+		f.told, f.done = map[*host]bool{}, map[*host]bool{}
+	}
+	open := false
+	for _, o := range d.replicas() {
+		if o == f.promote || o == s.master || d.old != nil && o == d.old.h || f.done[o] {
+			continue
+		}
+		reached := ss.reaches(s, o)
+		sdown := !reached && now-s.reached[o.i] > ss.downAfter()
+		switch {
+		case f.told[o] || o.follows == d.srv:
+			f.told[o] = true
+			if o.follows == d.srv && now >= o.online && reached {
+				f.done[o] = true
+				continue
+			}
+		case !reached:
+		case d.rng.IntN(4) == 0:
+			d.log("sentinel %s: %s does not follow the promoted replica", s.addr, o.addr)
+			o.confAt = now
+			f.done[o] = true
+			continue
+		default:
+			partial := o.replID == f.promote.replID && o.data != nil && o.data.Offset() <= d.srv.Offset()
+			d.attach(o, d.srv, !partial)
+			f.told[o] = true
+			continue
+		}
+		open = open || !sdown
+	}
+	return open
 }
 
 // selectReplica is the replica s would promote (sentinelSelectSlave).
