@@ -517,11 +517,7 @@ inline needed(S_) {
  * the earlier of them. In ticks of 1 s MaxCheckAge is this tick alone,
  * which also ends before any down-after bound (a Sentinel that reports
  * the master up goes down at a tick's start at the earliest). */
-#if defined(BUG_sentinel_recheck_reused)
-/* the bug: the second check reuses the first one's answers, so a check
- * vouches for every later grant */
-#define CHKWIN 255
-#elif defined(BUG_sentinel_no_max_check_age)
+#if defined(BUG_sentinel_no_max_check_age)
 /* the bug: the down-after bound alone, the ticks before the first
  * Sentinel can find the master down */
 #define WIN(k) (slost[k] == 0 -> DA : DA + 1 - slost[k])
@@ -533,8 +529,8 @@ inline needed(S_) {
  * passed, in the same atomic step, or (CHECK_BEFORE) one sent before it
  * that still vouches, or else the second check the node sends after the
  * grant's reply (internal/replwait), which needs every Sentinel naming
- * the master up with no failover and no bound: the same test in the
- * grant's step. (The second check's answers come later: one that finds
+ * the master up with no failover and no down-after bound: the same test
+ * in the grant's step (within MaxCheckAge, which in ticks is that tick). (The second check's answers come later: one that finds
  * the Sentinels clean again after a change with no promotion, a Sentinel
  * back from s_down, vouches where this does not; no promotion came
  * between, so the grant stays below the floors.) */

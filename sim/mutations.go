@@ -189,17 +189,6 @@ var sentinelMutations = []Mutation{
 		Bug: "a check vouches up to the down-after bound however late the grant comes: a forced failover lands in between"},
 	{Name: "sentinel-run-id-unchecked", Requires: ruleVouchedReplaced, Switch: "SentinelRunIDUnchecked",
 		Bug: "the master the Sentinels name is not compared with the server that granted: an old master's grant passes once they switched"},
-	// The second check, sent after the grant's reply when the first one's
-	// bound leaves the grant out: reusing the first answers vouches for a
-	// grant however long it took, as sentinel-no-max-check-age, and with
-	// no down-after bound either.
-	{Name: "sentinel-recheck-reused", Requires: ruleVouchedReplaced, Switch: "SentinelRecheckReused",
-		Bug: "the second check reuses the first one's answers, given before the grant ran: a grant delayed past a promotion passes",
-		Unfound: "as sentinel-no-max-check-age, of which it is a wider version (no down-after bound either): it needs a " +
-			"promotion between a check and a grant delayed past a second on a stalled old master, and the promoted " +
-			"replica's first script before that grant runs, which the simulator's calls to a stalled master (the whole " +
-			"stall, no client read timeout) do not line up: no seed of 1-10,000 gives a duplicate (the SPIN model finds " +
-			"it: teeth-sentinel-recheck-reused)"},
 	{Name: "sentinel-failover-ignored", Requires: ruleVouchedReplaced, Switch: "SentinelFailoverIgnored",
 		Bug: "failover_in_progress does not refuse: a grant on the old master during a forced failover passes",
 		Unfound: "the leader alone flags failover_in_progress, naming the old master, from the promotion until it switches: " +

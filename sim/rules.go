@@ -56,11 +56,12 @@ const (
 	ruleDisconnected  = "sentinel: refused: a Sentinel's link to the master is disconnected"
 	ruleFailover      = "sentinel: refused: failover_in_progress"
 	// The first check leaves the grant out by its bound alone (every
-	// Sentinel names the master up): the Waiter asks again after the
-	// grant's reply, and that second check vouches or refuses.
-	rulePending        = "sentinel: asked again: a PING pending (or a last reply) nearly down-after old"
-	ruleLateMaxAge     = "sentinel: asked again: the grant came past MaxCheckAge"
-	ruleLateDownAfter  = "sentinel: asked again: the grant came past the down-after bound"
+	// Sentinel names the master up): past MaxCheckAge it is refused; by
+	// the down-after bound, within MaxCheckAge, the Waiter asks again
+	// after the grant's reply, and that second check vouches or refuses.
+	rulePending        = "sentinel: first check: a PING pending (or a last reply) nearly down-after old"
+	ruleLateMaxAge     = "sentinel: refused: the grant came past MaxCheckAge"
+	ruleLateDownAfter  = "sentinel: first check: the grant came past the down-after bound"
 	ruleRecheckVouched = "sentinel: vouched by the second check, after the grant's reply"
 	ruleRecheckRefused = "sentinel: refused by the second check, after the grant's reply"
 	ruleRunIDUnread    = "sentinel: refused: the granting server's run ID unread"
@@ -183,8 +184,8 @@ func (r *run) ruleCheck(p *proc, v any, err error) {
 		r.vouched(p, c.sent, c.views)
 		return
 	}
-	if win.Up {
-		r.recheck(p, runID, c.views)
+	if win.Up && (r.w.now < c.sent+replwait.MaxCheckAge || bugs.SentinelNoMaxCheckAge) {
+		r.recheck(p, runID)
 	}
 	switch {
 	case win.Until > 0 && win.Until == c.sent+replwait.MaxCheckAge:
@@ -251,12 +252,7 @@ func (r *run) vouched(p *proc, sent time.Duration, views []replwait.SentinelView
 // a grant's reply whose first check left it out (procSentinels.Views):
 // the Sentinels answer as it reaches the network, and it vouches when
 // every one names the master up with no failover.
-func (r *run) recheck(p *proc, runID string, first []replwait.SentinelView) {
-	if bugs.SentinelRecheckReused {
-		r.rules[ruleRecheckVouched]++
-		r.vouched(p, r.w.now, first)
-		return
-	}
+func (r *run) recheck(p *proc, runID string) {
 	p.sentinels.recheck = func() []replwait.SentinelView {
 		sent := r.w.now
 		leg := r.s.RTT / 2

@@ -34,8 +34,6 @@ func setSwitch(name string) (func(), error) {
 		p = &bugs.SentinelFailoverIgnored
 	case "SentinelReplicasIgnored":
 		p = &bugs.SentinelReplicasIgnored
-	case "SentinelRecheckReused":
-		p = &bugs.SentinelRecheckReused
 	default:
 		return nil, fmt.Errorf("sim: no switch %q in package bugs", name)
 	}

@@ -21,5 +21,4 @@ const (
 	SentinelRunIDUnchecked  = false
 	SentinelFailoverIgnored = false
 	SentinelReplicasIgnored = false
-	SentinelRecheckReused   = false
 )

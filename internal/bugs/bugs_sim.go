@@ -36,13 +36,10 @@ var (
 	// is not compared with the server that granted. SentinelFailoverIgnored:
 	// failover_in_progress does not refuse. SentinelReplicasIgnored: a
 	// grant the Sentinels do not vouch for waits for the mark alone, not
-	// for every replica they know. SentinelRecheckReused: the second
-	// check, after the grant's reply, reuses the first check's answers
-	// (given before the grant ran) instead of asking again.
+	// for every replica they know.
 	SentinelQuorum          bool
 	SentinelNoMaxCheckAge   bool
 	SentinelRunIDUnchecked  bool
 	SentinelFailoverIgnored bool
 	SentinelReplicasIgnored bool
-	SentinelRecheckReused   bool
 )

@@ -233,15 +233,15 @@ func (w *Waiter) run(ctx context.Context, rdb redis.UniversalClient, s *redis.Sc
 			res.Via = "sentinels"
 			return v, res, nil
 		}
-		if win.Up {
-			// The check answered before the grant ran and its bound
-			// leaves the grant out: asked again now, after the reply,
-			// the Sentinels need only name the master up with no
-			// failover (sentinel.go). One round trip to them instead
-			// of a WAIT that a replica away fails.
-			if !bugs.SentinelRecheckReused {
-				vs = w.Sentinels.Views(ctx)
-			}
+		if win.Up && (replied < sent+MaxCheckAge || bugs.SentinelNoMaxCheckAge) {
+			// The check answered before the grant ran and its
+			// down-after bound (a Sentinel's PING age) leaves the
+			// grant out: asked again now, after the reply, the
+			// Sentinels need only name the master up with no failover
+			// (sentinel.go). One round trip to them instead of a WAIT
+			// that a replica away fails. MaxCheckAge still holds: it
+			// is what covers a promotion no Sentinel flags.
+			vs = w.Sentinels.Views(ctx)
 			again := WindowOf(replied, vs, runID)
 			if again.Up {
 				res.Via = "sentinels"

@@ -34,15 +34,17 @@ import (
 // the earliest of sent + down-after − age over them, age being how long
 // that Sentinel's pending PING or its last valid reply goes back.
 //
-// A check sent after the grant's reply needs no bound: each Sentinel
-// answered after the grant ran, and a promotion by Sentinel happens inside
-// its leader's failover, which that leader flags from its start and ends
-// naming the new master. Every Sentinel naming the master up with no
-// failover then proves that none had begun when the grant ran. The check
-// the node sends with a grant answers before it runs, to save the round
-// trip; when its bound leaves the grant out (a Sentinel's last reply or
-// pending PING nearly down-after old, as every ping period with a short
-// down-after, or a slow grant), the node asks again (Waiter.run).
+// A check sent after the grant's reply needs no down-after bound: each
+// Sentinel answered after the grant ran, and a promotion by Sentinel
+// happens inside its leader's failover, which that leader flags from its
+// start and ends naming the new master. Every Sentinel naming the master
+// up with no failover then proves that none had begun when the grant ran.
+// The check the node sends with a grant answers before it runs, to save
+// the round trip; when its down-after bound leaves the grant out (a
+// Sentinel's last reply or pending PING nearly down-after old, as at the
+// end of every ping period with a short down-after), the node asks again
+// (Waiter.run). MaxCheckAge is kept either way: no Sentinel flags a
+// promotion by hand.
 //
 // A promotion that skips failure detection (SENTINEL FAILOVER,
 // REPLICAOF NO ONE by hand) is not bounded by down-after: the check then
@@ -164,7 +166,7 @@ func (m *ReplicaMemory) Fill(views []SentinelView) []SentinelView {
 // begun a promotion when it answered. Until bounds a promotion after the
 // answers, for a check sent before the grant ran; a check sent after the
 // grant's reply needs only Up (Waiter.run asks again when the first
-// check's PING ages or MaxCheckAge leave the grant out).
+// check's PING ages leave out a grant that came within MaxCheckAge).
 type Window struct {
 	Until time.Duration
 	Why   string
