@@ -112,6 +112,10 @@ type Generator struct {
 
 	granted atomic.Int64
 	closed  atomic.Bool
+	// closedLast is LastTick as Close first read it (0: not yet): a
+	// caller that lost to Close may still add to state before it takes
+	// the add back, which must not raise LastTick past it.
+	closedLast atomic.Int64
 
 	layout    Layout
 	machines  []uint64 // ascending
@@ -591,6 +595,8 @@ func (g *Generator) Close() int64 {
 	if prefetch != nil {
 		prefetch.task.Stop()
 	}
+	last := g.LastTick()
+	g.closedLast.CompareAndSwap(0, last)
 	return g.LastTick()
 }
 
@@ -602,7 +608,11 @@ func (g *Generator) Closed() bool { return g.closed.Load() }
 // caller that lost to Close takes back an add it could not issue (undo),
 // so every value read after Close bounds every ID issued.
 func (g *Generator) LastTick() int64 {
-	return max(min(g.tickOf(g.state.Load()), g.granted.Load()), g.floor)
+	last := max(min(g.tickOf(g.state.Load()), g.granted.Load()), g.floor)
+	if c := g.closedLast.Load(); c != 0 {
+		return min(last, c)
+	}
+	return last
 }
 
 // Stats is a snapshot of a generator's state.
